@@ -1,0 +1,1 @@
+"""Benchmarks that print numbers; never timing assertions in tests."""

@@ -1,0 +1,180 @@
+"""The partition engine: one state key's partitions, advanced "up to W" in event time (SPEC §4, §6).
+
+Events may arrive in any order and in any cut; the engine buffers them and applies, in
+(ts, seq, arrival) order with scheduled isr-expiration checks interleaved, everything strictly
+before W. Whatever the cut, the outputs equal those of one pass over all events.
+"""
+
+from __future__ import annotations
+
+import msgspec
+from msgspec import Struct
+
+from .config import Config
+from .events import Append, Event, Fetch, LeaderAndIsr, Tick
+from .partition import (
+    INF,
+    Outputs,
+    Partition,
+    PropagationTick,
+    apply_append,
+    apply_fetch,
+    apply_leader_and_isr,
+    check_isr_expiration,
+)
+from .schedule import first_at_or_after
+
+STATE_VERSION = 1
+
+
+class _GroupState(Struct, array_like=True):
+    version: int
+    partitions: list[Partition]
+    buffer: list[Event]
+    applied_until: int
+    next_check: int
+    stale: bool
+    next_eligible: int
+
+
+_encoder = msgspec.msgpack.Encoder()
+_decoder = msgspec.msgpack.Decoder(_GroupState)
+
+
+def _order(ev: Event) -> tuple[int, int, int]:
+    return (ev.ts, ev.seq, ev.arrival)
+
+
+class PartitionEngine:
+    """The replica state of a set of partitions plus the events not yet applied.
+
+    `emit_propagation_ticks`: whether explicit propagation ticks seen here are passed on; ticks reach
+    every state key, and exactly one of them must forward their propagation half.
+    """
+
+    def __init__(self, config: Config, blob: bytes | None = None, emit_propagation_ticks: bool = True) -> None:
+        self.config = config
+        self.lag = config.replica_lag_time_max_ms
+        self.interval = config.expiration_interval_ms
+        self.origin = config.schedule_origin_ms
+        self.emit_propagation_ticks = emit_propagation_ticks
+        self.partitions: dict[tuple[str, str, int], Partition] = {}
+        self.buffer: list[Event] = []
+        self.applied_until = -INF
+        self.next_check = first_at_or_after(self.origin, self.origin, self.interval)
+        # When `stale` is False, `next_eligible` is exact for the current state: the earliest time an
+        # isr-expiration check could remove anyone. It lets checks that cannot change anything be skipped.
+        self.stale = False
+        self.next_eligible = INF
+        if blob is not None:
+            state = _decoder.decode(blob)
+            if state.version != STATE_VERSION:
+                raise ValueError(f"partition state version {state.version} is not {STATE_VERSION}")
+            self.partitions = {p.key: p for p in state.partitions}
+            self.buffer = state.buffer
+            self.applied_until = state.applied_until
+            self.next_check = state.next_check
+            self.stale = state.stale
+            self.next_eligible = state.next_eligible
+
+    def to_bytes(self) -> bytes:
+        """The compact serialised form (msgpack, version first) a Spark state row keeps."""
+        return _encoder.encode(_GroupState(STATE_VERSION, list(self.partitions.values()), self.buffer,
+                                           self.applied_until, self.next_check, self.stale, self.next_eligible))
+
+    def add(self, events: list[Event]) -> int:
+        """Buffer events; returns how many were late (before what was already applied) and dropped."""
+        applied_until = self.applied_until
+        fresh = [ev for ev in events if ev.ts >= applied_until]
+        self.buffer.extend(fresh)
+        return len(events) - len(fresh)
+
+    def advance(self, until: int, out: Outputs | None = None) -> Outputs:
+        """Apply every buffered event and scheduled check strictly before `until`."""
+        out = out or Outputs()
+        if until <= self.applied_until:
+            return out
+        buf = self.buffer
+        buf.sort(key=_order)
+        partitions = self.partitions
+        lag = self.lag
+        scheduled = self.interval > 0
+        done = 0
+        for ev in buf:
+            ts = ev.ts
+            if ts >= until:
+                break
+            if scheduled and self.next_check < ts:
+                self._run_checks_before(ts, out)
+            kind = type(ev)
+            if kind is Fetch:
+                apply_fetch(partitions.get((ev.cluster, ev.topic, ev.partition)), ev, lag, out)
+            elif kind is Append:
+                apply_append(partitions.get((ev.cluster, ev.topic, ev.partition)), ev, lag, out)
+            elif kind is LeaderAndIsr:
+                key = (ev.cluster, ev.topic, ev.partition)
+                p = partitions.get(key)
+                if p is None:
+                    p = partitions[key] = Partition(*key)
+                apply_leader_and_isr(p, ev, lag, out)
+            else:
+                self._tick(ev, out)
+            self.stale = True
+            done += 1
+        del buf[:done]
+        if scheduled:
+            self._run_checks_before(until, out)
+        self.applied_until = until
+        return out
+
+    def next_due(self) -> int:
+        """The earliest event time at which advancing could change anything (INF: nothing pending).
+
+        Spark uses it as the state key's event-time timeout; the sink uses it to know how far every
+        key has settled.
+        """
+        due = min((ev.ts for ev in self.buffer), default=INF)
+        if self.interval > 0:
+            if self.stale:
+                self.next_eligible = min((self._eligible(p) for p in self.partitions.values()), default=INF)
+                self.stale = False
+            due = min(due, max(self.next_check, first_at_or_after(self.next_eligible, self.origin, self.interval)))
+        return due
+
+    def _eligible(self, p: Partition) -> int:
+        """When an isr-expiration check could first remove a follower of `p` (read-only twin of the check)."""
+        if not p.has_leader:
+            return INF
+        lag = self.lag
+        return min((f.last_caught_up_ms + lag + 1 for r in p.isr
+                    if (f := p.followers.get(r)) is not None and f.leo != p.leader_leo), default=INF)
+
+    def _run_checks_before(self, limit: int, out: Outputs) -> None:
+        """Run scheduled isr-expiration checks before `limit`, skipping those that cannot shrink anything."""
+        while True:
+            at = self.next_check
+            if not self.stale:
+                at = max(at, first_at_or_after(self.next_eligible, self.origin, self.interval))
+            if at >= limit:
+                break
+            self.next_eligible = self._check(at, out, None, (at, 1, 0, 0, 0))
+            self.stale = False
+            self.next_check = at + self.interval
+        if not self.stale:
+            self.next_check = max(self.next_check, first_at_or_after(limit, self.origin, self.interval))
+
+    def _check(self, now: int, out: Outputs, cluster: str | None, at: tuple[int, int, int, int, int]) -> int:
+        lag = self.lag
+        next_eligible = INF
+        for p in self.partitions.values():
+            if cluster is None or p.cluster == cluster:
+                eligible = check_isr_expiration(p, now, lag, out, at)
+                if eligible < next_eligible:
+                    next_eligible = eligible
+        return next_eligible
+
+    def _tick(self, tick: Tick, out: Outputs) -> None:
+        if tick.task in (None, "isr-expiration"):
+            self._check(tick.ts, out, tick.cluster, (tick.ts, 0, tick.seq, tick.arrival, 0))
+        if tick.task in (None, "isr-change-propagation") and self.emit_propagation_ticks:
+            out.ticks.append(PropagationTick(tick.ts, 0, tick.seq, tick.arrival, 1, tick.cluster))

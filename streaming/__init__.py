@@ -1,0 +1,1 @@
+"""isrwatch's Spark shell: sources, the stateful query, sinks, and the command line."""
