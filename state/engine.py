@@ -7,6 +7,8 @@ before W. Whatever the cut, the outputs equal those of one pass over all events.
 
 from __future__ import annotations
 
+import sys
+
 import msgspec
 from msgspec import Struct
 
@@ -115,7 +117,7 @@ class PartitionEngine:
                 key = (ev.cluster, ev.topic, ev.partition)
                 p = partitions.get(key)
                 if p is None:
-                    p = partitions[key] = Partition(*key)
+                    p = partitions[key] = Partition(sys.intern(ev.cluster), sys.intern(ev.topic), ev.partition)
                 apply_leader_and_isr(p, ev, lag, out)
             else:
                 self._tick(ev, out)
@@ -147,7 +149,7 @@ class PartitionEngine:
             return INF
         lag = self.lag
         return min((f.last_caught_up_ms + lag + 1 for r in p.isr
-                    if (f := p.followers.get(r)) is not None and f.leo != p.leader_leo), default=INF)
+                    if (f := p.follower(r)) is not None and f.leo != p.leader_leo), default=INF)
 
     def _run_checks_before(self, limit: int, out: Outputs) -> None:
         """Run scheduled isr-expiration checks before `limit`, skipping those that cannot shrink anything."""

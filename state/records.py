@@ -13,8 +13,8 @@ def partition_record(p: Partition, config: Config) -> dict:
     isr = p.isr
     offline = p.leader == -1
     followers = []
-    for replica in sorted(p.followers):
-        f = p.followers[replica]
+    for f in p.followers:
+        replica = f.replica
         in_sync = replica in isr
         eligible = None
         predicted = None
