@@ -60,9 +60,7 @@ class Config:
                 continue
             elif not _is_int(value):
                 raise ConfigError(f"{key}: must be an integer, got {value!r}")
-            elif key == "replica_lag_time_max_ms" and value < 1:
-                raise ConfigError(f"{key}: must be >= 1, got {value}")
-            elif key == "min_insync_replicas" and value < 1:
+            elif key in ("replica_lag_time_max_ms", "min_insync_replicas") and value < 1:
                 raise ConfigError(f"{key}: must be >= 1, got {value}")
             elif key != "schedule_origin_ms" and value < 0:
                 raise ConfigError(f"{key}: must be >= 0, got {value}")

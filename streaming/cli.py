@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -67,12 +68,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
     else:
         from state.replay import replay
 
-        handles = [open(path, "rb") for path in args.events]
-        try:
+        with contextlib.ExitStack() as stack:
+            handles = [stack.enter_context(open(path, "rb")) for path in args.events]
             result = replay(handles, config, args.until, progress=_progress)
-        finally:
-            for fh in handles:
-                fh.close()
     out = Path(args.out)
     write_outputs(out, result.decisions, result.propagations, result.states, result.dead_letters,
                   result.summary)
