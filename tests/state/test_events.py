@@ -1,0 +1,102 @@
+"""Input validation (SPEC §3): every bad line lands in the dead letter with a named field; nothing raises."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from state.config import Config
+from state.events import Append, DeadLetter, Fetch, LeaderAndIsr, Tick, parse_event
+from state.replay import replay
+from tests.state.helpers import append, fetch, lai, tick
+
+VALID = [lai(1000, 1, [1, 2], [1, 2], 0), fetch(1000, 2, 0, 0), append(1000, 5), tick(1000)]
+
+
+@pytest.mark.parametrize("raw", VALID, ids=lambda r: r["type"])
+def test_valid_events_parse_with_defaults(raw: dict) -> None:
+    ev = parse_event(json.dumps(raw | {"unknown_extra": [1, {"x": None}]}), seq=42, arrival=3)
+    assert isinstance(ev, LeaderAndIsr | Fetch | Append | Tick)
+    assert (ev.cluster, ev.seq, ev.arrival) == ("default", 42, 3)
+    assert parse_event(json.dumps(raw | {"seq": 7, "cluster": "east"}), seq=42).seq == 7
+
+
+@pytest.mark.parametrize(("raw", "field", "category"), [
+    (lai(1, 1, [1], [1], 0) | {"replicas": []}, "replicas", "out_of_range"),
+    (lai(1, 1, [1], [1, 1], 0), "replicas", "invalid_value"),
+    (lai(1, -2, [1], [1], 0), "leader", "out_of_range"),
+    (lai(1, 1, [1], [1], 0) | {"isr": [-1]}, "isr", "out_of_range"),
+    (lai(1, 1, [1], [1], 0) | {"controller_epoch": "1"}, "controller_epoch", "wrong_type"),
+    (fetch(1, 2, -1, 0), "fetch_offset", "out_of_range"),
+    (fetch(1, 2, 0, 0) | {"partition": -1}, "partition", "out_of_range"),
+    (fetch(1, 2, 0, 0) | {"topic": "bad topic!"}, "topic", "invalid_value"),
+    (fetch(1, 2, 0, 0) | {"topic": "x" * 250}, "topic", "out_of_range"),
+    (fetch(1, 2, 0, 0) | {"ts": True}, "ts", "wrong_type"),
+    (fetch(1, 2, 0, 0) | {"ts": 1.5}, "ts", "wrong_type"),
+    (fetch(1, 2, 0, 0) | {"seq": "3"}, "seq", "wrong_type"),
+    (fetch(1, 2, 0, 0) | {"cluster": 5}, "cluster", "wrong_type"),
+    ({k: v for k, v in fetch(1, 2, 0, 0).items() if k != "replica"}, "replica", "missing_field"),
+    ({k: v for k, v in append(1, 0).items() if k != "ts"}, "ts", "missing_field"),
+    (tick(1, "compaction"), "task", "invalid_value"),
+    ({"type": "produce", "ts": 1}, "type", "unknown_type"),
+    ({"ts": 1}, "type", "missing_type"),
+])
+def test_invalid_events_name_the_field(raw: dict, field: str, category: str) -> None:
+    dead = parse_event(json.dumps(raw), seq=1)
+    assert isinstance(dead, DeadLetter)
+    assert (dead.field, dead.category) == (field, category), dead.reason
+    assert dead.raw == json.dumps(raw)
+    assert field in dead.reason or dead.category == "invalid_value"
+    assert dead.to_record()["reason"] == dead.reason
+
+
+@pytest.mark.parametrize("raw", [b"", b"{", b"[1, 2]", b"null", b'"fetch"', b"\xff\xfe{}", b'{"type": "fetch"'])
+def test_non_objects_and_broken_json_are_dead_letters(raw: bytes) -> None:
+    dead = parse_event(raw, seq=1)
+    assert isinstance(dead, DeadLetter) and dead.field is None
+    assert dead.category in ("invalid_json", "not_an_object")
+    assert isinstance(dead.raw, str)
+
+
+@settings(max_examples=400, deadline=None)
+@given(raw=st.binary(max_size=200))
+def test_random_bytes_never_raise(raw: bytes) -> None:
+    parsed = parse_event(raw, seq=1)
+    assert isinstance(parsed, DeadLetter | LeaderAndIsr | Fetch | Append | Tick)
+
+
+@settings(max_examples=300, deadline=None)
+@given(base=st.sampled_from(VALID), cut=st.integers(0, 200))
+def test_truncated_json_is_a_dead_letter(base: dict, cut: int) -> None:
+    text = json.dumps(base)
+    cut = min(cut, len(text) - 1)
+    assert isinstance(parse_event(text[:cut], seq=1), DeadLetter)
+
+
+json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5),
+                           lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner,
+                                                                                        max_size=3), max_leaves=5)
+
+
+@settings(max_examples=400, deadline=None)
+@given(base=st.sampled_from(VALID), data=st.data())
+def test_any_field_with_a_wrong_value_is_dead_or_valid_never_raises(base: dict, data: st.DataObject) -> None:
+    key = data.draw(st.sampled_from(sorted(base)))
+    raw = json.dumps(base | {key: data.draw(json_values)})
+    parsed = parse_event(raw, seq=1)
+    if isinstance(parsed, DeadLetter):
+        assert parsed.field in (key, None) or parsed.category == "invalid_value"
+        assert parsed.reason
+
+
+def test_replay_routes_bad_lines_to_the_dead_letter_and_keeps_the_rest() -> None:
+    lines = [json.dumps(lai(1000, 1, [1], [1, 2], 0)), "not json", "", json.dumps(fetch(2000, 2, 0, 0)),
+             json.dumps({"type": "fetch"}), b"\xff\x00garbage"]
+    result = replay([lines], Config())
+    assert len(result.dead_letters) == 3
+    assert result.summary["dead_letters_by_reason"] == {"invalid_json": 2, "missing_field": 1}
+    assert [d["kind"] for d in result.decisions] == ["leader_and_isr", "expand"]
+    assert result.summary["lines"] == 5  # the blank line is skipped, but counted in line numbers
