@@ -363,3 +363,14 @@ def test_a_check_at_t_runs_after_events_at_t_and_before_events_after_t() -> None
     assert [d["kind"] for d in at_t.decisions] == ["leader_and_isr"]
     after_t = run([*base, fetch(15_001, 2, 5, 5)], replica_lag_time_max_ms=LAG)
     assert kinds(after_t) == [(0, "leader_and_isr"), (15_000, "shrink"), (15_001, "expand")]
+
+
+def test_partition_record_health_flags_use_per_topic_min_isr() -> None:
+    events = [lai(0, 1, [1, 2], [1, 2, 3], 0, topic="orders"), lai(0, 1, [1, 2], [1, 2, 3], 0, topic="logs"),
+              lai(0, -1, [], [1, 2], 0, topic="dead")]
+    r = run(events, min_insync_replicas=2, min_insync_replicas_by_topic={"orders": 3})
+    orders, logs, dead = state_of(r, "orders"), state_of(r, "logs"), state_of(r, "dead")
+    assert (orders["under_replicated"], orders["under_min_isr"], orders["at_min_isr"]) == (True, True, False)
+    assert (logs["under_min_isr"], logs["at_min_isr"]) == (False, True)
+    assert dead["offline"] and dead["under_min_isr"] and not orders["offline"]
+    assert [f["replica"] for f in dead["followers"]] == [1, 2]
