@@ -5,12 +5,18 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import msgspec
 
 from state.config import Config, ConfigError
+from state.store import StoreError, open_store
+
+if TYPE_CHECKING:
+    from state.replay import ReplayResult
 
 CONFIG_HELP = """configuration keys (SPEC §2; --config FILE.json and/or --set KEY=VALUE, later wins):
   replica_lag_time_max_ms        30000  Kafka replica.lag.time.max.ms (10000 before Kafka 2.5)
@@ -58,6 +64,8 @@ def write_outputs(out: Path, decisions: list[dict], propagations: list[dict], st
 
 def cmd_replay(args: argparse.Namespace) -> int:
     config = load_config(args.config, args.set)
+    if not args.out and not args.store:
+        raise ConfigError("give --out DIR, --store URL or both")
     for path in args.events:
         if not Path(path).is_file():
             raise ConfigError(f"events file {path}: no such file")
@@ -71,21 +79,69 @@ def cmd_replay(args: argparse.Namespace) -> int:
         with contextlib.ExitStack() as stack:
             handles = [stack.enter_context(open(path, "rb")) for path in args.events]
             result = replay(handles, config, args.until, progress=_progress)
-    out = Path(args.out)
-    write_outputs(out, result.decisions, result.propagations, result.states, result.dead_letters,
-                  result.summary)
+    written = []
+    if args.out:
+        write_outputs(Path(args.out), result.decisions, result.propagations, result.states, result.dead_letters,
+                      result.summary)
+        written.append(f"{args.out}/")
+    if args.store:
+        written.append(f"batch {store_replay(args.store, result)} of {args.store}")
     s = result.summary
     _progress(
         f"{s['lines']:,} lines, {s['events']:,} events, {s['dead_letters']:,} dead letters -> "
         f"{s['decisions']:,} decisions {s['decisions_by_kind']}, {s['propagations']:,} propagations, "
-        f"{s['partitions']:,} partitions; {s.get('events_per_second') or 0:,} lines/s; wrote {out}/"
+        f"{s['partitions']:,} partitions; {s.get('events_per_second') or 0:,} lines/s; wrote {' and '.join(written)}"
     )
     if s.get("events_after_until"):
         _progress(f"warning: {s['events_after_until']:,} events after --until {s['until']} were not applied")
     return 0
 
 
+def store_replay(url: str, result: ReplayResult) -> int:
+    """Write a replay's outputs to the store as one batch after the last one; returns its batch id.
+
+    The watermark is the end of the replay (every check up to --until ran), so the API judges
+    "how long ago" at that event time.
+    """
+    s = result.summary
+    counters = {f"{name}.{reason}": count for name, key in (("dead_letters", "dead_letters_by_reason"),
+                                                             ("ignored_fetches", "ignored_fetches_by_reason"),
+                                                             ("ignored_appends", "ignored_appends_by_reason"))
+                for reason, count in s.get(key, {}).items()}
+    with open_store(url) as store:
+        last = store.last_batch_id()
+        batch_id = 0 if last is None else last + 1
+        store.write_batch(batch_id, decisions=result.decisions, propagations=result.propagations,
+                          partitions=result.states, dead_letters=result.dead_letters, counters=counters,
+                          watermark_ms=s["until"] + 1)
+    return batch_id
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from api.app import create_app
+    from api.settings import TOKEN_ENV, Settings
+
+    settings = Settings(
+        token=args.token or os.environ.get(TOKEN_ENV) or None, cors_origins=tuple(args.cors_origin),
+        shrink_window_ms=args.shrink_window_ms, top_followers=args.top_followers,
+        partition_metrics_topics=tuple(t for t in args.partition_metrics_topics.split(",") if t),
+        ready_max_batch_age_s=args.ready_max_batch_age, ready_max_watermark_lag_s=args.ready_max_watermark_lag)
+    app = create_app(args.store, settings)
+    _progress(f"serving {args.store} on http://{args.host}:{args.port} "
+              f"({'bearer token required' if settings.token else 'no token'})")
+    # One worker: the metrics collector reads the store itself, so no multiprocess mode is needed.
+    uvicorn.run(app, host=args.host, port=args.port, workers=1, log_level=args.log_level,
+                access_log=args.access_log)
+    return 0
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
+    if args.rest[:1] == ["api"]:
+        from bench.api import main as bench_api
+
+        return bench_api(args.rest[1:])
     from bench.engine import main as bench_engine
 
     return bench_engine(args.rest)
@@ -110,7 +166,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     rp.add_argument("events", nargs="+", metavar="EVENTS.jsonl",
                     help="event files, one JSON object per line; a missing seq is the line number")
-    rp.add_argument("--out", required=True, metavar="DIR", help="output directory (created if missing)")
+    rp.add_argument("--out", metavar="DIR", help="output directory (created if missing)")
+    rp.add_argument("--store", metavar="URL",
+                    help="also write the outputs to this store as one batch (sqlite:///PATH, a file path or "
+                         "postgresql://...), for `isrwatch serve`")
     rp.add_argument("--config", metavar="FILE.json", help="a JSON object of configuration keys (see below)")
     rp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="override one configuration key; VALUE is JSON (repeatable)")
@@ -121,7 +180,35 @@ def build_parser() -> argparse.ArgumentParser:
                     help="local: one Python process (default); spark: the streaming query in local Spark")
     rp.set_defaults(func=cmd_replay)
 
-    bp = sub.add_parser("bench", help="benchmarks that print numbers (isrwatch bench engine --help)")
+    sp = sub.add_parser(
+        "serve", help="serve the store over HTTP: REST API under /v1, /metrics, /healthz, /readyz",
+        description="A read-only FastAPI service (one uvicorn worker) over the store the streaming job or "
+                    "`isrwatch replay --store` writes. OpenAPI at /docs.")
+    sp.add_argument("--store", default=os.environ.get("ISRWATCH_STORE", "sqlite:///isrwatch.db"), metavar="URL",
+                    help="sqlite:///PATH, a file path or postgresql://user:pw@host:port/db "
+                         "(default: $ISRWATCH_STORE or sqlite:///isrwatch.db)")
+    sp.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    sp.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    sp.add_argument("--token", help="require `Authorization: Bearer TOKEN` on every route but the health probes "
+                                    "(default: $ISRWATCH_API_TOKEN; none = open)")
+    sp.add_argument("--cors-origin", action="append", default=[], metavar="ORIGIN",
+                    help="allow browser requests from this origin (repeatable; default: CORS off)")
+    sp.add_argument("--shrink-window-ms", type=int, metavar="MS",
+                    help="a follower is predicted to shrink when eligible for removal within MS of event time "
+                         "(default: half its replica.lag.time.max.ms)")
+    sp.add_argument("--top-followers", type=int, default=10, metavar="N",
+                    help="per-follower metrics for the N slowest and N most lagging followers (default 10)")
+    sp.add_argument("--partition-metrics-topics", default="", metavar="T1,T2",
+                    help="topics whose every partition and follower get their own metric series (default none)")
+    sp.add_argument("--ready-max-batch-age", type=float, default=300.0, metavar="SECONDS",
+                    help="/readyz fails when the last batch is older (wall clock; 0 = unchecked; default 300)")
+    sp.add_argument("--ready-max-watermark-lag", type=float, default=600.0, metavar="SECONDS",
+                    help="/readyz fails when the watermark lags the wall clock more (0 = unchecked; default 600)")
+    sp.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
+    sp.add_argument("--access-log", action="store_true", help="log every request")
+    sp.set_defaults(func=cmd_serve)
+
+    bp = sub.add_parser("bench", help="benchmarks that print numbers (isrwatch bench engine|api --help)")
     bp.add_argument("rest", nargs=argparse.REMAINDER, help="benchmark name and its options")
     bp.set_defaults(func=cmd_bench)
     return parser
@@ -132,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.func(args)
-    except ConfigError as exc:
+    except (ConfigError, StoreError) as exc:
         print(f"isrwatch: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

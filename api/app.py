@@ -1,0 +1,54 @@
+"""The app factory: one FastAPI app over one store, run by uvicorn as a single worker per process."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import replace
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.middleware.cors import CORSMiddleware
+from fastapi.staticfiles import StaticFiles
+
+from state.store import open_store
+
+from . import errors
+from .metrics import registry_for
+from .routes import JSON, data, health
+from .settings import Settings
+
+DESCRIPTION = """Read-only view of what isrwatch's streaming job (or a replay) wrote to its store: every
+partition's leader, ISR, high watermark and follower lag as the leader sees it, the ISR decisions,
+the ISR-change batches each leader broker propagated, and Prometheus metrics.
+
+Times ending in `_ms` are event time (epoch ms). "How long ago" values are measured from the
+store's settled watermark (`as_of_ms`), never the wall clock. Lists are paginated with
+`page_size` and the opaque `page_token` from the previous page's `next_page_token`. Errors are
+`{"error": code, "detail": text}`. When the server runs with a token, every route but `/healthz`,
+`/readyz`, the docs and the status page needs `Authorization: Bearer <token>`."""
+
+
+def create_app(store_url: str, settings: Settings | None = None, **overrides: Any) -> FastAPI:
+    """An API over the store at `store_url`; `overrides` replace single `Settings` fields."""
+    settings = replace(settings or Settings(), **overrides)
+    store = open_store(store_url)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        yield
+        store.close()
+
+    app = FastAPI(title="isrwatch", version="1", description=DESCRIPTION, default_response_class=JSON,
+                  lifespan=lifespan)
+    app.state.store = store
+    app.state.settings = settings
+    app.state.registry = registry_for(store, settings)
+    errors.install(app)
+    app.include_router(data)
+    app.include_router(health)
+    app.mount("/static", StaticFiles(directory=settings.static_dir, check_dir=False), name="static")
+    if settings.cors_origins:
+        app.add_middleware(CORSMiddleware, allow_origins=list(settings.cors_origins), allow_methods=["GET"],
+                           allow_headers=["Authorization"])
+    return app

@@ -1,0 +1,225 @@
+"""Response schemas: they document the API (OpenAPI, with examples) and schemathesis checks replies against them.
+
+The routes build plain dicts and render them directly; these models are the contract those dicts
+must meet, not a conversion step on the hot path.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+def _example(example: dict) -> ConfigDict:
+    return ConfigDict(populate_by_name=True, json_schema_extra={"examples": [example]})
+
+
+_DECISION = {"ts": 15000, "cluster": "default", "topic": "orders", "partition": 0, "kind": "shrink", "leader": 1,
+             "leader_epoch": 0, "isr_before": [1, 2, 3], "isr_after": [1, 2], "replicas_changed": [3],
+             "reasons": {"3": "stuck"}, "error": None, "hw": 150, "leader_leo": 150}
+_PROPAGATION = {"ts": 22500, "cluster": "default", "broker": 1, "partitions": [{"topic": "orders", "partition": 0}],
+                "trigger": "linger", "first_change_ts": 15000, "last_change_ts": 15000}
+_FOLLOWER = {"replica": 2, "leo": 140, "log_start_offset": 0, "last_caught_up_ms": 21000,
+             "last_fetch_leader_leo": 150, "last_fetch_ms": 22000, "in_sync": True, "lag_offsets": 10,
+             "shrink_eligible_at_ms": 31001, "predicted_shrink_at_ms": 35000, "time_since_caught_up_ms": 4000,
+             "shrink_predicted": False}
+_SUMMARY = {"cluster": "default", "topic": "orders", "partition": 0, "leader": 1, "leader_epoch": 0,
+            "replicas": [1, 2, 3], "in-sync": [1, 2], "out-of-sync": [3], "hw": 140, "leader_leo": 150,
+            "offline": False, "under_replicated": True, "under_min_isr": False, "at_min_isr": False,
+            "shrink_predicted": False}
+_BROKER = {"cluster": "default", "broker": 1, "partitions_led": 12, "replicas": 30, "out_of_sync_replicas": 1,
+           "pending_isr_change_count": 1, "last_isr_change_ms": 15000, "last_propagation_ms": 10000,
+           "time_since_last_propagation_ms": 15000}
+
+
+class ErrorBody(BaseModel):
+    model_config = _example({"error": "not_found", "detail": "partition orders-7 not found in cluster default"})
+    error: str = Field(description="machine-readable code: not_found, invalid_parameter, unauthorized, ...")
+    detail: str = Field(description="what went wrong; for invalid_parameter it starts with the parameter")
+
+
+class TopicPartition(BaseModel):
+    topic: str
+    partition: int
+
+
+class Follower(BaseModel):
+    """The leader's record of one follower (SPEC §5) plus how it looks as of the watermark."""
+
+    model_config = _example(_FOLLOWER)
+    replica: int
+    leo: int = Field(description="the follower's log end offset as last fetched (-1 = unknown)")
+    log_start_offset: int
+    last_caught_up_ms: int = Field(description="event time the follower was last caught up with the leader's LEO")
+    last_fetch_leader_leo: int
+    last_fetch_ms: int
+    in_sync: bool
+    lag_offsets: int | None = Field(description="leader LEO minus follower LEO (null while the LEO is unknown)")
+    shrink_eligible_at_ms: int | None = Field(description="when an isr-expiration check may remove it")
+    predicted_shrink_at_ms: int | None = Field(description="the first scheduled isr-expiration check from then")
+    time_since_caught_up_ms: int | None = Field(description="watermark minus last_caught_up_ms")
+    shrink_predicted: bool = Field(description="in the ISR and past or within the window of its lag limit")
+
+
+class PartitionSummary(BaseModel):
+    """Cruise Control's partition state (`in-sync`, `out-of-sync`) plus isrwatch's health flags."""
+
+    model_config = _example(_SUMMARY)
+    cluster: str
+    topic: str
+    partition: int
+    leader: int | None = Field(description="-1 = offline; null before any accepted LeaderAndIsr")
+    leader_epoch: int
+    replicas: list[int]
+    in_sync: list[int] = Field(alias="in-sync")
+    out_of_sync: list[int] = Field(alias="out-of-sync")
+    hw: int
+    leader_leo: int
+    offline: bool
+    under_replicated: bool
+    under_min_isr: bool
+    at_min_isr: bool
+    shrink_predicted: bool
+
+
+class PartitionDetail(PartitionSummary):
+    model_config = _example({**_SUMMARY, "controller_epoch": 1, "partition_epoch": 1, "isr": [1, 2],
+                             "leader_epoch_start_offset": 100, "followers": [_FOLLOWER], "as_of_ms": 25001})
+    controller_epoch: int
+    partition_epoch: int
+    isr: list[int]
+    leader_epoch_start_offset: int | None
+    followers: list[Follower]
+    as_of_ms: int | None = Field(description="the settled watermark (event time) this view is computed at")
+
+
+class PartitionPage(BaseModel):
+    model_config = _example({"partitions": [_SUMMARY], "next_page_token": None, "as_of_ms": 25001})
+    partitions: list[PartitionSummary]
+    next_page_token: str | None
+    as_of_ms: int | None
+
+
+class PartitionIsr(BaseModel):
+    model_config = _example({"cluster": "default", "topic": "orders", "partition": 0, "leader": 1,
+                             "leader_epoch": 0, "isr": [1, 2]})
+    cluster: str
+    topic: str
+    partition: int
+    leader: int | None
+    leader_epoch: int
+    isr: list[int]
+
+
+class Decision(BaseModel):
+    """A SPEC §5 decision record."""
+
+    model_config = _example(_DECISION)
+    ts: int
+    cluster: str
+    topic: str
+    partition: int
+    kind: str = Field(description="shrink | expand | leader_and_isr | rejected")
+    leader: int | None
+    leader_epoch: int
+    isr_before: list[int]
+    isr_after: list[int]
+    replicas_changed: list[int]
+    reasons: dict[str, str]
+    error: str | None
+    hw: int
+    leader_leo: int
+
+
+class DecisionPage(BaseModel):
+    model_config = _example({"decisions": [_DECISION], "next_page_token": "WzE1MDAwLDEsMF0"})
+    decisions: list[Decision]
+    next_page_token: str | None
+
+
+class Propagation(BaseModel):
+    """A SPEC §5 propagation record: one ISR-change batch a leader broker sent."""
+
+    model_config = _example(_PROPAGATION)
+    ts: int
+    cluster: str
+    broker: int
+    partitions: list[TopicPartition]
+    trigger: str = Field(description="linger | max_delay")
+    first_change_ts: int | None
+    last_change_ts: int
+
+
+class PropagationPage(BaseModel):
+    model_config = _example({"propagations": [_PROPAGATION], "next_page_token": None})
+    propagations: list[Propagation]
+    next_page_token: str | None
+
+
+class DeadLetter(BaseModel):
+    raw: str
+    reason: str
+    field: str | None
+    ts: int | None
+
+
+class DeadLetterPage(BaseModel):
+    model_config = _example({"dead_letters": [{"raw": "{\"type\": \"fetch\"", "reason": "invalid JSON: ...",
+                                               "field": None, "ts": None}], "next_page_token": None})
+    dead_letters: list[DeadLetter]
+    next_page_token: str | None
+
+
+class BrokerSummary(BaseModel):
+    model_config = _example(_BROKER)
+    cluster: str
+    broker: int
+    partitions_led: int
+    replicas: int = Field(description="replicas hosted, led or following")
+    out_of_sync_replicas: int
+    pending_isr_change_count: int
+    last_isr_change_ms: int | None
+    last_propagation_ms: int | None
+    time_since_last_propagation_ms: int | None = Field(description="watermark minus last_propagation_ms")
+
+
+class BrokerList(BaseModel):
+    model_config = _example({"brokers": [_BROKER], "as_of_ms": 25001})
+    brokers: list[BrokerSummary]
+    as_of_ms: int | None
+
+
+class OutOfSyncReplica(BaseModel):
+    topic: str
+    partition: int
+    leo: int | None
+    lag_offsets: int | None
+    last_caught_up_ms: int | None
+    time_since_caught_up_ms: int | None
+
+
+class BrokerDetail(BrokerSummary):
+    model_config = _example({**_BROKER, "pending_isr_changes": [{"topic": "orders", "partition": 0}],
+                             "first_change_ts": 15000,
+                             "out_of_sync_followers": [{"topic": "orders", "partition": 0, "leo": 100,
+                                                        "lag_offsets": 50, "last_caught_up_ms": 1600,
+                                                        "time_since_caught_up_ms": 23401}],
+                             "recent_batches": [_PROPAGATION], "as_of_ms": 25001})
+    pending_isr_changes: list[TopicPartition]
+    first_change_ts: int | None
+    out_of_sync_followers: list[OutOfSyncReplica] = Field(description="the first 100, by topic and partition")
+    recent_batches: list[Propagation] = Field(description="its last ISR-change batches, newest first")
+    as_of_ms: int | None
+
+
+class Health(BaseModel):
+    status: str
+
+
+class Readiness(BaseModel):
+    model_config = _example({"status": "ready", "last_batch_id": 42, "last_batch_age_seconds": 3.2,
+                             "watermark_ms": 1700000000000, "watermark_lag_seconds": 8.1})
+    status: str
+    last_batch_id: int
+    last_batch_age_seconds: float
+    watermark_ms: int | None
+    watermark_lag_seconds: float | None
