@@ -137,6 +137,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_simulate(args: argparse.Namespace) -> int:
+    from streaming.simulate_cmd import main as simulate_main
+
+    return simulate_main(args)
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     if args.rest[:1] == ["api"]:
         from bench.api import main as bench_api
@@ -207,6 +213,19 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
     sp.add_argument("--access-log", action="store_true", help="log every request")
     sp.set_defaults(func=cmd_serve)
+
+    from streaming.simulate_cmd import add_arguments as add_simulate_arguments
+    from streaming.simulator import FAULT_HELP
+
+    mp = sub.add_parser(
+        "simulate", formatter_class=argparse.RawDescriptionHelpFormatter,
+        help="simulate a Kafka cluster: its fetch, append and LeaderAndIsr events, with scripted faults",
+        description="A deterministic simulated cluster (brokers, producers, follower fetchers, the controller) "
+                    "emitting SPEC §3 events in real time or as fast as possible, to stdout, rotating JSONL "
+                    "files (--out-dir) or Kafka (--kafka), with faults from --scenario and --fault.",
+        epilog=FAULT_HELP)
+    add_simulate_arguments(mp)
+    mp.set_defaults(func=cmd_simulate)
 
     bp = sub.add_parser("bench", help="benchmarks that print numbers (isrwatch bench engine|api --help)")
     bp.add_argument("rest", nargs=argparse.REMAINDER, help="benchmark name and its options")
