@@ -1,0 +1,36 @@
+"""API fixtures: the fleet streamed once per backend into a store, and clients over it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from fastapi.testclient import TestClient
+
+from api.app import create_app
+from state.store import open_store
+from tests.api.fleet import Streamed, fleet_lines, stream_into
+from tests.pg import fresh_database
+
+
+@pytest.fixture(scope="session", params=["sqlite", "postgresql"])
+def fleet_store(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Streamed]:
+    """(store URL, what the engine produced) for the two-cluster fleet, on each backend; read-only for tests."""
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path_factory.mktemp('fleet') / 'isrwatch.db'}"
+    else:
+        url = fresh_database(request.getfixturevalue("postgres_server_url"))
+    with open_store(url) as store:
+        return url, stream_into(store, fleet_lines())
+
+
+@pytest.fixture(scope="session")
+def fleet(fleet_store: tuple[str, Streamed]) -> Streamed:
+    return fleet_store[1]
+
+
+@pytest.fixture(scope="session")
+def client(fleet_store: tuple[str, Streamed]) -> Iterator[TestClient]:
+    """A client of the API over the fleet store, no token."""
+    with TestClient(create_app(fleet_store[0])) as c:
+        yield c
