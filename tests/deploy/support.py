@@ -1,0 +1,128 @@
+"""Paths, tool runners and readers shared by the deploy tests (chart, rules, dashboards, image)."""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from functools import cache
+from pathlib import Path
+
+import yaml
+
+from state.store import open_store
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "helm" / "isrwatch"
+GRAFANA = ROOT / "deploy" / "grafana"
+RULES = ROOT / "deploy" / "prometheus" / "isrwatch.rules.yaml"
+RULE_TESTS = ROOT / "deploy" / "prometheus" / "isrwatch.rules.test.yaml"
+HERE = Path(__file__).resolve().parent
+SCHEMAS = HERE / "schemas"
+VALUES = HERE / "values"
+DEMO_EVENTS = HERE / "data" / "demo.events.jsonl"
+DEMO_CONFIG = ["--set", "replica_lag_time_max_ms=10000", "--set", "min_insync_replicas=2"]
+HELM = ROOT / ".tools" / "bin" / "helm"
+BIN = Path(sys.executable).parent
+# Sample values for the dashboards' template variables: "All" clusters, top 10, a rate window that
+# spans the whole end-to-end test.
+TEMPLATE_VALUES = {"$__rate_interval": "1m", "$cluster": ".*", "$topn": "10"}
+METRIC = re.compile(r"\bisrwatch_[a-zA-Z0-9_:]+")
+
+
+def run(cmd: list[str | Path], **kwargs) -> subprocess.CompletedProcess:
+    """Run a tool; on failure the assertion shows its command line and output."""
+    proc = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=120, **kwargs)
+    assert proc.returncode == 0, f"{' '.join(map(str, cmd))} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
+    return proc
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_until(check: Callable[[], object], timeout: float, what: str, every: float = 0.2) -> object:
+    """Poll `check` until it returns something truthy; fail naming `what` after `timeout` seconds.
+
+    Other exceptions count as "not yet" (a service still starting); an AssertionError fails at once.
+    """
+    deadline = time.monotonic() + timeout
+    last_error: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            result = check()
+            if result:
+                return result
+        except AssertionError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - reported if the wait times out
+            last_error = exc
+        time.sleep(every)
+    raise AssertionError(f"timed out after {timeout:g} s waiting for {what} (last error: {last_error!r})")
+
+
+@cache
+def helm_template(*values_files: Path, sets: tuple[str, ...] = ()) -> tuple[dict, ...]:
+    """The chart rendered with these values files, as a tuple of manifests."""
+    cmd: list[str | Path] = [HELM, "template", "isrwatch", CHART, "--namespace", "kafka-monitoring"]
+    for path in values_files:
+        cmd += ["--values", path]
+    for assignment in sets:
+        cmd += ["--set", assignment]
+    return tuple(doc for doc in yaml.safe_load_all(run(cmd).stdout) if doc)
+
+
+def dashboards() -> dict[str, dict]:
+    """Every deploy/grafana dashboard by file name."""
+    return {path.name: json.loads(path.read_text()) for path in sorted(GRAFANA.glob("*.json"))}
+
+
+def panels(dashboard: dict) -> Iterator[dict]:
+    for panel in dashboard["panels"]:
+        yield panel
+        yield from panel.get("panels", ())
+
+
+def dashboard_queries(dashboard: dict) -> list[tuple[str, str]]:
+    """(where, PromQL) of every panel target, template variables replaced by sample values."""
+    return [(f"{dashboard['uid']} / {panel['title']} / {target['refId']}", substitute(target["expr"]))
+            for panel in panels(dashboard) for target in panel.get("targets", ())]
+
+
+def variable_queries(dashboard: dict) -> list[str]:
+    """The Grafana `label_values(...)` queries of the query-type template variables."""
+    return [var["definition"] for var in dashboard["templating"]["list"] if var["type"] == "query"]
+
+
+def substitute(expr: str) -> str:
+    for name, value in TEMPLATE_VALUES.items():
+        expr = expr.replace(name, value)
+    assert "$" not in expr, f"unknown template variable in {expr!r}"
+    return expr
+
+
+def alert_rules() -> list[dict]:
+    return [rule for group in yaml.safe_load(RULES.read_text())["groups"] for rule in group["rules"]]
+
+
+def commit_demo_batch(store_url: str, batch_wall_ms: int) -> None:
+    """Commit one more batch of demo data, the way the streaming job would.
+
+    The replica outputs come from a real replay of the demo events (`isrwatch replay --store`: one
+    more batch, so every counter rises); the stream-health row and the late-event count, which only a
+    live stream produces, go through the same Store calls the job's listener and sink make.
+    """
+    run([BIN / "isrwatch", "replay", DEMO_EVENTS, *DEMO_CONFIG, "--store", store_url])
+    with open_store(store_url) as store:
+        batch_id = store.last_batch_id()
+        store.record_progress({"batch_id": batch_id, "wall_ms": batch_wall_ms, "watermark_ms": 40_101,
+                               "input_rows": 661, "input_rows_per_second": 220.0,
+                               "processed_rows_per_second": 1300.0, "batch_duration_ms": 510,
+                               "state_rows": 4, "late_rows": 2})
+        store.write_batch(batch_id + 1, counters={"late_events": 2})

@@ -1,0 +1,29 @@
+"""Prometheus alert rules (deploy/prometheus): promtool checks them and runs their unit tests."""
+
+from __future__ import annotations
+
+import yaml
+
+from tests.deploy.support import RULE_TESTS, RULES, alert_rules, run
+
+
+def test_promtool_check_rules() -> None:
+    proc = run(["promtool", "check", "rules", RULES])
+    assert f"SUCCESS: {len(alert_rules())} rules found" in proc.stdout + proc.stderr
+
+
+def test_promtool_rule_unit_tests_pass() -> None:
+    proc = run(["promtool", "test", "rules", RULE_TESTS.name], cwd=RULE_TESTS.parent)
+    assert "SUCCESS" in proc.stdout + proc.stderr
+
+
+def test_every_alert_has_a_unit_test_that_fires_it() -> None:
+    fired = {case["alertname"] for test in yaml.safe_load(RULE_TESTS.read_text())["tests"]
+             for case in test.get("alert_rule_test", ()) if case.get("exp_alerts")}
+    assert fired == {rule["alert"] for rule in alert_rules()}
+
+
+def test_alerts_have_a_severity_and_a_summary() -> None:
+    for rule in alert_rules():
+        assert rule["labels"]["severity"] in ("warning", "critical"), rule["alert"]
+        assert rule["annotations"]["summary"] and rule["annotations"]["description"], rule["alert"]
