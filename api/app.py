@@ -29,6 +29,13 @@ store's settled watermark (`as_of_ms`), never the wall clock. Lists are paginate
 `/readyz`, the docs and the status page needs `Authorization: Bearer <token>`."""
 
 
+class StatusPageFiles(StaticFiles):
+    """/static/* from the status page's directory, which may be installed after the app starts (404 until then)."""
+
+    async def check_config(self) -> None:
+        """Skip Starlette's startup check that would turn a missing directory into a 500."""
+
+
 def create_app(store_url: str, settings: Settings | None = None, **overrides: Any) -> FastAPI:
     """An API over the store at `store_url`; `overrides` replace single `Settings` fields."""
     settings = replace(settings or Settings(), **overrides)
@@ -47,7 +54,7 @@ def create_app(store_url: str, settings: Settings | None = None, **overrides: An
     errors.install(app)
     app.include_router(data)
     app.include_router(health)
-    app.mount("/static", StaticFiles(directory=settings.static_dir, check_dir=False), name="static")
+    app.mount("/static", StatusPageFiles(directory=settings.static_dir, check_dir=False), name="static")
     if settings.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=list(settings.cors_origins), allow_methods=["GET"],
                            allow_headers=["Authorization"])

@@ -112,7 +112,7 @@ CREATE INDEX IF NOT EXISTS replicas_warning ON replicas (shrink_warning_at_ms)
     WHERE shrink_warning_at_ms IS NOT NULL;
 CREATE INDEX IF NOT EXISTS replicas_caught_up ON replicas (last_caught_up_ms)
     WHERE shrink_eligible_at_ms IS NOT NULL;
-CREATE INDEX IF NOT EXISTS replicas_lag ON replicas (lag_offsets) WHERE lag_offsets IS NOT NULL;
+CREATE INDEX IF NOT EXISTS replicas_lag ON replicas (lag_offsets) WHERE lag_offsets > 0;
 CREATE TABLE IF NOT EXISTS decisions (
     batch_id BIGINT NOT NULL, seq INTEGER NOT NULL, ts BIGINT NOT NULL, cluster TEXT NOT NULL,
     topic TEXT NOT NULL, partition INTEGER NOT NULL, kind TEXT NOT NULL, record TEXT NOT NULL,
@@ -304,10 +304,13 @@ class Store:
 
     def _conn(self) -> Any:
         conn = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = self._local.conn = self._connect()
+        if conn is None or (self.dialect.name == "postgresql" and conn.closed):  # new thread, or server lost
+            fresh = self._connect()
             with self._lock:
-                self._connections.append(conn)
+                if conn is not None:
+                    self._connections.remove(conn)
+                self._connections.append(fresh)
+            conn = self._local.conn = fresh
         return conn
 
     def close(self) -> None:
@@ -685,7 +688,7 @@ class Store:
         """Follower rows (cluster, topic, partition, replica, last_caught_up_ms, lag_offsets, behind_in_isr).
 
         `order="caught_up"`: ISR followers behind the leader, longest since caught up first;
-        `order="lag"`: followers with the largest lag in offsets first; `order="topic"`: every follower of
+        `order="lag"`: followers behind the leader, the largest lag in offsets first; `order="topic"`: every follower of
         `topics` (the per-partition allow-list).
         """
         select = ("SELECT cluster, topic, partition, broker, last_caught_up_ms, lag_offsets,"
@@ -694,7 +697,7 @@ class Store:
             rows = self._rows(select + " WHERE shrink_eligible_at_ms IS NOT NULL ORDER BY last_caught_up_ms,"
                               " cluster, topic, partition, broker LIMIT ?", (limit,))
         elif order == "lag":
-            rows = self._rows(select + " WHERE lag_offsets IS NOT NULL ORDER BY lag_offsets DESC,"
+            rows = self._rows(select + " WHERE lag_offsets > 0 ORDER BY lag_offsets DESC,"
                               " cluster, topic, partition, broker LIMIT ?", (limit,))
         elif order == "topic":
             if not topics:
