@@ -1,0 +1,71 @@
+// Drives the status page in Debian's headless chromium with playwright-core and prints, as one JSON
+// object, what a person would see: the partitions table, the summary cards, the decisions and batches,
+// and every console error, page error, failed request or HTTP error the page caused.
+// Usage: PLAYWRIGHT_CORE=/path/to/playwright-core node status_page.cjs URL SCREENSHOT.png
+"use strict";
+
+const { chromium } = require(process.env.PLAYWRIGHT_CORE);
+
+const [url, screenshot] = process.argv.slice(2);
+const ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+  "--disable-background-networking", "--disable-component-update", "--disable-sync"];
+
+function tableRows(selector) {
+  return [...document.querySelectorAll(`${selector} tbody tr`)].map((tr) => ({
+    dataset: { ...tr.dataset },
+    classes: [...tr.classList],
+    cells: [...tr.cells].map((td) => td.textContent.trim()),
+  }));
+}
+
+(async () => {
+  const browser = await chromium.launch({ executablePath: "/usr/bin/chromium", args: ARGS });
+  const problems = [];
+  try {
+    const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
+    page.on("console", (m) => { if (m.type() === "error" || m.type() === "warning") problems.push(`console ${m.type()}: ${m.text()}`); });
+    page.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
+    page.on("requestfailed", (r) => problems.push(`request failed: ${r.url()} ${r.failure()?.errorText}`));
+    page.on("response", (r) => { if (r.status() >= 400) problems.push(`HTTP ${r.status()}: ${r.url()}`); });
+
+    await page.goto(url, { waitUntil: "load" });
+    await page.waitForSelector("#partitions tbody tr[data-partition]", { timeout: 20000 });
+    await page.waitForTimeout(2500); // one more poll, so a refresh is seen too
+    const seen = await page.evaluate((fn) => {
+      const rows = new Function(`return (${fn})`)();
+      return {
+        title: document.title,
+        status: document.getElementById("status").textContent,
+        error: document.getElementById("error").hidden ? null : document.getElementById("error").textContent,
+        summary: Object.fromEntries([...document.querySelectorAll("#summary .card")].map(
+          (c) => [c.dataset.metric, { value: c.querySelector(".value").textContent, classes: [...c.classList] }])),
+        partitions: [...document.querySelectorAll("#partitions tbody tr[data-partition]")].map((tr) => ({
+          partition: tr.dataset.partition,
+          problem: tr.classList.contains("problem"),
+          leader: tr.querySelector(".leader").textContent,
+          replicas: [...tr.querySelectorAll(".replicas .replica")].map((s) => ({
+            id: Number(s.dataset.replica), oos: s.classList.contains("oos"),
+            background: getComputedStyle(s).backgroundColor,
+          })),
+          isr: tr.querySelector(".isr").textContent,
+        })),
+        followers: rows("#followers"),
+        decisions: rows("#decisions"),
+        propagations: rows("#propagations"),
+        stream: rows("#stream"),
+        brokers: rows("#brokers"),
+      };
+    }, tableRows.toString());
+    await page.check("#problems-only");
+    seen.problemsOnly = await page.$$eval("#partitions tbody tr[data-partition]", (trs) => trs.map((tr) => tr.dataset.partition));
+    await page.uncheck("#problems-only");
+    if (screenshot) await page.screenshot({ path: screenshot, fullPage: true });
+    seen.problems = problems;
+    process.stdout.write(JSON.stringify(seen));
+  } finally {
+    await browser.close();
+  }
+})().catch((e) => {
+  process.stderr.write(`${e.stack || e}\n`);
+  process.exit(1);
+});

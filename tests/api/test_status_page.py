@@ -1,0 +1,100 @@
+"""The status page in a real headless chromium, over a real `isrwatch serve`, over a store filled by a real
+replay of the simulator's stall: it must show the stalled broker's partitions under-replicated, with the
+out-of-sync replica highlighted, and cause no console error."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+
+from streaming.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+PLAYWRIGHT_CORE = ROOT / ".tools" / "node" / "node_modules" / "playwright-core"
+LAG = ["--set", "replica_lag_time_max_ms=10000"]
+RED = "rgb(198, 40, 40)"  # --bad in style.css
+
+
+@contextmanager
+def serving(store_url: str) -> Iterator[str]:
+    """`isrwatch serve` on a loopback port the kernel picks; yields its base URL."""
+    proc = subprocess.Popen([sys.executable, "-m", "streaming.cli", "serve", "--store", store_url, "--port", "0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        output = []
+        for line in proc.stdout:
+            output.append(line)
+            found = re.search(r"Uvicorn running on (http://127\.0\.0\.1:\d+)", line)
+            if found:
+                break
+        else:
+            raise AssertionError("isrwatch serve did not start:\n" + "".join(output))
+        yield found.group(1)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        proc.stdout.close()
+
+
+def browse(url: str, screenshot: Path) -> dict:
+    done = subprocess.run(["node", str(Path(__file__).with_name("status_page.cjs")), url, str(screenshot)],
+                          env={**os.environ, "PLAYWRIGHT_CORE": str(PLAYWRIGHT_CORE)}, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_status_page_shows_the_stalled_brokers_partitions_with_the_replica_out_of_sync(tmp_path):
+    start = int(time.time() * 1000) - 90_000  # recent, so the page reads the store as a live stream would
+    events = tmp_path / "events"
+    # Broker 2 stalls long enough to be shrunk; broker 3 stalls 7 s before the end: near its lag limit.
+    assert main(["simulate", "--speed", "0", "--start", str(start), "--fault", "stall:broker=2:start=10s",
+                 "--fault", "stall:broker=3:start=38s", "--duration", "45s", *LAG, "--seed", "3",
+                 "--out-dir", str(events), "--rotate", "10s"]) == 0
+    store = f"sqlite:///{tmp_path / 'isrwatch.db'}"
+    assert main(["replay", *map(str, sorted(events.iterdir())), "--store", store, *LAG,
+                 "--set", f"schedule_origin_ms={start}"]) == 0
+
+    with serving(store) as base:
+        under, near = ({f"{p['topic']}-{p['partition']}": p for p in httpx.get(
+            f"{base}/v1/partitions", params={"state": state}).json()["partitions"]}
+            for state in ("under_replicated", "shrink_predicted"))
+        seen = browse(base + "/", tmp_path / "status.png")
+
+    assert seen["problems"] == [] and seen["error"] is None
+    assert under and all(p["out-of-sync"] == [2] for p in under.values())
+    expected = set(under)
+    rows = seen["partitions"]
+    assert len(rows) == 15 and {r["partition"] for r in rows if r["problem"]} == expected
+    assert {r["partition"] for r in rows[:len(expected)]} == expected  # problems first
+    for row in rows:
+        for replica in row["replicas"]:
+            out = row["partition"] in expected and replica["id"] == 2
+            assert replica["oos"] is out and (replica["background"] == RED) is out
+        hosts_2 = any(r["id"] == 2 for r in row["replicas"])
+        assert ("2" in row["isr"].split(", ")) is (hosts_2 and row["partition"] not in expected)
+    assert near and sorted(seen["problemsOnly"]) == sorted(expected | set(near))
+    card = seen["summary"]["under_replicated"]
+    assert card["value"] == str(len(expected)) and "bad" in card["classes"]
+    assert seen["summary"]["total"]["value"] == "15"
+
+    shrinks = [d for d in seen["decisions"] if d["dataset"]["kind"] == "shrink"]
+    assert len(shrinks) == len(expected) and all(d["cells"][-1] == "2 stuck" for d in shrinks)
+    batches = seen["propagations"]
+    assert batches and all(b["dataset"]["trigger"] == "linger" for b in batches)
+    assert all(5.0 < float(b["cells"][-1].removesuffix(" s")) <= 7.5 for b in batches)
+    assert sum(int(b["cells"][2].split(":")[0]) for b in batches) == len(expected)
+    assert {b["cells"][0] for b in seen["brokers"]} == {"1", "2", "3", "4"}
+    followers = seen["followers"]
+    assert {f["cells"][0] for f in followers} >= set(near) and all(f["cells"][1] == "3" for f in followers)
+    assert all(re.fullmatch(r"\d+\.\d s ago", f["cells"][2]) for f in followers)
+    assert all(re.fullmatch(r"\d+\.\d s|over by \d+\.\d s", f["cells"][4]) for f in followers)
