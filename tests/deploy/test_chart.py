@@ -29,6 +29,7 @@ EXPECTED_KINDS = {
     "api-only.yaml": API | {"NetworkPolicy"},
 }
 SCHEMA = json.loads((CHART / "values.schema.json").read_text())
+DEFAULTS = yaml.safe_load((CHART / "values.yaml").read_text())
 
 
 def manifests(values_file: str) -> tuple[dict, ...]:
@@ -109,6 +110,9 @@ BAD_VALUES = {
     "unknown sslmode": ("store.sslMode=on", "store.sslMode"),
     "checkpoint URL without a scheme": ("stream.checkpoint.url=bucket/isrwatch", "stream.checkpoint.url"),
     "no state buckets": ("stream.buckets=0", "stream.buckets"),
+    "shuffle partitions through sparkConf": ("stream.sparkConf.spark\\.sql\\.shuffle\\.partitions=8",
+                                             "stream.sparkConf"),
+    "trigger as a duration": ("stream.triggerSeconds=10s", "stream.triggerSeconds"),
     "Kubernetes units for Spark memory": ("stream.driver.memory=2Gi", "stream.driver.memory"),
     "unknown isrwatch config key": ("config.replica_lag_ms=1000", "replica_lag_ms"),
     "negative linger": ("config.isr_change_linger_ms=-1", "config.isr_change_linger_ms"),
