@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import sys
 import tomllib
+import zipfile
 
 import pyspark
 import yaml
@@ -88,6 +89,16 @@ def test_build_context_keeps_what_pip_install_needs() -> None:
     needed = {*PYPROJECT["tool"]["setuptools"]["packages"], "pyproject.toml", PYPROJECT["project"]["readme"],
               "deploy/spark_main.py"}
     assert needed <= kept
+
+
+def test_the_installed_package_carries_every_file_of_its_packages(tmp_path) -> None:
+    """The image installs a wheel built from the source tree: it must hold every tracked package file
+    (the status page, Spark's log4j settings), not only the Python modules."""
+    run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", tmp_path, ROOT])
+    [wheel] = tmp_path.glob("isrwatch-*.whl")
+    packed = set(zipfile.ZipFile(wheel).namelist())
+    tracked = run(["git", "ls-files", *PYPROJECT["tool"]["setuptools"]["packages"]], cwd=ROOT).stdout.split()
+    assert tracked and [path for path in tracked if path not in packed] == []
 
 
 def test_spark_entry_point_is_the_isrwatch_cli() -> None:
