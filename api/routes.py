@@ -1,4 +1,9 @@
-"""The route table: every endpoint, its parameters (validated, documented) and the store read behind it."""
+"""The route table: every endpoint, its parameters (validated, documented) and the store read behind it.
+
+Routes that make a few indexed point reads (one partition, its ISR, the probes) run on the event
+loop: a thread hop would cost more than the query. Routes that scan (lists, brokers, /metrics) run
+in the thread pool so a scrape never stalls the cheap polls.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +13,7 @@ import json
 import secrets
 import time
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import msgspec
 from fastapi import APIRouter, Depends, Path, Query, Request
@@ -42,6 +47,7 @@ MAX_ID = 2**31 - 1
 MAX_PAGE_SIZE = 1000
 RECENT_BATCHES = 10
 OUT_OF_SYNC_SHOWN = 100
+T = TypeVar("T")
 
 
 class JSON(JSONResponse):
@@ -136,23 +142,19 @@ def _now(store: Store) -> int | None:
     return None if position is None else position.watermark_ms
 
 
-def _resolve(found: list[str], cluster: str | None, what: str) -> str:
-    """The cluster a request means: the one given, or the only one that has `what`."""
-    if cluster is not None:
-        if cluster not in found:
-            raise not_found(f"{what} not found in cluster {cluster}")
-        return cluster
+def _only(found: list[T], clusters: list[str], cluster: str | None, what: str) -> T:
+    """The one match a request means: `cluster` narrowed the search, or only one cluster has `what`."""
     if not found:
-        raise not_found(f"{what} not found")
+        raise not_found(f"{what} not found" + (f" in cluster {cluster}" if cluster is not None else ""))
     if len(found) > 1:
-        raise invalid("cluster", f"{what} exists in clusters {', '.join(found)}; name one")
+        raise invalid("cluster", f"{what} exists in clusters {', '.join(clusters)}; name one")
     return found[0]
 
 
 _bearer = HTTPBearer(auto_error=False, description="set when the API runs with --token / ISRWATCH_API_TOKEN")
 
 
-def require_token(request: Request,
+async def require_token(request: Request,
                   credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> None:
     """Bearer-token check for every data route (health probes and the status page stay open)."""
     expected = _settings(request).token
@@ -185,25 +187,20 @@ def list_partitions(request: Request, cluster: ClusterQ = None, topic: TopicQ = 
 
 @data.get("/v1/partitions/{topic}/{partition}", response_model=PartitionDetail, responses=_NOT_FOUND,
           tags=["partitions"], summary="A partition's full state: leader, epochs, ISR, HW and every follower")
-def get_partition(request: Request, topic: TopicP, partition: PartitionP, cluster: ClusterQ = None) -> Response:
+async def get_partition(request: Request, topic: TopicP, partition: PartitionP,
+                        cluster: ClusterQ = None) -> Response:
     store, settings = _store(request), _settings(request)
-    cluster = _resolve(store.partition_clusters(topic, partition), cluster, f"partition {topic}-{partition}")
-    record = store.partition(cluster, topic, partition)
-    if record is None:  # deleted between the two reads: the store is shared with a live writer
-        raise not_found(f"partition {topic}-{partition} not found in cluster {cluster}")
+    found = store.partition(topic, partition, cluster)
+    record = _only(found, [r["cluster"] for r in found], cluster, f"partition {topic}-{partition}")
     return JSON(views.partition_detail(record, _now(store), settings.shrink_window_ms))
 
 
 @data.get("/v1/partitions/{topic}/{partition}/isr", response_model=PartitionIsr, responses=_NOT_FOUND,
           tags=["partitions"], summary="Leader, leader epoch and ISR only: the cheap query to poll")
-def get_partition_isr(request: Request, topic: TopicP, partition: PartitionP, cluster: ClusterQ = None) -> Response:
-    store = _store(request)
-    if cluster is None:
-        cluster = _resolve(store.partition_clusters(topic, partition), None, f"partition {topic}-{partition}")
-    found = store.partition_isr(cluster, topic, partition)
-    if found is None:
-        raise not_found(f"partition {topic}-{partition} not found in cluster {cluster}")
-    leader, leader_epoch, isr = found
+async def get_partition_isr(request: Request, topic: TopicP, partition: PartitionP,
+                            cluster: ClusterQ = None) -> Response:
+    found = _store(request).partition_isr(topic, partition, cluster)
+    cluster, leader, leader_epoch, isr = _only(found, [r[0] for r in found], cluster, f"partition {topic}-{partition}")
     return JSON({"cluster": cluster, "topic": topic, "partition": partition, "leader": leader,
                  "leader_epoch": leader_epoch, "isr": isr})
 
@@ -214,7 +211,8 @@ def get_partition_history(request: Request, topic: TopicP, partition: PartitionP
                           page_size: PageSizeQ = 100, page_token: PageTokenQ = None) -> Response:
     store = _store(request)
     after = decode_page_token(page_token, _EVENT_KEY)
-    cluster = _resolve(store.partition_clusters(topic, partition), cluster, f"partition {topic}-{partition}")
+    found = store.partition_isr(topic, partition, cluster)
+    cluster = _only(found, [r[0] for r in found], cluster, f"partition {topic}-{partition}")[0]
     page = store.decisions(cluster=cluster, topic=topic, partition=partition, after=after, limit=page_size)
     return JSON({"decisions": page.items, "next_page_token": encode_page_token(page.next_key)})
 
@@ -231,12 +229,11 @@ def list_brokers(request: Request, cluster: ClusterQ = None) -> Response:
           summary="One broker: its out-of-sync followers, pending ISR-change set and recent batches")
 def get_broker(request: Request, broker: BrokerP, cluster: ClusterQ = None) -> Response:
     store = _store(request)
-    cluster = _resolve(store.broker_clusters(broker), cluster, f"broker {broker}")
     found = store.brokers(cluster=cluster, broker=broker)
-    if not found:
-        raise not_found(f"broker {broker} not found in cluster {cluster}")
+    entry = _only(found, [b["cluster"] for b in found], cluster, f"broker {broker}")
+    cluster = entry["cluster"]
     batches = store.propagations(cluster=cluster, broker=broker, limit=RECENT_BATCHES).items
-    return JSON(views.broker_detail(found[0], store.out_of_sync_replicas(cluster, broker, OUT_OF_SYNC_SHOWN),
+    return JSON(views.broker_detail(entry, store.out_of_sync_replicas(cluster, broker, OUT_OF_SYNC_SHOWN),
                                     batches, _now(store)))
 
 
@@ -282,13 +279,13 @@ def metrics(request: Request) -> Response:
 
 
 @health.get("/healthz", response_model=Health, summary="The process is up")
-def healthz() -> Response:
+async def healthz() -> Response:
     return JSON({"status": "ok"})
 
 
 @health.get("/readyz", response_model=Readiness, summary="The store answers and the stream is fresh",
             responses={503: {"model": ErrorBody, "description": "not ready; the detail says why"}})
-def readyz(request: Request) -> Response:
+async def readyz(request: Request) -> Response:
     store, settings = _store(request), _settings(request)
     position = store.stream_position()
     if position is None:

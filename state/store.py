@@ -548,21 +548,16 @@ class Store:
         more = len(rows) > limit
         return Page(items, (items[-1]["cluster"], items[-1]["topic"], items[-1]["partition"]) if more else None)
 
-    def partition(self, cluster: str, topic: str, partition: int) -> dict | None:
-        row = self._one("SELECT record FROM partitions WHERE cluster = ? AND topic = ? AND partition = ?",
-                        (cluster, topic, partition))
-        return None if row is None else _decode(row[0])
+    def partition(self, topic: str, partition: int, cluster: str | None = None) -> list[dict]:
+        """The state record of this topic-partition in every cluster that has it (or only in `cluster`)."""
+        return [_decode(r[1]) for r in self._rows(*_one_partition("record", topic, partition, cluster))]
 
-    def partition_isr(self, cluster: str, topic: str, partition: int) -> tuple[int | None, int, list[int]] | None:
-        """(leader, leader_epoch, ISR) without decoding the whole record: the query other tools poll."""
-        row = self._one("SELECT leader, leader_epoch, isr FROM partitions WHERE cluster = ? AND topic = ?"
-                        " AND partition = ?", (cluster, topic, partition))
-        return None if row is None else (row[0], row[1], _decode(row[2]))
-
-    def partition_clusters(self, topic: str, partition: int) -> list[str]:
-        """The clusters that have this topic-partition (to resolve a request that names no cluster)."""
-        return [r[0] for r in self._rows("SELECT cluster FROM partitions WHERE topic = ? AND partition = ?"
-                                         " ORDER BY cluster", (topic, partition))]
+    def partition_isr(self, topic: str, partition: int,
+                      cluster: str | None = None) -> list[tuple[str, int | None, int, list[int]]]:
+        """(cluster, leader, leader_epoch, ISR) per matching cluster, without decoding whole records:
+        the query other tools poll."""
+        return [(c, leader, epoch, _decode(isr)) for c, leader, epoch, isr in self._rows(
+            *_one_partition("leader, leader_epoch, isr", topic, partition, cluster))]
 
     def decisions(self, *, cluster: str | None = None, topic: str | None = None, partition: int | None = None,
                   kind: str | None = None, broker: int | None = None, since: int | None = None,
@@ -659,9 +654,6 @@ class Store:
                 entry["last_propagation_ms"] = last_prop
         return [out[k] for k in sorted(out)]
 
-    def broker_clusters(self, broker: int) -> list[str]:
-        return sorted({b["cluster"] for b in self.brokers(broker=broker)})
-
     def out_of_sync_replicas(self, cluster: str, broker: int, limit: int = 100) -> list[dict]:
         """Replicas this broker hosts that are not in their partition's ISR, as the leader last saw them."""
         rows = self._rows("SELECT topic, partition, leo, lag_offsets, last_caught_up_ms FROM replicas"
@@ -729,6 +721,13 @@ def _broker(cluster: str, broker: int, partitions_led: int = 0, replicas: int = 
     return {"cluster": cluster, "broker": broker, "partitions_led": partitions_led, "replicas": replicas,
             "out_of_sync_replicas": out_of_sync, "pending": [], "first_change_ts": None,
             "last_isr_change_ms": None, "last_propagation_ms": None}
+
+
+def _one_partition(columns: str, topic: str, partition: int, cluster: str | None) -> tuple[str, tuple]:
+    sql = f"SELECT cluster, {columns} FROM partitions WHERE topic = ? AND partition = ?"
+    if cluster is None:
+        return sql + " ORDER BY cluster", (topic, partition)
+    return sql + " AND cluster = ?", (topic, partition, cluster)
 
 
 def _decision_brokers(d: Mapping) -> set[int]:

@@ -92,19 +92,21 @@ def test_counters_accumulate_across_batches(filled) -> None:
 def test_partitions_are_upserted_with_their_replicas(filled) -> None:
     store, seen = filled
     assert _keys(_all_pages(store.partitions, 1000)) == _keys(seen.states)
-    assert store.partition("east", "topic-0", 0) == next(s for s in seen.states if _keys([s])[0] ==
-                                                         ("east", "topic-0", 0))
+    east = next(s for s in seen.states if _keys([s])[0] == ("east", "topic-0", 0))
+    west = next(s for s in seen.states if _keys([s])[0] == ("west", "topic-0", 0))
+    assert store.partition("topic-0", 0, "east") == [east]
+    assert store.partition("topic-0", 0) == [east, west]  # no cluster named: every cluster's
     # Reassign east topic-0/0 to other brokers: the old replicas stop matching the broker filter.
-    moved = {**store.partition("east", "topic-0", 0), "replicas": [7, 8], "isr": [7, 8], "leader": 7,
-             "followers": []}
-    old = set(store.partition("east", "topic-0", 0)["replicas"])
+    moved = {**east, "replicas": [7, 8], "isr": [7, 8], "leader": 7, "followers": []}
     assert store.write_batch(99, partitions=[moved])
-    assert store.partition("east", "topic-0", 0) == moved
-    for broker in old:
+    assert store.partition("topic-0", 0, "east") == [moved]
+    for broker in east["replicas"]:
         assert ("east", "topic-0", 0) not in _keys(store.partitions(broker=broker, limit=1000).items)
     assert _keys(store.partitions(broker=8, limit=1000).items) == [("east", "topic-0", 0)]
-    assert store.partition_isr("east", "topic-0", 0) == (7, moved["leader_epoch"], [7, 8])
-    assert store.partition_isr("east", "nope", 0) is None
+    assert store.partition_isr("topic-0", 0, "east") == [("east", 7, moved["leader_epoch"], [7, 8])]
+    assert store.partition_isr("topic-0", 0) == [("east", 7, moved["leader_epoch"], [7, 8]),
+                                                 ("west", west["leader"], west["leader_epoch"], west["isr"])]
+    assert store.partition_isr("nope", 0) == [] and store.partition("topic-0", 0, "north") == []
 
 
 @pytest.mark.parametrize("flag", ["under_replicated", "under_min_isr", "at_min_isr", "offline"])
@@ -191,7 +193,7 @@ def test_brokers_keep_the_pending_set_and_replica_counts(filled) -> None:
         assert view["out_of_sync_replicas"] == len(out)
         assert [(r["topic"], r["partition"]) for r in store.out_of_sync_replicas(cluster, broker)] == [
             (s["topic"], s["partition"]) for s in out]
-    assert store.broker_clusters(1) == ["east", "west"]
+    assert [b["cluster"] for b in store.brokers(broker=1)] == ["east", "west"]
 
 
 def test_dead_letters_are_kept(filled) -> None:
