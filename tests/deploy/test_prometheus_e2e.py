@@ -28,14 +28,16 @@ DEMO_ROWS = 661  # input rows of one demo batch
 
 @pytest.fixture(scope="module")
 def prometheus(api_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
-    """A private Prometheus on a free loopback port scraping the API every second, with the alert rules loaded."""
+    """A private Prometheus on a free loopback port with the alert rules loaded, scraping the API every second
+    as two replicas would be scraped (same series, another `pod` label)."""
     tmp_path = tmp_path_factory.mktemp("prometheus")
     config = tmp_path / "prometheus.yml"
     config.write_text(yaml.safe_dump({
         "global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
         "rule_files": [str(RULES)],
         "scrape_configs": [{"job_name": "isrwatch",
-                            "static_configs": [{"targets": [api_url.removeprefix("http://")]}]}],
+                            "static_configs": [{"targets": [api_url.removeprefix("http://")], "labels": {"pod": pod}}
+                                               for pod in ("isrwatch-api-0", "isrwatch-api-1")]}],
     }))
     port = free_port()
     log = tmp_path / "prometheus.log"
@@ -69,8 +71,8 @@ def _value(client: httpx.Client, promql: str) -> float | None:
 
 
 def test_every_dashboard_query_returns_data_through_prometheus(prometheus: httpx.Client, demo_store: str) -> None:
-    wait_until(lambda: (_value(prometheus, 'sum_over_time(up{job="isrwatch"}[1m])') or 0) >= 2, 30,
-               "two successful scrapes of the API")
+    wait_until(lambda: (_value(prometheus, 'min(sum_over_time(up{job="isrwatch"}[1m]))') or 0) >= 2, 30,
+               "two successful scrapes of each replica")
     # The stream commits another batch: every counter rises, so rates and quantiles have something to show.
     commit_demo_batch(demo_store, int(time.time() * 1000))
     wait_until(lambda: (_value(prometheus, "isrwatch_stream_input_rows_total") or 0) >= 2 * DEMO_ROWS, 30,
@@ -99,3 +101,21 @@ def test_alert_rules_evaluate_cleanly_against_the_api_metrics(prometheus: httpx.
     rules = wait_until(evaluated, 30, "every alert rule to be evaluated")
     assert {rule["name"]: (rule["health"], rule.get("lastError", "")) for rule in rules if rule["health"] != "ok"} == {}
     assert sorted(rule["name"] for rule in rules) == sorted(rule["alert"] for rule in alert_rules())
+
+
+# The demo store's partition counts (tests/deploy/data/demo.events.jsonl, min.insync.replicas 2).
+DEMO_COUNTS = {
+    "isrwatch-replication / Partitions / A": 6,
+    "isrwatch-replication / Under-replicated / A": 4,
+    "isrwatch-replication / Under min ISR / A": 2,
+    "isrwatch-replication / At min ISR / A": 3,
+    "isrwatch-replication / Offline / A": 1,
+    "isrwatch-followers / Followers predicted to shrink / A": 1,
+}
+
+
+def test_counts_are_not_multiplied_by_api_replicas(prometheus: httpx.Client) -> None:
+    wait_until(lambda: (_value(prometheus, 'count(up{job="isrwatch"} == 1)') or 0) == 2, 30, "both replicas up")
+    queries = {where: promql for dashboard in dashboards().values()
+               for where, promql in dashboard_queries(dashboard) if where in DEMO_COUNTS}
+    assert {where: _value(prometheus, promql) for where, promql in queries.items()} == DEMO_COUNTS
