@@ -29,7 +29,6 @@ EXPECTED_KINDS = {
     "api-only.yaml": API | {"NetworkPolicy"},
 }
 SCHEMA = json.loads((CHART / "values.schema.json").read_text())
-DEFAULTS = yaml.safe_load((CHART / "values.yaml").read_text())
 
 
 def manifests(values_file: str) -> tuple[dict, ...]:
