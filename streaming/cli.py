@@ -143,6 +143,12 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     return simulate_main(args)
 
 
+def cmd_demo(args: argparse.Namespace) -> int:
+    from streaming.demo import main as demo_main
+
+    return demo_main(args)
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     if args.rest[:1] == ["api"]:
         from bench.api import main as bench_api
@@ -226,6 +232,16 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=FAULT_HELP)
     add_simulate_arguments(mp)
     mp.set_defaults(func=cmd_simulate)
+
+    from streaming.demo import add_arguments as add_demo_arguments
+
+    dp = sub.add_parser(
+        "demo", help="see it work: a simulated cluster's fault story, the streaming job and the API, live",
+        description="Starts the simulator playing a scripted fault story in real time, the streaming job on the "
+                    "embedded default (file source, SQLite store, local Spark) and the API with its status "
+                    "page; prints the URLs and a live summary. Ctrl-C stops everything.")
+    add_demo_arguments(dp)
+    dp.set_defaults(func=cmd_demo)
 
     bp = sub.add_parser("bench", help="benchmarks that print numbers (isrwatch bench engine|api --help)")
     bp.add_argument("rest", nargs=argparse.REMAINDER, help="benchmark name and its options")

@@ -1,0 +1,284 @@
+"""`isrwatch demo`: the whole pipeline on one machine, in one command.
+
+A simulated cluster plays a scripted fault story in real time into rotating JSONL files; the
+streaming job (`isrwatch run`, local Spark, SQLite store) judges it; the API (`isrwatch serve`)
+serves the status page. The terminal shows the URLs and a live summary read from the API. Ctrl-C
+(or --duration) stops the simulator, then the job, then the API; the children run in their own
+sessions and die with the demo even if it is killed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ctypes
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any
+
+from state.config import Config, ConfigError
+
+from .simulate_cmd import DirectorySink, Pacer, run
+from .simulator import Fault, SimConfig, scenario, simulate_events
+
+# A short lag so the story plays in minutes: a stalled follower is removed 10-15 s after it stops.
+DEMO_KAFKA = {"replica_lag_time_max_ms": 10_000, "min_insync_replicas_by_topic": {"orders": 2, "payments": 2}}
+STOP_GRACE_S = 20
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: get SIGTERM when the demo dies, however it dies (Linux prctl)."""
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+class Child:
+    """A command in its own session (Ctrl-C reaches only the demo), output to a log file."""
+
+    def __init__(self, name: str, argv: list[str], log: Path) -> None:
+        self.name = name
+        self.log_path = log
+        self.log: IO[bytes] = open(log, "wb")  # noqa: SIM115 - open for the child's whole life
+        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT,
+                                     start_new_session=True, preexec_fn=_die_with_parent)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def stop(self) -> None:
+        """SIGTERM to the command, which stops its own helpers (the job its Spark JVM and Python workers);
+        then SIGKILL to whatever of its session is left, at once if it ended, after a grace period if not."""
+        if self.alive():
+            self.proc.terminate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(STOP_GRACE_S)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
+        self.log.close()
+
+    def tail(self, lines: int = 15) -> str:
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+
+class Api:
+    """The JSON API as the terminal summary reads it (stdlib HTTP: nothing to install)."""
+
+    def __init__(self, base: str) -> None:
+        self.base = base
+
+    def get(self, path: str, **params: Any) -> dict | None:
+        query = urllib.parse.urlencode({k: v for k, v in params.items() if v is not None})
+        try:
+            with urllib.request.urlopen(f"{self.base}{path}{'?' + query if query else ''}", timeout=5) as r:
+                return json.load(r)
+        except (urllib.error.URLError, OSError, ValueError):
+            return None
+
+
+def _offset(ms: int | None, start: int) -> str:
+    if ms is None:
+        return "-"
+    s = (ms - start) / 1000
+    return f"+{int(s // 60)}:{s % 60:04.1f}"
+
+
+def story_lines(faults: list[Fault], kafka: Config, session_timeout_ms: int) -> list[str]:
+    """What the audience will see, in event time from the start."""
+    lag = kafka.replica_lag_time_max_ms / 1000
+    shrink = (f"shrink ({{}}) {lag:g}-{lag * 1.5:g} s later; its leader's ISR-change batch 5-7.5 s after that "
+              "(linger), or at its next 2.5 s check if it sent none for 60 s (max_delay)")
+    lines = []
+    for f in faults:
+        at = _offset(f.start_ms, 0)
+        until = _offset(f.end_ms, 0) if f.end_ms is not None else None
+        if f.kind == "stall":
+            lines.append(f"{at}  broker {f.broker} stalls: its followers stop fetching -> {shrink.format('stuck')}")
+            lines.append(f"{until}  broker {f.broker} resumes fetching: its followers catch up -> expand, batch")
+        elif f.kind == "slow":
+            lines.append(f"{at}  broker {f.broker} turns slow: it fetches but falls behind -> {shrink.format('slow')}")
+            lines.append(f"{until}  broker {f.broker} keeps up again -> expand, batch")
+        elif f.kind == "crash":
+            lines.append(f"{at}  broker {f.broker} crashes; {session_timeout_ms / 1000:g} s later the controller "
+                         "moves its leaderships and drops it from every ISR (LeaderAndIsr)")
+            lines.append(f"{until}  broker {f.broker} restarts and catches up -> expand")
+        elif f.kind == "elect":
+            lines.append(f"{at}  preferred leader election: leadership goes back (LeaderAndIsr)")
+        elif f.kind == "failover":
+            lines.append(f"{at}  controller failover: every leader rejects the new controller's re-sent state "
+                         f"and {f.stale} late requests of the old one (STALE_CONTROLLER_EPOCH)")
+    return lines
+
+
+class Summary:
+    """Prints what changed since the last look: ISR decisions, batches, partition health."""
+
+    def __init__(self, api: Api, start_ms: int, say: Callable[[str], None]) -> None:
+        self.api = api
+        self.start = start_ms
+        self.say = say
+        self.last_decision_ts = start_ms
+        self.last_batch_ts = start_ms
+        self.health: tuple | None = None
+        self.said_health_at = 0.0
+        self.ready = False
+        self.counts = {"shrink": 0, "expand": 0, "leader_and_isr": 0, "rejected": 0, "batches": 0}
+
+    def tick(self) -> None:
+        page = self.api.get("/v1/partitions", page_size=1000)
+        if page is None or not page["partitions"]:
+            return  # no micro-batch has applied the controller's first LeaderAndIsr yet
+        if not self.ready:
+            self.ready = True
+            self.say("the streaming job committed its first micro-batch; the status page is live")
+        self._decisions()
+        self._batches()
+        parts = page["partitions"]
+        health = tuple(sum(p[flag] for p in parts) for flag in ("under_replicated", "under_min_isr", "offline"))
+        if health != self.health or time.monotonic() - self.said_health_at > 30:
+            self.health = health
+            self.said_health_at = time.monotonic()
+            self.say(f"watermark {_offset(page['as_of_ms'], self.start)}: {len(parts)} partitions, "
+                     f"{health[0]} under-replicated, {health[1]} under min ISR, {health[2]} offline")
+
+    def _decisions(self) -> None:
+        found = self.api.get("/v1/decisions", since=self.last_decision_ts + 1, page_size=200)
+        if not found or not found["decisions"]:
+            return
+        decisions = sorted(found["decisions"], key=lambda d: d["ts"])
+        self.last_decision_ts = decisions[-1]["ts"]
+        controller: dict[str, int] = {}
+        for d in decisions:
+            self.counts[d["kind"]] += 1
+            name = f"{d['topic']}-{d['partition']}"
+            isr = f"[{','.join(map(str, d['isr_before']))}] -> [{','.join(map(str, d['isr_after']))}]"
+            if d["kind"] == "shrink":
+                why = ", ".join(f"replica {r} {reason}" for r, reason in d["reasons"].items())
+                self.say(f"  SHRINK  {name:<12} {isr:<18} {why}  (leader {d['leader']}, at "
+                         f"{_offset(d['ts'], self.start)})")
+            elif d["kind"] == "expand":
+                self.say(f"  EXPAND  {name:<12} {isr:<18} replica {d['replicas_changed'][0]} caught up  "
+                         f"(leader {d['leader']}, at {_offset(d['ts'], self.start)})")
+            else:
+                key = d["error"] or "accepted"
+                controller[key] = controller.get(key, 0) + 1
+        if controller:
+            self.say("  CONTROLLER  LeaderAndIsr: " + ", ".join(f"{n} {what}" for what, n in controller.items()))
+
+    def _batches(self) -> None:
+        found = self.api.get("/v1/propagations", since=self.last_batch_ts + 1, page_size=200)
+        if not found or not found["propagations"]:
+            return
+        batches = sorted(found["propagations"], key=lambda b: b["ts"])
+        self.last_batch_ts = batches[-1]["ts"]
+        for b in batches:
+            self.counts["batches"] += 1
+            names = ", ".join(f"{p['topic']}-{p['partition']}" for p in b["partitions"])
+            delay = (b["ts"] - b["first_change_ts"]) / 1000 if b["first_change_ts"] is not None else None
+            self.say(f"  BATCH   broker {b['broker']} propagated {names} ({b['trigger']}"
+                     f"{f', {delay:.1f} s after the first change' if delay is not None else ''}, at "
+                     f"{_offset(b['ts'], self.start)})")
+
+
+def main(args: argparse.Namespace) -> int:
+    if args.speed <= 0:
+        raise ConfigError("--speed: must be > 0 (the demo runs in real time, or faster)")
+    workdir = Path(args.dir)
+    base = f"http://127.0.0.1:{args.port}"
+    started = time.monotonic()
+
+    def say(message: str) -> None:
+        elapsed = time.monotonic() - started
+        print(f"[{int(elapsed // 60)}:{elapsed % 60:04.1f}] {message}", flush=True)
+
+    # A fresh run every time: the story starts now, so old events, state and decisions would only confuse it.
+    for name in ("events", "checkpoint"):
+        shutil.rmtree(workdir / name, ignore_errors=True)
+    for name in ("isrwatch.db", "isrwatch.db-wal", "isrwatch.db-shm"):
+        (workdir / name).unlink(missing_ok=True)
+    (workdir / "events").mkdir(parents=True)
+    start = int(time.time() * 1000)
+    kafka = Config.from_dict({**DEMO_KAFKA, "schedule_origin_ms": start})
+    (workdir / "config.json").write_text(kafka.to_json() + "\n")
+    story = scenario("story", kafka)
+    sim = SimConfig(kafka=kafka, start_ms=start, duration_ms=None)
+    store = f"sqlite:///{(workdir / 'isrwatch.db').resolve()}"
+    cli = [sys.executable, "-m", "streaming.cli"]
+
+    print(f"isrwatch demo: a simulated {sim.brokers}-broker Kafka cluster, the streaming job and the API, "
+          "all on this machine.\n"
+          f"  status page   {base}/\n"
+          f"  API           {base}/docs   metrics {base}/metrics\n"
+          f"  files         {workdir}/ (events/, isrwatch.db, job.log, api.log)\n"
+          f"The story (event time from now{f', played {args.speed:g}x faster' if args.speed != 1 else ''}; "
+          f"replica.lag.time.max.ms = {kafka.replica_lag_time_max_ms / 1000:g} s):", flush=True)
+    for line in story_lines(list(story.faults), kafka, sim.zookeeper_session_timeout_ms):
+        print(f"  {line}", flush=True)
+    print("Press Ctrl-C to stop.", flush=True)
+
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, lambda *_: stop.set())
+    children: list[Child] = []
+    feeder = threading.Thread(
+        target=run, name="simulator", daemon=True,
+        args=(simulate_events(sim, story.faults, args.seed), DirectorySink(workdir / "events", 1000),
+              Pacer(args.speed, None, start), stop.is_set))
+    summary = Summary(Api(base), start, say)
+    code = 0
+    try:
+        children.append(Child("streaming job", [*cli, "run", "--source", f"files:{workdir / 'events'}",
+                                                "--store", store, "--checkpoint", str(workdir / "checkpoint"),
+                                                "--config", str(workdir / "config.json"), "--trigger", "2"],
+                               workdir / "job.log"))
+        children.append(Child("API", [*cli, "serve", "--store", store, "--host", "127.0.0.1",
+                                      "--port", str(args.port), "--log-level", "warning"], workdir / "api.log"))
+        feeder.start()
+        say("simulator started; the streaming job is starting Spark (10-20 s)...")
+        deadline = None if args.duration is None else started + args.duration
+        while not stop.is_set():
+            for child in children:
+                if not child.alive():
+                    say(f"the {child.name} stopped unexpectedly (exit {child.proc.returncode}); "
+                        f"last lines of {child.log_path}:\n{child.tail()}")
+                    code = 1
+                    stop.set()
+            if stop.is_set() or (deadline is not None and time.monotonic() >= deadline):
+                break
+            summary.tick()
+            stop.wait(2.0)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        stop.set()
+        say("stopping: simulator, streaming job, API...")
+        if feeder.is_alive():
+            feeder.join(timeout=10)
+        for child in reversed(children):
+            child.stop()
+    c = summary.counts
+    say(f"stopped. {c['shrink']} shrinks, {c['expand']} expands, {c['leader_and_isr']} LeaderAndIsr accepted, "
+        f"{c['rejected']} rejected, {c['batches']} ISR-change batches. The store stays in {workdir}/isrwatch.db: "
+        f"browse it again with `isrwatch serve --store {store}`.")
+    return code
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--port", type=int, default=8000, help="the API's port on 127.0.0.1 (default 8000)")
+    p.add_argument("--duration", type=float, metavar="SECONDS", help="stop by itself after this long (default: "
+                                                                     "run until Ctrl-C)")
+    p.add_argument("--speed", type=float, default=1.0,
+                   help="play the story this many times faster than real time (default 1)")
+    p.add_argument("--seed", type=int, default=0, help="the simulator's seed (default 0)")
+    p.add_argument("--dir", default="var/demo", help="working directory, emptied at start (default var/demo)")
