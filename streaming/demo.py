@@ -43,6 +43,34 @@ def _die_with_parent() -> None:
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
+def _stat(pid: int) -> list[str] | None:
+    """/proc/PID/stat fields after the command name (state first), or None when it is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+
+
+def descendants(root: int) -> dict[int, int]:
+    """Every process below `root`: pid -> start time (clock ticks), so a reused pid is never taken for one."""
+    procs = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and (fields := _stat(int(entry.name))) is not None:
+            procs[int(entry.name)] = (int(fields[1]), int(fields[19]))
+    found: dict[int, int] = {}
+    frontier = {root}
+    while frontier:
+        frontier = {pid for pid, (ppid, _) in procs.items() if ppid in frontier and pid not in found}
+        found.update((pid, procs[pid][1]) for pid in frontier)
+    return found
+
+
+def running(pid: int, started: int) -> bool:
+    """Whether that very process (same start time) still runs; an unreaped zombie does not."""
+    fields = _stat(pid)
+    return fields is not None and int(fields[19]) == started and fields[0] not in ("Z", "X")
+
+
 class Child:
     """A command in its own session (Ctrl-C reaches only the demo), output to a log file."""
 
@@ -58,7 +86,9 @@ class Child:
 
     def stop(self) -> None:
         """SIGTERM to the command, which stops its own helpers (the job its Spark JVM and Python workers);
-        then SIGKILL to whatever of its session is left, at once if it ended, after a grace period if not."""
+        then SIGKILL to whatever of its process group is left, and to any helper that made a group of its
+        own (PySpark's worker daemon) and has not followed the JVM out within a few seconds."""
+        family = descendants(self.proc.pid)
         if self.alive():
             self.proc.terminate()
             with contextlib.suppress(subprocess.TimeoutExpired):
@@ -67,6 +97,13 @@ class Child:
             os.killpg(self.proc.pid, signal.SIGKILL)
         self.proc.wait()
         self.log.close()
+        deadline = time.monotonic() + 5
+        while (left := [pid for pid, started in family.items() if running(pid, started)]) \
+                and time.monotonic() < deadline:
+            time.sleep(0.1)
+        for pid in left:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
 
     def tail(self, lines: int = 15) -> str:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
@@ -142,8 +179,7 @@ class Summary:
         if not self.ready:
             self.ready = True
             self.say("the streaming job committed its first micro-batch; the status page is live")
-        self._decisions()
-        self._batches()
+        self._news()
         parts = page["partitions"]
         health = tuple(sum(p[flag] for p in parts) for flag in ("under_replicated", "under_min_isr", "offline"))
         if health != self.health or time.monotonic() - self.said_health_at > 30:
@@ -152,43 +188,45 @@ class Summary:
             self.say(f"watermark {_offset(page['as_of_ms'], self.start)}: {len(parts)} partitions, "
                      f"{health[0]} under-replicated, {health[1]} under min ISR, {health[2]} offline")
 
-    def _decisions(self) -> None:
-        found = self.api.get("/v1/decisions", since=self.last_decision_ts + 1, page_size=200)
-        if not found or not found["decisions"]:
-            return
-        decisions = sorted(found["decisions"], key=lambda d: d["ts"])
-        self.last_decision_ts = decisions[-1]["ts"]
+    def _news(self) -> None:
+        """New decisions and batches, told in event-time order (a batch after the changes it carries)."""
+        decisions = (self.api.get("/v1/decisions", since=self.last_decision_ts + 1, page_size=500) or {})
+        batches = (self.api.get("/v1/propagations", since=self.last_batch_ts + 1, page_size=500) or {})
+        news = sorted([(d["ts"], 0, d) for d in decisions.get("decisions", [])]
+                      + [(b["ts"], 1, b) for b in batches.get("propagations", [])], key=lambda n: n[:2])
         controller: dict[str, int] = {}
-        for d in decisions:
-            self.counts[d["kind"]] += 1
-            name = f"{d['topic']}-{d['partition']}"
-            isr = f"[{','.join(map(str, d['isr_before']))}] -> [{','.join(map(str, d['isr_after']))}]"
-            if d["kind"] == "shrink":
-                why = ", ".join(f"replica {r} {reason}" for r, reason in d["reasons"].items())
-                self.say(f"  SHRINK  {name:<12} {isr:<18} {why}  (leader {d['leader']}, at "
-                         f"{_offset(d['ts'], self.start)})")
-            elif d["kind"] == "expand":
-                self.say(f"  EXPAND  {name:<12} {isr:<18} replica {d['replicas_changed'][0]} caught up  "
-                         f"(leader {d['leader']}, at {_offset(d['ts'], self.start)})")
+        for ts, is_batch, item in news:
+            if is_batch:
+                self.last_batch_ts = ts
+                self._batch(item)
+                continue
+            self.last_decision_ts = ts
+            self.counts[item["kind"]] += 1
+            if item["kind"] in ("shrink", "expand"):
+                self._isr_change(item)
             else:
-                key = d["error"] or "accepted"
+                key = item["error"] or "accepted"
                 controller[key] = controller.get(key, 0) + 1
         if controller:
             self.say("  CONTROLLER  LeaderAndIsr: " + ", ".join(f"{n} {what}" for what, n in controller.items()))
 
-    def _batches(self) -> None:
-        found = self.api.get("/v1/propagations", since=self.last_batch_ts + 1, page_size=200)
-        if not found or not found["propagations"]:
-            return
-        batches = sorted(found["propagations"], key=lambda b: b["ts"])
-        self.last_batch_ts = batches[-1]["ts"]
-        for b in batches:
-            self.counts["batches"] += 1
-            names = ", ".join(f"{p['topic']}-{p['partition']}" for p in b["partitions"])
-            delay = (b["ts"] - b["first_change_ts"]) / 1000 if b["first_change_ts"] is not None else None
-            self.say(f"  BATCH   broker {b['broker']} propagated {names} ({b['trigger']}"
-                     f"{f', {delay:.1f} s after the first change' if delay is not None else ''}, at "
-                     f"{_offset(b['ts'], self.start)})")
+    def _isr_change(self, d: dict) -> None:
+        name = f"{d['topic']}-{d['partition']}"
+        isr = f"[{','.join(map(str, d['isr_before']))}] -> [{','.join(map(str, d['isr_after']))}]"
+        if d["kind"] == "shrink":
+            what = "SHRINK", ", ".join(f"replica {r} {reason}" for r, reason in d["reasons"].items())
+        else:
+            what = "EXPAND", f"replica {d['replicas_changed'][0]} caught up"
+        self.say(f"  {what[0]}  {name:<12} {isr:<18} {what[1]}  (leader {d['leader']}, at "
+                 f"{_offset(d['ts'], self.start)})")
+
+    def _batch(self, b: dict) -> None:
+        self.counts["batches"] += 1
+        names = ", ".join(f"{p['topic']}-{p['partition']}" for p in b["partitions"])
+        delay = "" if b["first_change_ts"] is None else \
+            f", {(b['ts'] - b['first_change_ts']) / 1000:.1f} s after the first change"
+        self.say(f"  BATCH   broker {b['broker']} propagated {names} ({b['trigger']}{delay}, at "
+                 f"{_offset(b['ts'], self.start)})")
 
 
 def main(args: argparse.Namespace) -> int:

@@ -1,0 +1,77 @@
+"""`isrwatch demo` end to end: the real simulator, the real streaming job in local Spark and the real API.
+The story's stall must turn into a stuck shrink whose batch goes 5-7.5 s later, the recovery into an
+expand, all in the store and on the terminal; Ctrl-C must stop every process the demo started."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+from state.store import open_store
+from streaming.demo import descendants, running
+
+LINGER, CHECK = 5000, 2500
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_demo_shows_a_stall_becoming_a_shrink_its_batch_and_an_expand_then_stops_cleanly(tmp_path):
+    port = _free_port()
+    workdir = tmp_path / "demo"
+    proc = subprocess.Popen([sys.executable, "-m", "streaming.cli", "demo", "--port", str(port), "--dir", str(workdir),
+                             "--speed", "2", "--duration", "170"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    out: list[str] = []
+    seen = {"shrink": False, "shrink batch": False, "expand": False, "expand batch": False}
+    try:
+        for line in proc.stdout:  # --duration ends the demo (and this loop) if the story never shows
+            out.append(line)
+            if "SHRINK" in line and "replica 2 stuck" in line:
+                seen["shrink"] = True
+            elif "BATCH" in line and seen["shrink"] and not seen["expand"]:
+                seen["shrink batch"] = True
+            elif "EXPAND" in line and "replica 2 caught up" in line:
+                seen["expand"] = True
+            elif "BATCH" in line and seen["expand"]:
+                seen["expand batch"] = True
+                break
+        assert all(seen.values()), "".join(out)
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10) as page:
+            assert b"<title>isrwatch</title>" in page.read()
+        started = descendants(proc.pid)
+        assert len(started) >= 3  # the job, its Spark JVM, the API
+        proc.send_signal(signal.SIGINT)
+        rest = proc.communicate(timeout=90)[0]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    output = "".join(out) + rest
+    assert proc.returncode == 0, output
+    assert f"http://127.0.0.1:{port}/" in output and "stopped." in output
+    left = {pid: Path(f"/proc/{pid}/cmdline").read_bytes() for pid, at in started.items() if running(pid, at)}
+    assert not left, output
+
+    with open_store(f"sqlite:///{workdir / 'isrwatch.db'}") as store:
+        decisions = store.decisions(limit=1000).items
+        batches = sorted(store.propagations(limit=1000).items, key=lambda b: b["ts"])
+    start = min(d["ts"] for d in decisions)
+    shrinks = [d for d in decisions if d["kind"] == "shrink" and d["reasons"] == {"2": "stuck"}]
+    expands = [d for d in decisions if d["kind"] == "expand" and d["replicas_changed"] == [2]]
+    assert shrinks and expands
+    stall_start, stall_end = start + 15_000, start + 40_000  # the story's first fault
+    assert all(stall_start + 10_000 - 600 < d["ts"] <= stall_start + 15_000 for d in shrinks)
+    assert {(d["topic"], d["partition"]) for d in expands} == {(d["topic"], d["partition"]) for d in shrinks}
+    assert all(stall_end < d["ts"] < stall_end + 1000 for d in expands)
+    for d in shrinks + expands:
+        batch = next(b for b in batches if b["broker"] == d["leader"] and b["ts"] > d["ts"]
+                     and {"topic": d["topic"], "partition": d["partition"]} in b["partitions"])
+        assert batch["trigger"] == "linger" and LINGER < batch["ts"] - d["ts"] <= LINGER + CHECK
