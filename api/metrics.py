@@ -132,7 +132,7 @@ class StoreCollector(Collector):
                                     labels=["cluster", "broker"])
         since = GaugeMetricFamily("isrwatch_broker_seconds_since_last_propagation",
                                   "Event time since a broker's last ISR-change batch", labels=["cluster", "broker"])
-        for b in self.store.brokers():
+        for b in self.store.broker_propagation():
             labels = [b["cluster"], str(b["broker"])]
             pending.add_metric(labels, len(b["pending"]))
             if now_ms is not None and b["last_propagation_ms"] is not None:

@@ -15,6 +15,7 @@ import json
 import sqlite3
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -99,16 +100,19 @@ CREATE INDEX IF NOT EXISTS partitions_under_min_isr ON partitions (cluster, topi
 CREATE INDEX IF NOT EXISTS partitions_at_min_isr ON partitions (cluster, topic, partition) WHERE at_min_isr = 1;
 CREATE INDEX IF NOT EXISTS partitions_offline ON partitions (cluster, topic, partition) WHERE offline = 1;
 CREATE INDEX IF NOT EXISTS partitions_topic ON partitions (topic, cluster, partition);
+CREATE INDEX IF NOT EXISTS partitions_batch ON partitions (batch_id);
+CREATE INDEX IF NOT EXISTS partitions_flags
+    ON partitions (cluster, under_replicated, under_min_isr, at_min_isr, offline);
 CREATE TABLE IF NOT EXISTS replicas (
     cluster TEXT NOT NULL, topic TEXT NOT NULL, partition INTEGER NOT NULL, broker INTEGER NOT NULL,
     is_leader SMALLINT NOT NULL, in_sync SMALLINT NOT NULL, leo BIGINT, lag_offsets BIGINT,
     last_caught_up_ms BIGINT, shrink_eligible_at_ms BIGINT, shrink_warning_at_ms BIGINT,
     PRIMARY KEY (cluster, topic, partition, broker));
-CREATE INDEX IF NOT EXISTS replicas_broker ON replicas (broker, cluster, in_sync);
+CREATE INDEX IF NOT EXISTS replicas_by_broker ON replicas (broker, cluster, is_leader, in_sync);
 CREATE INDEX IF NOT EXISTS replicas_out_of_sync ON replicas (cluster, broker, topic, partition) WHERE in_sync = 0;
-CREATE INDEX IF NOT EXISTS replicas_eligible ON replicas (shrink_eligible_at_ms)
+CREATE INDEX IF NOT EXISTS replicas_shrink_eligible ON replicas (shrink_eligible_at_ms, cluster)
     WHERE shrink_eligible_at_ms IS NOT NULL;
-CREATE INDEX IF NOT EXISTS replicas_warning ON replicas (shrink_warning_at_ms)
+CREATE INDEX IF NOT EXISTS replicas_shrink_warning ON replicas (shrink_warning_at_ms, cluster)
     WHERE shrink_warning_at_ms IS NOT NULL;
 CREATE INDEX IF NOT EXISTS replicas_caught_up ON replicas (last_caught_up_ms)
     WHERE shrink_eligible_at_ms IS NOT NULL;
@@ -147,6 +151,10 @@ CREATE TABLE IF NOT EXISTS progress (
     batch_duration_ms BIGINT, state_rows BIGINT, late_rows BIGINT);
 """
 
+_PARTITION_COLUMNS = ("cluster", "topic", "partition", "leader", "leader_epoch", "isr", "under_replicated",
+                      "under_min_isr", "at_min_isr", "offline", "record", "batch_id")
+_REPLICA_COLUMNS = ("cluster", "topic", "partition", "broker", "is_leader", "in_sync", "leo", "lag_offsets",
+                    "last_caught_up_ms", "shrink_eligible_at_ms", "shrink_warning_at_ms")
 PROGRESS_FIELDS = ("batch_id", "wall_ms", "watermark_ms", "input_rows", "input_rows_per_second",
                    "processed_rows_per_second", "batch_duration_ms", "state_rows", "late_rows")
 
@@ -170,35 +178,31 @@ def batch_tallies(decisions: Iterable[Mapping], propagations: Iterable[Mapping],
     follower by its reason, expands, decisions by kind, batches by trigger, the batch-size and
     change-to-batch delay histograms, plus the caller's `name[.reason]` counters.
     """
-    out: dict[tuple[str, str], float] = {}
-
-    def add(metric: str, labels: str, value: float = 1) -> None:
-        out[(metric, labels)] = out.get((metric, labels), 0) + value
-
+    counts: Counter[tuple] = Counter()  # (metric, (label, value), ...) -> increment
     for d in decisions:
-        cluster, kind, leader = d["cluster"], d["kind"], d["leader"]
-        add("decisions", _labels(cluster=cluster, kind=kind))
+        cluster, kind, leader = ("cluster", d["cluster"]), d["kind"], ("broker", d["leader"])
+        counts[("decisions", cluster, ("kind", kind))] += 1
         if kind == "shrink":
             for reason in d["reasons"].values():
-                add("isr_shrinks", _labels(cluster=cluster, broker=leader, reason=reason))
+                counts[("isr_shrinks", leader, cluster, ("reason", reason))] += 1
         elif kind == "expand":
-            add("isr_expands", _labels(cluster=cluster, broker=leader))
+            counts[("isr_expands", leader, cluster)] += 1
     for p in propagations:
-        cluster = p["cluster"]
-        add("propagation_batches", _labels(cluster=cluster, broker=p["broker"], trigger=p["trigger"]))
+        cluster = ("cluster", p["cluster"])
+        counts[("propagation_batches", ("broker", p["broker"]), cluster, ("trigger", p["trigger"]))] += 1
         size = len(p["partitions"])
-        add("propagation_batch_size_bucket", _labels(cluster=cluster, le=_bucket(size, PROPAGATION_BATCH_SIZE_BUCKETS)))
-        add("propagation_batch_size_sum", _labels(cluster=cluster), size)
-        add("propagation_batch_size_count", _labels(cluster=cluster))
+        counts[("propagation_batch_size_bucket", cluster, ("le", _bucket(size, PROPAGATION_BATCH_SIZE_BUCKETS)))] += 1
+        counts[("propagation_batch_size_sum", cluster)] += size
+        counts[("propagation_batch_size_count", cluster)] += 1
         if p.get("first_change_ts") is not None:
             delay = (p["ts"] - p["first_change_ts"]) / 1000
-            add("propagation_delay_bucket", _labels(cluster=cluster, le=_bucket(delay, PROPAGATION_DELAY_BUCKETS)))
-            add("propagation_delay_sum", _labels(cluster=cluster), delay)
-            add("propagation_delay_count", _labels(cluster=cluster))
+            counts[("propagation_delay_bucket", cluster, ("le", _bucket(delay, PROPAGATION_DELAY_BUCKETS)))] += 1
+            counts[("propagation_delay_sum", cluster)] += delay
+            counts[("propagation_delay_count", cluster)] += 1
     for name, value in counters.items():
         metric, _, reason = name.partition(".")
-        add(metric, _labels(reason=reason) if reason else _labels(), value)
-    return out
+        counts[(metric, ("reason", reason)) if reason else (metric,)] += value
+    return {(key[0], _labels(**dict(key[1:]))): value for key, value in counts.items()}
 
 
 # ---------------------------------------------------------------------------------------------- rows
@@ -239,6 +243,12 @@ class _Dialect:
     def ddl_lock(self, cur: Any) -> None:
         """Serialise schema creation between processes (SQLite: BEGIN IMMEDIATE already does)."""
 
+    def insert(self, cur: Any, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]],
+               conflict: str) -> None:
+        """Bulk insert: sqlite3's executemany loops in C."""
+        cur.executemany(f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
+                        + conflict, rows)
+
 
 class _Postgres(_Dialect):
     name = "postgresql"
@@ -249,6 +259,22 @@ class _Postgres(_Dialect):
 
     def ddl_lock(self, cur: Any) -> None:
         cur.execute("SELECT pg_advisory_xact_lock(7150001)")
+
+    def insert(self, cur: Any, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]],
+               conflict: str) -> None:
+        """Bulk insert with COPY (psycopg's executemany pays Python overhead per row and per parameter);
+        an upsert goes through a temporary staging table, since COPY cannot resolve conflicts."""
+        names = ", ".join(columns)
+        target = table
+        if conflict:
+            target = f"isrwatch_stage_{table}"
+            cur.execute(f"CREATE TEMP TABLE IF NOT EXISTS {target} (LIKE {table}) ON COMMIT DELETE ROWS")
+            cur.execute(f"TRUNCATE {target}")
+        with cur.copy(f"COPY {target} ({names}) FROM STDIN") as copy:
+            for row in rows:
+                copy.write_row(row)
+        if conflict:
+            cur.execute(f"INSERT INTO {table} ({names}) SELECT {names} FROM {target}{conflict}")
 
 
 def _sqlite_path(url: str) -> str:
@@ -393,86 +419,70 @@ class Store:
         """
         decisions = list(decisions)
         propagations = list(propagations)
-        partitions = list(partitions)
+        # One row per partition (the last record wins): a multi-row upsert may not touch a row twice.
+        partitions = list({(r["cluster"], r["topic"], r["partition"]): r for r in partitions}.values())
         dead_letters = list(dead_letters)
-        q = self._q
+        insert = self._insert
         with self._transaction() as cur:
-            cur.execute(q("SELECT batch_id, watermark_ms FROM batches ORDER BY batch_id DESC LIMIT 1"))
+            cur.execute(self._q("SELECT batch_id, watermark_ms FROM batches ORDER BY batch_id DESC LIMIT 1"))
             last = cur.fetchone()
             if last is not None and batch_id <= last[0]:
                 return False
             if watermark_ms is None and last is not None:
                 watermark_ms = last[1]
-            if partitions:
-                rows, replicas = [], []
-                for record in partitions:
-                    row, reps = _partition_rows(record, batch_id)
-                    rows.append(row)
-                    replicas.extend(reps)
-                cur.executemany(q(
-                    "INSERT INTO partitions (cluster, topic, partition, leader, leader_epoch, isr, under_replicated,"
-                    " under_min_isr, at_min_isr, offline, record, batch_id) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
-                    " ON CONFLICT (cluster, topic, partition) DO UPDATE SET leader = excluded.leader,"
-                    " leader_epoch = excluded.leader_epoch, isr = excluded.isr,"
-                    " under_replicated = excluded.under_replicated, under_min_isr = excluded.under_min_isr,"
-                    " at_min_isr = excluded.at_min_isr, offline = excluded.offline, record = excluded.record,"
-                    " batch_id = excluded.batch_id"), rows)
-                cur.executemany(q("DELETE FROM replicas WHERE cluster = ? AND topic = ? AND partition = ?"),
-                                [row[:3] for row in rows])
-                cur.executemany(q(
-                    "INSERT INTO replicas (cluster, topic, partition, broker, is_leader, in_sync, leo, lag_offsets,"
-                    " last_caught_up_ms, shrink_eligible_at_ms, shrink_warning_at_ms) VALUES (?,?,?,?,?,?,?,?,?,?,?)"),
-                    replicas)
-            if decisions:
-                cur.executemany(q(
-                    "INSERT INTO decisions (batch_id, seq, ts, cluster, topic, partition, kind, record)"
-                    " VALUES (?,?,?,?,?,?,?,?)"),
-                    [(batch_id, seq, d["ts"], d["cluster"], d["topic"], d["partition"], d["kind"],
-                      _encode(d).decode()) for seq, d in enumerate(decisions)])
-                cur.executemany(q("INSERT INTO decision_brokers (batch_id, seq, broker) VALUES (?,?,?)"),
-                                [(batch_id, seq, b) for seq, d in enumerate(decisions)
-                                 for b in _decision_brokers(d)])
-            if propagations:
-                cur.executemany(q(
-                    "INSERT INTO propagations (batch_id, seq, ts, cluster, broker, trigger, record)"
-                    " VALUES (?,?,?,?,?,?,?)"),
-                    [(batch_id, seq, p["ts"], p["cluster"], p["broker"], p["trigger"], _encode(p).decode())
-                     for seq, p in enumerate(propagations)])
-                cur.executemany(q("INSERT INTO propagation_partitions (batch_id, seq, topic, partition)"
-                                  " VALUES (?,?,?,?)"),
-                                [(batch_id, seq, tp["topic"], tp["partition"])
-                                 for seq, p in enumerate(propagations) for tp in p["partitions"]])
-            if dead_letters:
-                cur.executemany(q("INSERT INTO dead_letters (batch_id, seq, ts, reason, field, raw)"
-                                  " VALUES (?,?,?,?,?,?)"),
-                                [(batch_id, seq, d.get("ts"), d["reason"], d.get("field"), d["raw"])
-                                 for seq, d in enumerate(dead_letters)])
-            brokers = list(brokers)
-            if brokers:
-                cur.executemany(q(
-                    "INSERT INTO brokers (cluster, broker, pending, pending_count, first_change_ts,"
-                    " last_isr_change_ms, last_propagation_ms) VALUES (?,?,?,?,?,?,?)"
-                    " ON CONFLICT (cluster, broker) DO UPDATE SET pending = excluded.pending,"
-                    " pending_count = excluded.pending_count, first_change_ts = excluded.first_change_ts,"
-                    " last_isr_change_ms = excluded.last_isr_change_ms,"
-                    " last_propagation_ms = excluded.last_propagation_ms"),
-                    [(b["cluster"], b["broker"], _encode(b["pending"]).decode(), len(b["pending"]),
-                      b["first_change_ts"], b["last_isr_change_ms"], b["last_propagation_ms"]) for b in brokers])
+            rows, replicas = [], []
+            for record in partitions:
+                row, reps = _partition_rows(record, batch_id)
+                rows.append(row)
+                replicas.extend(reps)
+            insert(cur, "partitions", _PARTITION_COLUMNS, rows, upsert_on=3)
+            cur.execute(self._q("DELETE FROM replicas WHERE (cluster, topic, partition) IN"
+                                " (SELECT cluster, topic, partition FROM partitions WHERE batch_id = ?)"), (batch_id,))
+            insert(cur, "replicas", _REPLICA_COLUMNS, replicas)
+            insert(cur, "decisions", ("batch_id", "seq", "ts", "cluster", "topic", "partition", "kind", "record"),
+                   [(batch_id, seq, d["ts"], d["cluster"], d["topic"], d["partition"], d["kind"],
+                     _encode(d).decode()) for seq, d in enumerate(decisions)])
+            insert(cur, "decision_brokers", ("batch_id", "seq", "broker"),
+                   [(batch_id, seq, b) for seq, d in enumerate(decisions) for b in _decision_brokers(d)])
+            insert(cur, "propagations", ("batch_id", "seq", "ts", "cluster", "broker", "trigger", "record"),
+                   [(batch_id, seq, p["ts"], p["cluster"], p["broker"], p["trigger"], _encode(p).decode())
+                    for seq, p in enumerate(propagations)])
+            insert(cur, "propagation_partitions", ("batch_id", "seq", "topic", "partition"),
+                   [(batch_id, seq, tp["topic"], tp["partition"])
+                    for seq, p in enumerate(propagations) for tp in p["partitions"]])
+            insert(cur, "dead_letters", ("batch_id", "seq", "ts", "reason", "field", "raw"),
+                   [(batch_id, seq, d.get("ts"), d["reason"], d.get("field"), d["raw"])
+                    for seq, d in enumerate(dead_letters)])
+            insert(cur, "brokers", ("cluster", "broker", "pending", "pending_count", "first_change_ts",
+                                    "last_isr_change_ms", "last_propagation_ms"),
+                   [(b["cluster"], b["broker"], _encode(b["pending"]).decode(), len(b["pending"]),
+                     b["first_change_ts"], b["last_isr_change_ms"], b["last_propagation_ms"]) for b in brokers],
+                   upsert_on=2)
             self._add_tallies(cur, batch_tallies(decisions, propagations, counters))
-            for name, value in blobs.items():
-                cur.execute(q("INSERT INTO blobs (name, value) VALUES (?, ?)"
-                              " ON CONFLICT (name) DO UPDATE SET value = excluded.value"), (name, value))
-            cur.execute(q("INSERT INTO batches (batch_id, committed_wall_ms, watermark_ms, decisions, propagations,"
-                          " partitions, dead_letters) VALUES (?,?,?,?,?,?,?)"),
-                        (batch_id, _wall_ms(), watermark_ms, len(decisions), len(propagations), len(partitions),
-                         len(dead_letters)))
+            insert(cur, "blobs", ("name", "value"), list(blobs.items()), upsert_on=1)
+            insert(cur, "batches", ("batch_id", "committed_wall_ms", "watermark_ms", "decisions", "propagations",
+                                    "partitions", "dead_letters"),
+                   [(batch_id, _wall_ms(), watermark_ms, len(decisions), len(propagations), len(partitions),
+                     len(dead_letters))])
         return True
 
+    def _insert(self, cur: Any, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]],
+                upsert_on: int = 0, updates: str | None = None) -> None:
+        """Insert many rows; `upsert_on` = how many leading columns form the key, and a conflicting row
+        replaces the other columns (or applies `updates`)."""
+        if not rows:
+            return
+        conflict = ""
+        if upsert_on:
+            keys = ", ".join(columns[:upsert_on])
+            updates = updates or ", ".join(f"{c} = excluded.{c}" for c in columns[upsert_on:])
+            conflict = f" ON CONFLICT ({keys}) DO UPDATE SET {updates}"
+        self.dialect.insert(cur, table, columns, rows, conflict)
+
     def _add_tallies(self, cur: Any, tallies: Mapping[tuple[str, str], float]) -> None:
-        if tallies:
-            cur.executemany(self._q("INSERT INTO tallies (metric, labels, value) VALUES (?,?,?) ON CONFLICT"
-                                    " (metric, labels) DO UPDATE SET value = tallies.value + excluded.value"),
-                            [(metric, labels, value) for (metric, labels), value in tallies.items()])
+        self._insert(cur, "tallies", ("metric", "labels", "value"),
+                     [(metric, labels, value) for (metric, labels), value in tallies.items()],
+                     upsert_on=2, updates="value = tallies.value + excluded.value")
 
     def record_progress(self, progress: Mapping[str, Any]) -> None:
         """Keep one stream-health row per micro-batch; a re-reported batch replaces its row, counted once."""
@@ -529,10 +539,9 @@ class Store:
         if state == "shrink_predicted":
             if now_ms is None:
                 return Page([], None)
-            column, bound = (("shrink_warning_at_ms", now_ms) if window_ms is None
-                             else ("shrink_eligible_at_ms", now_ms + window_ms))
+            condition, bound = _shrink_predicted(now_ms, window_ms)
             where.append(f"(p.cluster, p.topic, p.partition) IN (SELECT cluster, topic, partition FROM replicas"
-                         f" WHERE {column} <= ?)")
+                         f" WHERE {condition})")
             params.append(bound)
         elif state is not None:
             where.append(_FLAG_FILTERS[state])
@@ -623,35 +632,33 @@ class Store:
         return Page(items, tuple(rows[limit - 1][:3]) if len(rows) > limit else None)
 
     def brokers(self, cluster: str | None = None, broker: int | None = None) -> list[dict]:
-        """Every broker that hosts a replica or has propagation state, with its replica counts.
-
-        `pending` is the ISR-change set not yet propagated; `last_propagation_ms` falls back to the last
-        batch in the history when the writer kept no broker state (a replay).
-        """
-        where, params = [], []
-        if cluster is not None:
-            where.append("cluster = ?")
-            params.append(cluster)
-        if broker is not None:
-            where.append("broker = ?")
-            params.append(broker)
-        cond = (" WHERE " + " AND ".join(where)) if where else ""
+        """Every broker that hosts a replica or has propagation state, with its replica counts."""
+        cond, params = _broker_filter(cluster, broker)
         out: dict[tuple[str, int], dict] = {}
         for c, b, led, hosted, out_of_sync in self._rows(
                 "SELECT cluster, broker, SUM(is_leader), COUNT(*), SUM(1 - in_sync) FROM replicas" + cond
-                + " GROUP BY cluster, broker", params):
+                + " GROUP BY broker, cluster", params):
             out[(c, b)] = _broker(c, b, partitions_led=int(led), replicas=int(hosted), out_of_sync=int(out_of_sync))
+        for state in self.broker_propagation(cluster, broker):
+            key = (state["cluster"], state["broker"])
+            out.setdefault(key, _broker(*key)).update(state)
+        return [out[k] for k in sorted(out)]
+
+    def broker_propagation(self, cluster: str | None = None, broker: int | None = None) -> list[dict]:
+        """Each broker's pending ISR-change set and last propagation, without touching the replica rows.
+
+        `last_propagation_ms` falls back to its last batch in the history when the writer kept no broker
+        state (a replay).
+        """
+        cond, params = _broker_filter(cluster, broker)
+        out: dict[tuple[str, int], dict] = {}
         for c, b, pending, first, last_change, last_prop in self._rows(
                 "SELECT cluster, broker, pending, first_change_ts, last_isr_change_ms, last_propagation_ms"
                 " FROM brokers" + cond, params):
-            entry = out.setdefault((c, b), _broker(c, b))
-            entry.update(pending=_decode(pending), first_change_ts=first, last_isr_change_ms=last_change,
-                         last_propagation_ms=last_prop)
+            out[(c, b)] = _propagation_state(c, b, _decode(pending), first, last_change, last_prop)
         for c, b, last_prop in self._rows("SELECT cluster, broker, MAX(ts) FROM propagations" + cond
-                                          + " GROUP BY cluster, broker", params):
-            entry = out.setdefault((c, b), _broker(c, b))
-            if entry["last_propagation_ms"] is None:
-                entry["last_propagation_ms"] = last_prop
+                                          + " GROUP BY broker, cluster", params):
+            out.setdefault((c, b), _propagation_state(c, b, last_propagation_ms=last_prop))
         return [out[k] for k in sorted(out)]
 
     def out_of_sync_replicas(self, cluster: str, broker: int, limit: int = 100) -> list[dict]:
@@ -671,9 +678,8 @@ class Store:
             " FROM partitions GROUP BY cluster ORDER BY cluster")]
 
     def followers_predicted_to_shrink(self, now_ms: int, window_ms: int | None = None) -> dict[str, int]:
-        column, bound = (("shrink_warning_at_ms", now_ms) if window_ms is None
-                         else ("shrink_eligible_at_ms", now_ms + window_ms))
-        return dict(self._rows(f"SELECT cluster, COUNT(*) FROM replicas WHERE {column} <= ? GROUP BY cluster",
+        condition, bound = _shrink_predicted(now_ms, window_ms)
+        return dict(self._rows(f"SELECT cluster, COUNT(*) FROM replicas WHERE {condition} GROUP BY cluster",
                                (bound,)))
 
     def followers(self, *, order: str, limit: int | None = None, topics: Sequence[str] = ()) -> list[tuple]:
@@ -717,10 +723,23 @@ class Store:
         return None if row is None else dict(zip(PROGRESS_FIELDS, row, strict=True))
 
 
+def _propagation_state(cluster: str, broker: int, pending: list | None = None, first_change_ts: int | None = None,
+                       last_isr_change_ms: int | None = None, last_propagation_ms: int | None = None) -> dict:
+    return {"cluster": cluster, "broker": broker, "pending": pending or [], "first_change_ts": first_change_ts,
+            "last_isr_change_ms": last_isr_change_ms, "last_propagation_ms": last_propagation_ms}
+
+
 def _broker(cluster: str, broker: int, partitions_led: int = 0, replicas: int = 0, out_of_sync: int = 0) -> dict:
-    return {"cluster": cluster, "broker": broker, "partitions_led": partitions_led, "replicas": replicas,
-            "out_of_sync_replicas": out_of_sync, "pending": [], "first_change_ts": None,
-            "last_isr_change_ms": None, "last_propagation_ms": None}
+    return {**_propagation_state(cluster, broker), "partitions_led": partitions_led, "replicas": replicas,
+            "out_of_sync_replicas": out_of_sync}
+
+
+def _shrink_predicted(now_ms: int, window_ms: int | None) -> tuple[str, int]:
+    """The replicas condition for "past or near the lag limit" and its bound. The explicit IS NOT NULL lets
+    SQLite see that the partial index applies (PostgreSQL infers it)."""
+    column, bound = (("shrink_warning_at_ms", now_ms) if window_ms is None
+                     else ("shrink_eligible_at_ms", now_ms + window_ms))
+    return f"{column} <= ? AND {column} IS NOT NULL", bound
 
 
 def _one_partition(columns: str, topic: str, partition: int, cluster: str | None) -> tuple[str, tuple]:
@@ -728,6 +747,15 @@ def _one_partition(columns: str, topic: str, partition: int, cluster: str | None
     if cluster is None:
         return sql + " ORDER BY cluster", (topic, partition)
     return sql + " AND cluster = ?", (topic, partition, cluster)
+
+
+def _broker_filter(cluster: str | None, broker: int | None) -> tuple[str, list]:
+    where, params = [], []
+    for column, value in (("cluster", cluster), ("broker", broker)):
+        if value is not None:
+            where.append(f"{column} = ?")
+            params.append(value)
+    return (" WHERE " + " AND ".join(where)) if where else "", params
 
 
 def _decision_brokers(d: Mapping) -> set[int]:
