@@ -137,7 +137,7 @@ CREATE TABLE IF NOT EXISTS propagation_partitions (
     PRIMARY KEY (batch_id, seq, topic, partition));
 CREATE TABLE IF NOT EXISTS dead_letters (
     batch_id BIGINT NOT NULL, seq INTEGER NOT NULL, ts BIGINT, reason TEXT NOT NULL, field TEXT,
-    raw TEXT NOT NULL, PRIMARY KEY (batch_id, seq));
+    raw {blob} NOT NULL, PRIMARY KEY (batch_id, seq));
 CREATE TABLE IF NOT EXISTS brokers (
     cluster TEXT NOT NULL, broker INTEGER NOT NULL, pending TEXT NOT NULL, pending_count INTEGER NOT NULL,
     first_change_ts BIGINT, last_isr_change_ms BIGINT NOT NULL, last_propagation_ms BIGINT NOT NULL,
@@ -451,7 +451,7 @@ class Store:
                    [(batch_id, seq, tp["topic"], tp["partition"])
                     for seq, p in enumerate(propagations) for tp in p["partitions"]])
             insert(cur, "dead_letters", ("batch_id", "seq", "ts", "reason", "field", "raw"),
-                   [(batch_id, seq, d.get("ts"), d["reason"], d.get("field"), d["raw"])
+                   [(batch_id, seq, d.get("ts"), d["reason"], d.get("field"), _raw_bytes(d["raw"]))
                     for seq, d in enumerate(dead_letters)])
             insert(cur, "brokers", ("cluster", "broker", "pending", "pending_count", "first_change_ts",
                                     "last_isr_change_ms", "last_propagation_ms"),
@@ -615,7 +615,8 @@ class Store:
         if where:
             sql += " WHERE " + " AND ".join(where)
         rows = self._rows(sql + " ORDER BY d.batch_id DESC, d.seq DESC LIMIT ?", (*params, limit + 1))
-        items = [{"raw": r[2], "reason": r[3], "field": r[4], "ts": r[5]} for r in rows[:limit]]
+        items = [{"raw": bytes(r[2]).decode("utf-8", "surrogatepass"), "reason": r[3], "field": r[4], "ts": r[5]}
+                 for r in rows[:limit]]
         return Page(items, tuple(rows[limit - 1][:2]) if len(rows) > limit else None)
 
     def _newest_first(self, table: str, alias: str, where: list[str], params: list[Any], after: Key | None,
@@ -775,6 +776,11 @@ def _event_filters(alias: str, cluster: str | None, topic: str | None, since: in
         where.append(f"{alias}.ts >= ?")
         params.append(since)
     return where, params
+
+
+def _raw_bytes(raw: str) -> bytes:
+    """A dead letter's input kept byte for byte: it may hold NUL, which PostgreSQL text refuses."""
+    return raw.encode("utf-8", "surrogatepass")
 
 
 def _wall_ms() -> int:

@@ -7,6 +7,7 @@ from collections.abc import Callable
 import pytest
 from fastapi.testclient import TestClient
 
+from api.app import create_app
 from state.store import follower_shrink_predicted
 from tests.api.fleet import END, OFFLINE, REELECTED, S, Streamed
 
@@ -257,3 +258,16 @@ def test_openapi_documents_every_route_with_examples(client: TestClient) -> None
     detail = schema["paths"]["/v1/partitions/{topic}/{partition}"]["get"]["responses"]
     assert detail["404"]["content"]["application/json"]["schema"]["$ref"].endswith("/ErrorBody")
     assert detail["422"]["content"]["application/json"]["schema"]["$ref"].endswith("/ErrorBody")
+
+
+@pytest.mark.parametrize("window_ms", [0, 20_000])
+def test_the_shrink_window_is_configurable(fleet_store: tuple[str, Streamed], window_ms: int) -> None:
+    url, fleet = fleet_store
+    expected = [_key(s) for s in fleet.states if any(follower_shrink_predicted(f, NOW, window_ms)
+                                                     for f in s["followers"])]
+    with TestClient(create_app(url, shrink_window_ms=window_ms)) as client:
+        got = client.get("/v1/partitions", params={"state": "shrink_predicted"}).json()["partitions"]
+        assert [_key(p) for p in got] == expected
+        assert all(p["shrink_predicted"] for p in got)
+    # West's two stuck/slow followers: one already past its limit (any window), one 758 ms before it.
+    assert len(expected) == {0: 1, 20_000: 2}[window_ms]

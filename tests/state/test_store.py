@@ -203,6 +203,14 @@ def test_dead_letters_are_kept(filled) -> None:
     assert {d["reason"] for d in got} == {d.reason for d in seen.dead_letters}
 
 
+def test_dead_letters_keep_any_input(store_url: str) -> None:
+    """Garbage input (NUL bytes, broken UTF-8) is stored and served as received, on both databases."""
+    raws = ["\x00\ufffd garbage", '{"type": "tick", "ts": 1}\x00', "plain"]
+    with open_store(store_url) as store:
+        store.write_batch(0, dead_letters=[{"raw": raw, "reason": "invalid JSON", "field": None} for raw in raws])
+        assert [d["raw"] for d in store.dead_letters().items] == raws[::-1]
+
+
 def test_progress_rows_count_input_once(store_url: str) -> None:
     with open_store(store_url) as store:
         row = {"batch_id": 5, "wall_ms": 1000, "watermark_ms": 900, "input_rows": 40, "input_rows_per_second": 4.0,
