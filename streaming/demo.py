@@ -194,7 +194,7 @@ class Summary:
         batches = (self.api.get("/v1/propagations", since=self.last_batch_ts + 1, page_size=500) or {})
         news = sorted([(d["ts"], 0, d) for d in decisions.get("decisions", [])]
                       + [(b["ts"], 1, b) for b in batches.get("propagations", [])], key=lambda n: n[:2])
-        controller: dict[str, int] = {}
+        controller: dict[str, list[str]] = {}
         for ts, is_batch, item in news:
             if is_batch:
                 self.last_batch_ts = ts
@@ -205,10 +205,11 @@ class Summary:
             if item["kind"] in ("shrink", "expand"):
                 self._isr_change(item)
             else:
-                key = item["error"] or "accepted"
-                controller[key] = controller.get(key, 0) + 1
-        if controller:
-            self.say("  CONTROLLER  LeaderAndIsr: " + ", ".join(f"{n} {what}" for what, n in controller.items()))
+                what = f"rejected ({item['error']})" if item["error"] else "accepted"
+                controller.setdefault(what, []).append(f"{item['topic']}-{item['partition']}")
+        for what, names in controller.items():
+            listed = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
+            self.say(f"  LEADER_AND_ISR  {len(names)} {what}: {listed}")
 
     def _isr_change(self, d: dict) -> None:
         name = f"{d['topic']}-{d['partition']}"
