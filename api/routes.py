@@ -22,7 +22,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from state.events import MAX_MS
-from state.store import Key, Store
+from state.store import PARTITION_STATES, Key, Store
 
 from . import views
 from .errors import ApiError, invalid, not_found
@@ -57,12 +57,7 @@ class JSON(JSONResponse):
         return msgspec.json.encode(content)
 
 
-class PartitionState(StrEnum):
-    under_replicated = "under_replicated"
-    under_min_isr = "under_min_isr"
-    at_min_isr = "at_min_isr"
-    offline = "offline"
-    shrink_predicted = "shrink_predicted"
+PartitionState = StrEnum("PartitionState", [(state, state) for state in PARTITION_STATES])
 
 
 class DecisionKind(StrEnum):

@@ -2,10 +2,11 @@
 
 One module, two databases: SQLite (stdlib, WAL so the API reads while the job writes) and
 PostgreSQL (psycopg 3). The SQL is written once with `?` placeholders; the dialect layer only
-swaps placeholders, the blob type and the DDL lock. Records are kept as JSON text exactly as the
-engine produced them (SPEC §5), next to indexed columns for the filters the API offers. Event-time
-"now" for readers is the settled watermark of the last batch; the only wall-clock value kept is
-when a batch committed, which says how fresh the stream is.
+swaps placeholders, the blob type, the DDL lock and how bulk rows get in (COPY on PostgreSQL).
+Records are kept as JSON text exactly as the engine produced them (SPEC §5), next to indexed
+columns for the filters the API offers. Event-time "now" for readers is the settled watermark of
+the last batch; the only wall-clock value kept is when a batch committed, which says how fresh
+the stream is.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import urlsplit
 
 import msgspec
 
@@ -232,7 +233,7 @@ def _partition_rows(record: Mapping, batch_id: int) -> tuple[tuple, list[tuple]]
 # ---------------------------------------------------------------------------------------------- dialects
 
 class _Dialect:
-    """What differs between SQLite and PostgreSQL, and nothing else."""
+    """What differs between the databases, and nothing else: SQLite's way here, PostgreSQL's in the subclass."""
 
     name = "sqlite"
     blob = "BLOB"
@@ -509,10 +510,6 @@ class Store:
 
     # -- reads for the API
 
-    def ping(self) -> None:
-        """Raise if the database cannot answer a query."""
-        self._one("SELECT 1")
-
     def stream_position(self) -> StreamPosition | None:
         row = self._one("SELECT batch_id, committed_wall_ms, watermark_ms FROM batches ORDER BY batch_id DESC LIMIT 1")
         return None if row is None else StreamPosition(*row)
@@ -687,8 +684,8 @@ class Store:
         """Follower rows (cluster, topic, partition, replica, last_caught_up_ms, lag_offsets, behind_in_isr).
 
         `order="caught_up"`: ISR followers behind the leader, longest since caught up first;
-        `order="lag"`: followers behind the leader, the largest lag in offsets first; `order="topic"`: every follower of
-        `topics` (the per-partition allow-list).
+        `order="lag"`: followers behind the leader, the largest lag in offsets first;
+        `order="topic"`: every follower of `topics` (the per-partition allow-list).
         """
         select = ("SELECT cluster, topic, partition, broker, last_caught_up_ms, lag_offsets,"
                   " shrink_eligible_at_ms IS NOT NULL FROM replicas")
@@ -789,10 +786,9 @@ def _wall_ms() -> int:
 
 
 def _redacted(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.password:
-        return url.replace(f":{parts.password}@", ":***@")
-    return unquote(url) if parts.scheme.startswith("sqlite") else url
+    """The URL without its password, for messages."""
+    password = urlsplit(url).password
+    return url.replace(f":{password}@", ":***@") if password else url
 
 
 def open_store(url: str) -> Store:
