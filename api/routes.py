@@ -150,7 +150,7 @@ _bearer = HTTPBearer(auto_error=False, description="set when the API runs with -
 
 
 async def require_token(request: Request,
-                  credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> None:
+                        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> None:
     """Bearer-token check for every data route (health probes and the status page stay open)."""
     expected = _settings(request).token
     if expected is None:
