@@ -8,6 +8,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from pathlib import Path
 from typing import Protocol
 
@@ -27,6 +28,7 @@ from .simulator import (
     parse_fault,
     scenario,
     simulate_events,
+    with_scenario,
 )
 
 DEFAULT_DURATION_MS = 120_000
@@ -217,17 +219,17 @@ def build(args: argparse.Namespace, config: Config) -> tuple[SimConfig, list[Fau
         start = int(args.start) if str(args.start).isdigit() else None
         if start is None:
             raise ConfigError(f"--start {args.start!r}: expected epoch ms or now")
-    topics = tuple(TopicSpec.parse(t) for t in args.topic) or DEFAULT_TOPICS
+    topics = tuple(TopicSpec.parse(t) for t in args.topic)
     if not any(s.startswith("schedule_origin_ms=") for s in args.set):
         config = config.with_overrides([f"schedule_origin_ms={start}"])
+    sim = SimConfig(brokers=args.brokers, topics=topics or DEFAULT_TOPICS, cluster=args.cluster, start_ms=start,
+                    duration_ms=DEFAULT_DURATION_MS, kafka=config,
+                    append_interval_ms=max(1, parse_duration(args.append_interval, "--append-interval")))
     faults: list[Fault] = []
-    duration: int | None = DEFAULT_DURATION_MS
     if args.scenario:
-        sc = scenario(args.scenario, config)
-        faults += sc.faults
-        duration = sc.duration_ms
-        if sc.topics and not args.topic:
-            topics = sc.topics
+        sim, faults = with_scenario(sim, args.scenario)
+        if topics:  # the command line's topics win over the scenario's
+            sim = replace(sim, topics=topics)
     if args.faults:
         try:
             raw = json.loads(Path(args.faults).read_text())
@@ -240,9 +242,7 @@ def build(args: argparse.Namespace, config: Config) -> tuple[SimConfig, list[Fau
         faults += [fault_from_dict(f, args.brokers) for f in raw]
     faults += [parse_fault(text, args.brokers) for text in args.fault]
     if args.duration is not None:
-        duration = parse_duration(args.duration, "--duration") or None
-    sim = SimConfig(brokers=args.brokers, topics=topics, cluster=args.cluster, start_ms=start, duration_ms=duration,
-                    kafka=config, append_interval_ms=max(1, parse_duration(args.append_interval, "--append-interval")))
+        sim = replace(sim, duration_ms=parse_duration(args.duration, "--duration") or None)
     return sim, faults
 
 

@@ -129,12 +129,21 @@ class Fault:
     resume_ms: int = 5000  # burst: how long each follower fetches between two stalls
 
     def __str__(self) -> str:
+        """The fault in the --fault language (parse_fault reads it back)."""
         text = [self.kind]
         if self.broker is not None:
             text.append(f"broker={self.broker}")
         text.append(f"start={_fmt(self.start_ms)}")
         if self.end_ms is not None:
             text.append(f"end={_fmt(self.end_ms)}")
+        _, optional = _FAULT_KEYS[self.kind]
+        for key, value, default, shown in (("share", self.share, 0.5, f"{self.share:g}"),
+                                           ("rtt", self.rtt_ms, 1000, _fmt(self.rtt_ms)),
+                                           ("to", self.to, None, str(self.to)),
+                                           ("stale", self.stale, 2, str(self.stale)),
+                                           ("resume", self.resume_ms, 5000, _fmt(self.resume_ms))):
+            if key in optional and value != default:
+                text.append(f"{key}={shown}")
         return ":".join(text)
 
 
