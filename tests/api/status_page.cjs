@@ -1,12 +1,12 @@
 // Drives the status page in Debian's headless chromium with playwright-core and prints, as one JSON
 // object, what a person would see: the partitions table, the summary cards, the decisions and batches,
 // and every console error, page error, failed request or HTTP error the page caused.
-// Usage: PLAYWRIGHT_CORE=/path/to/playwright-core node status_page.cjs URL SCREENSHOT.png
+// Usage: PLAYWRIGHT_CORE=/path/to/playwright-core node status_page.cjs URL SCREENSHOT.png [WAIT_FOR_SELECTOR]
 "use strict";
 
 const { chromium } = require(process.env.PLAYWRIGHT_CORE);
 
-const [url, screenshot] = process.argv.slice(2);
+const [url, screenshot, waitFor = "#partitions tbody tr[data-partition]"] = process.argv.slice(2);
 const ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
   "--disable-background-networking", "--disable-component-update", "--disable-sync"];
 
@@ -29,7 +29,7 @@ function tableRows(selector) {
     page.on("response", (r) => { if (r.status() >= 400) problems.push(`HTTP ${r.status()}: ${r.url()}`); });
 
     await page.goto(url, { waitUntil: "load" });
-    await page.waitForSelector("#partitions tbody tr[data-partition]", { timeout: 20000 });
+    await page.waitForSelector(waitFor, { timeout: 20000 });
     await page.waitForTimeout(2500); // one more poll, so a refresh is seen too
     const seen = await page.evaluate((fn) => {
       const rows = new Function(`return (${fn})`)();

@@ -45,8 +45,8 @@ def serving(store_url: str) -> Iterator[str]:
         proc.stdout.close()
 
 
-def browse(url: str, screenshot: Path) -> dict:
-    done = subprocess.run(["node", str(Path(__file__).with_name("status_page.cjs")), url, str(screenshot)],
+def browse(url: str, screenshot: Path, wait_for: str = "#partitions tbody tr[data-partition]") -> dict:
+    done = subprocess.run(["node", str(Path(__file__).with_name("status_page.cjs")), url, str(screenshot), wait_for],
                           env={**os.environ, "PLAYWRIGHT_CORE": str(PLAYWRIGHT_CORE)}, capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 0, done.stderr
@@ -98,3 +98,12 @@ def test_status_page_shows_the_stalled_brokers_partitions_with_the_replica_out_o
     assert {f["cells"][0] for f in followers} >= set(near) and all(f["cells"][1] == "3" for f in followers)
     assert all(re.fullmatch(r"\d+\.\d s ago", f["cells"][2]) for f in followers)
     assert all(re.fullmatch(r"\d+\.\d s|over by \d+\.\d s", f["cells"][4]) for f in followers)
+
+
+def test_status_page_before_the_first_batch_says_so_without_errors(tmp_path):
+    with serving(f"sqlite:///{tmp_path / 'empty.db'}") as base:
+        seen = browse(base + "/", tmp_path / "empty.png", "#partitions tbody tr.empty")
+    assert seen["problems"] == [] and seen["error"] is None
+    assert seen["status"] == "no batch yet" and seen["partitions"] == []
+    assert [r["cells"] for r in seen["decisions"]] == [["no decisions yet"]]
+    assert seen["summary"]["total"]["value"] == "0"
