@@ -304,7 +304,7 @@ def main(args: argparse.Namespace) -> int:
         say("stopping: simulator, streaming job, API...")
         if feeder.is_alive():
             feeder.join(timeout=10)
-        for child in reversed(children):
+        for child in children:  # the job first, so the page keeps answering while it stops
             child.stop()
     c = summary.counts
     say(f"stopped. {c['shrink']} shrinks, {c['expand']} expands, {c['leader_and_isr']} LeaderAndIsr accepted, "
