@@ -56,6 +56,21 @@ def fill(url: str, partitions: int, seed: int) -> tuple[list[tuple[str, int]], i
     return [(s["topic"], s["partition"]) for s in result.states], sum(s["under_replicated"] for s in result.states)
 
 
+def existing(url: str) -> tuple[list[tuple[str, int]], int]:
+    """The partitions of a store filled before (a second run measures a settled database)."""
+    keys, under_replicated, after = [], 0, None
+    with open_store(url) as store:
+        while True:
+            page = store.partitions(after=after, limit=1000)
+            keys += [(r["topic"], r["partition"]) for r in page.items]
+            under_replicated += sum(r["under_replicated"] for r in page.items)
+            if page.next_key is None:
+                break
+            after = page.next_key
+    print(f"store:   {len(keys):,} partitions already there")
+    return keys, under_replicated
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -140,13 +155,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="isrwatch bench api", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--partitions", type=int, default=100_000, help="partitions in the store (default 100,000)")
-    parser.add_argument("--store", metavar="URL", help="store to fill and serve (default: a new SQLite file)")
+    parser.add_argument("--store", metavar="URL",
+                        help="store to serve, filled first if empty (default: a new SQLite file)")
     parser.add_argument("--rate", type=float, default=500, help="GET .../isr requests per second (default 500)")
     parser.add_argument("--seconds", type=float, default=20, help="length of the load run (default 20)")
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args(argv)
     url = args.store or f"sqlite:///{os.path.join(tempfile.mkdtemp(prefix='isrwatch-bench-api-'), 'isrwatch.db')}"
-    keys, under_replicated = fill(url, args.partitions, args.seed)
+    with open_store(url) as store:
+        filled = store.last_batch_id() is not None
+    keys, under_replicated = existing(url) if filled else fill(url, args.partitions, args.seed)
     port = _free_port()
     proc = _serve(url, port)
     base = f"http://127.0.0.1:{port}"
