@@ -12,7 +12,8 @@ MAX_MS = 2**62  # keeps every time and offset inside a signed 64-bit column with
 NonNegative = Annotated[int, Meta(ge=0, le=MAX_MS)]
 BrokerId = Annotated[int, Meta(ge=0, le=2**31 - 1)]
 Topic = Annotated[str, Meta(min_length=1, max_length=249, pattern=r"^[A-Za-z0-9._-]+$")]
-Cluster = Annotated[str, Meta(min_length=1, max_length=255)]
+# Any printable name; control characters (NUL above all) would break stores and exposition formats.
+Cluster = Annotated[str, Meta(min_length=1, max_length=255, pattern=r"^[^\x00-\x1f\x7f]+$")]
 DEFAULT_CLUSTER = "default"
 
 

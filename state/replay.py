@@ -21,6 +21,7 @@ class ReplayResult:
     decisions: list[dict] = field(default_factory=list)
     propagations: list[dict] = field(default_factory=list)
     states: list[dict] = field(default_factory=list)
+    brokers: list[dict] = field(default_factory=list)
     dead_letters: list[dict] = field(default_factory=list)
     summary: dict = field(default_factory=dict)
 
@@ -62,6 +63,7 @@ def replay_events(events: list[Event], config: Config, until: int | None = None)
         decisions=out.decisions,
         propagations=propagations,
         states=[partition_record(p, config) for p in sorted(engine.partitions.values(), key=lambda p: p.key)],
+        brokers=book.brokers_view(),
     )
     result.summary = {
         "events": len(events),

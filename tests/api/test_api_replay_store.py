@@ -84,3 +84,13 @@ def test_replay_counts_dead_letters_and_ignored_fetches(tmp_path: Path) -> None:
         assert tallies[("dead_letters", ("wrong_type",))] == 1
         raws = [d["raw"].rstrip() for d in store.dead_letters().items]
         assert raws == ['{"type": "append", "ts": "late"}', "not json"]
+
+
+def test_a_replay_leaves_the_brokers_pending_sets_in_the_store(tmp_path: Path) -> None:
+    """02 ends 6 s after its shrink: the change is recorded but not yet propagated."""
+    url = f"sqlite:///{tmp_path / 'pending.db'}"
+    assert _replay("02-slow-follower-shrink", "--store", url) == 0
+    with TestClient(create_app(url)) as client:
+        broker = client.get("/v1/brokers/1").json()
+    assert broker["pending_isr_changes"] == [{"topic": "orders", "partition": 0}]
+    assert broker["last_isr_change_ms"] == 15000

@@ -38,6 +38,7 @@ def test_valid_events_parse_with_defaults(raw: dict) -> None:
     (fetch(1, 2, 0, 0) | {"ts": 1.5}, "ts", "wrong_type"),
     (fetch(1, 2, 0, 0) | {"seq": "3"}, "seq", "wrong_type"),
     (fetch(1, 2, 0, 0) | {"cluster": 5}, "cluster", "wrong_type"),
+    (fetch(1, 2, 0, 0) | {"cluster": "east\u0000"}, "cluster", "invalid_value"),
     ({k: v for k, v in fetch(1, 2, 0, 0).items() if k != "replica"}, "replica", "missing_field"),
     ({k: v for k, v in append(1, 0).items() if k != "ts"}, "ts", "missing_field"),
     (tick(1, "compaction"), "task", "invalid_value"),
