@@ -1,0 +1,283 @@
+"""`isrwatch bench stream`: events/s, micro-batch duration, decision latency and memory of `isrwatch run`.
+
+Prints numbers; asserts nothing. Targets (issue 3, local[2]): >= 100,000 events/s sustained, p99
+decision latency <= trigger + 2 s (from the watermark passing a decision's time to its row being
+committed to the store), memory flat over a 10-minute run.
+
+Two modes over the realistic stream of `bench.gen` (10,000 partitions x RF 3, fetch every 500 ms):
+- backlog (default): --events pre-generated into --files files, consumed one file per micro-batch
+  as fast as the job goes; also runs the local one-process replay on the same files for comparison.
+- real time (--duration SECONDS): a feeder process writes the stream as it happens (event time =
+  wall clock) one file per second, the job runs with --trigger; RSS of the job's process tree
+  (driver, JVM, Python workers) is sampled throughout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import multiprocessing
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from bisect import bisect_right
+from pathlib import Path
+
+import msgspec
+
+from bench.gen import StreamShape, generate
+from state.config import Config
+from state.replay import parse_lines, replay, replay_events
+from streaming.job import JobOptions, StreamJob
+from streaming.progress import input_lines, iso_ms
+from streaming.sink import Settled
+from streaming.spark import SparkSettings
+
+CONFIG = Config(replica_lag_time_max_ms=10_000)  # the engine benchmark's configuration
+
+
+def _write(path: Path, events: list[dict]) -> None:
+    """Write a JSONL file under a hidden name, then rename it: the file source never sees half a file."""
+    tmp = path.with_name("." + path.name)
+    encode = msgspec.json.encode
+    with open(tmp, "wb") as fh:
+        for ev in events:
+            fh.write(encode(ev))
+            fh.write(b"\n")
+    tmp.rename(path)
+
+
+def _tree_rss_mb(root: int) -> float:
+    """Resident memory of a process and all its descendants (driver, JVM, Python workers)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                ppid = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    total, todo = 0, [root]
+    while todo:
+        pid = todo.pop()
+        todo.extend(children.get(pid, ()))
+        try:
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1])
+        except OSError:
+            pass
+    return total / 1024
+
+
+class _Recorder:
+    """Per-batch timings from the sink (commit time, decisions) and the listener (start, watermark, lines)."""
+
+    def __init__(self) -> None:
+        self.commits: dict[int, tuple[float, list[int]]] = {}  # batch -> (wall s, decision times)
+        self.progress: dict[int, tuple[float, int, int, int]] = {}  # batch -> (start s, watermark, ms, lines)
+
+    def on_batch(self, batch_id: int, result: Settled, written: bool) -> None:
+        self.commits[batch_id] = (time.time(), [d["ts"] for d in result.decisions])
+
+    def on_progress(self, raw: dict) -> None:
+        watermark = (raw.get("eventTime") or {}).get("watermark")
+        self.progress[raw["batchId"]] = (iso_ms(raw["timestamp"]) / 1000, iso_ms(watermark) if watermark else 0,
+                                         raw.get("batchDuration", 0), input_lines(raw))
+
+    def latencies(self) -> list[float]:
+        """For each decision: its batch's commit time minus the start of the first batch whose watermark passed it."""
+        batches = sorted(self.progress)
+        marks = [self.progress[b][1] for b in batches]  # watermarks never decrease
+        out = []
+        for batch_id, (committed, times) in self.commits.items():
+            for ts in times:
+                i = bisect_right(marks, ts)  # first batch with watermark > ts
+                if i < len(batches) and batches[i] <= batch_id:
+                    out.append(committed - self.progress[batches[i]][0])
+        return out
+
+
+def _pct(values: list[float], q: float) -> float:
+    return statistics.quantiles(values, n=100, method="inclusive")[q - 1] if len(values) > 1 else (values or [0])[0]
+
+
+def _job(args: argparse.Namespace, work: Path, recorder: _Recorder, **overrides: object) -> StreamJob:
+    options = JobOptions(source=f"files:{work / 'inbox'}", store=f"sqlite:///{work / 'store.db'}",
+                         checkpoint=str(work / "checkpoint"), config=CONFIG, buckets=args.buckets,
+                         trigger_seconds=args.trigger,
+                         spark=SparkSettings(state_store=args.state_store, driver_memory=args.driver_memory),
+                         **overrides)
+    return StreamJob(options, echo=(lambda m: print(f"  {m}", flush=True)) if args.verbose else None,
+                     on_batch=recorder.on_batch, on_progress=recorder.on_progress)
+
+
+def _report(recorder: _Recorder, trigger: float, skip: int) -> None:
+    batches = sorted(b for b, p in recorder.progress.items() if p[3] and b in recorder.commits)
+    steady = batches[skip:]
+    if len(steady) >= 2:
+        events = sum(recorder.progress[b][3] for b in steady[1:])
+        seconds = recorder.commits[steady[-1]][0] - recorder.commits[steady[0]][0]
+        print(f"stream:  {events / seconds:>10,.0f} events/s sustained ({events:,} events in batches "
+              f"{steady[1]}..{steady[-1]}, after {skip} warm-up batches)")
+        durations = [recorder.progress[b][2] / 1000 for b in steady]
+        print(f"batches: {len(batches)} with input; duration p50 {statistics.median(durations):.2f} s, "
+              f"max {max(durations):.2f} s; {statistics.mean(recorder.progress[b][3] for b in steady):,.0f} "
+              f"events per batch")
+    lat = recorder.latencies()
+    if lat:
+        print(f"latency: decision p50 {_pct(lat, 50):.2f} s, p99 {_pct(lat, 99):.2f} s, max {max(lat):.2f} s "
+              f"over {len(lat):,} decisions (target p99 <= trigger {trigger:g} s + 2 s)")
+
+
+def _generate(args: argparse.Namespace, staging: Path) -> list[Path]:
+    staging.mkdir(parents=True, exist_ok=True)
+    shape = StreamShape(partitions=args.partitions)
+    started = time.perf_counter()
+    per_file = -(-args.events // args.files)
+    chunk: list[dict] = []
+    paths: list[Path] = []
+    for ev in generate(shape, args.events, args.seed):
+        chunk.append(ev)
+        if len(chunk) == per_file:
+            paths.append(staging / f"gen-{len(paths):05d}.jsonl")
+            _write(paths[-1], chunk)
+            chunk = []
+    if chunk:
+        paths.append(staging / f"gen-{len(paths):05d}.jsonl")
+        _write(paths[-1], chunk)
+    print(f"generated {args.events:,}+ events into {len(paths)} files in {time.perf_counter() - started:.1f} s "
+          f"({args.partitions:,} partitions x RF 3, fetch every 500 ms, lag 10 s)")
+    return paths
+
+
+def backlog(args: argparse.Namespace, work: Path) -> None:
+    inbox = work / "inbox"
+    paths = sorted(inbox.glob("gen-*.jsonl"))
+    if paths:  # a --keep directory of an earlier run: same input, fresh job
+        print(f"reusing {len(paths)} generated files in {inbox}")
+        shutil.rmtree(work / "checkpoint", ignore_errors=True)
+        for path in work.glob("store.db*"):
+            path.unlink()
+    else:
+        paths = _generate(args, work / "staging")
+    if not args.no_local:
+        with contextlib.ExitStack() as stack:
+            started = time.perf_counter()
+            result = replay([stack.enter_context(open(p, "rb")) for p in paths], CONFIG)
+            elapsed = time.perf_counter() - started
+        lines = result.summary["lines"]
+        with contextlib.ExitStack() as stack:
+            events, _, _ = parse_lines([stack.enter_context(open(p, "rb")) for p in paths])
+        started = time.perf_counter()
+        replay_events(events, CONFIG)
+        engine_s = time.perf_counter() - started
+        print(f"local:   {lines / elapsed:>10,.0f} events/s replay (JSONL -> records, one process), "
+              f"{len(events) / engine_s:,.0f} events/s pure engine on parsed events")
+        del events, result
+
+    inbox.mkdir(exist_ok=True)
+    base = time.time() - len(paths) - 60
+    for i, path in enumerate(paths):
+        os.utime(path, (base + i, base + i))  # the file source takes files oldest first
+        if path.parent != inbox:
+            path.rename(inbox / path.name)
+    paths = sorted(inbox.glob("gen-*.jsonl"))
+    recorder = _Recorder()
+    job = _job(args, work, recorder, available_now=True, max_per_batch=args.files_per_batch)
+    peak = [0.0]
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.wait(1.0):
+            peak[0] = max(peak[0], _tree_rss_mb(os.getpid()))
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    started = time.perf_counter()
+    job.run()
+    done.set()
+    print(f"run:     {time.perf_counter() - started:.1f} s wall for all files, incl. Spark start; "
+          f"peak RSS {peak[0]:,.0f} MiB (driver + JVM + Python workers)")
+    _report(recorder, 0, skip=1)
+
+
+def _feed(inbox: str, partitions: int, duration: float, seed: int) -> None:
+    """Write the stream as it happens: every second, the events whose time has come, as one file."""
+    start = time.time()
+    shape = StreamShape(partitions=partitions, start_ms=int(start * 1000))
+    stream = generate(shape, 10**12, seed)
+    pending = next(stream)
+    n = 0
+    while time.time() - start < duration:
+        time.sleep(max(0.0, start + n + 1 - time.time()))
+        now_ms = int(time.time() * 1000)
+        batch = []
+        while pending["ts"] <= now_ms:
+            batch.append(pending)
+            pending = next(stream)
+        _write(Path(inbox, f"feed-{n:06d}.jsonl"), batch)
+        n += 1
+
+
+def realtime(args: argparse.Namespace, work: Path) -> None:
+    inbox = work / "inbox"
+    inbox.mkdir()
+    recorder = _Recorder()
+    job = _job(args, work, recorder, until_idle=30)
+    feeder = multiprocessing.get_context("spawn").Process(
+        target=_feed, args=(str(inbox), args.partitions, args.duration, args.seed), daemon=True)
+    job.start()
+    feeder.start()
+    samples: list[tuple[float, float]] = []
+    started = time.time()
+    while feeder.is_alive():
+        time.sleep(10)
+        samples.append((time.time() - started, _tree_rss_mb(os.getpid())))
+        if args.verbose:
+            print(f"  memory at {samples[-1][0]:.0f} s: {samples[-1][1]:,.0f} MiB", flush=True)
+    job.wait()
+    print(f"real time: {args.duration:g} s of a {args.partitions:,}-partition stream, trigger {args.trigger:g} s")
+    _report(recorder, args.trigger, skip=2)
+    if samples:
+        minute = [s for s in samples if s[0] <= 60] or samples[:1]
+        tail = [s for s in samples if s[0] >= samples[-1][0] - 60]
+        print(f"memory:  RSS {statistics.mean(m for _, m in minute):,.0f} MiB in the first minute, "
+              f"{statistics.mean(m for _, m in tail):,.0f} MiB in the last, peak {max(m for _, m in samples):,.0f} "
+              f"MiB (driver + JVM + Python workers)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="isrwatch bench stream", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--events", type=int, default=1_000_000, help="backlog events (default 1,000,000)")
+    parser.add_argument("--partitions", type=int, default=10_000, help="partitions, RF 3 (default 10,000)")
+    parser.add_argument("--files", type=int, default=20, help="backlog files (default 20)")
+    parser.add_argument("--files-per-batch", type=int, default=1, help="backlog files per micro-batch (default 1)")
+    parser.add_argument("--duration", type=float, default=0, metavar="SECONDS",
+                        help="real-time mode for this long instead of the backlog (600 = the memory run)")
+    parser.add_argument("--trigger", type=float, default=5.0, help="real-time trigger interval (default 5 s)")
+    parser.add_argument("--buckets", type=int, default=16, help="state keys (default 16)")
+    parser.add_argument("--state-store", choices=["hdfs", "rocksdb"], default="hdfs")
+    parser.add_argument("--driver-memory", default="2g")
+    parser.add_argument("--no-local", action="store_true", help="skip the local replay comparison")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--keep", metavar="DIR", help="work in DIR and keep it (default: a temporary directory)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="the job's per-batch lines too")
+    args = parser.parse_args(argv)
+    work = Path(args.keep or tempfile.mkdtemp(prefix="isrwatch-bench-stream-"))
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        (realtime if args.duration > 0 else backlog)(args, work)
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

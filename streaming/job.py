@@ -1,0 +1,194 @@
+"""`isrwatch run`: the streaming job — source, stateful query, store sink, progress — startable in-process.
+
+`StreamJob(options).run()` blocks (the CLI); `start()` returns at once and `stop()` ends it (a
+demo or test driving the job in its own process). Either way one line per micro-batch reports
+what the batch did.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from state.config import Config, ConfigError
+
+from .progress import ProgressListener, late_rows, progress_record
+from .query import Layout, plan
+from .sink import KafkaOutput, Settled, StoreSink
+from .sources import parse_source, read_stream
+from .spark import SparkSettings, session
+
+if TYPE_CHECKING:
+    from pyspark.sql.streaming import StreamingQuery
+
+    from state.store import Store
+
+Echo = Callable[[str], None]
+ProgressHook = Callable[[dict[str, Any]], None]
+
+
+@dataclass
+class JobOptions:
+    """Everything `isrwatch run` takes; the defaults are the embedded setup (files in ./var)."""
+
+    source: str = "files:./var/events"
+    store: str = "sqlite:///var/isrwatch.db"
+    checkpoint: str = "./var/checkpoint"
+    config: Config = field(default_factory=Config)
+    buckets: int | None = None  # None: the checkpoint's, or 16 for a new one
+    trigger_seconds: float = 5.0
+    max_per_batch: int | None = None  # files (files:) or records (kafka:, kafka-python:) per micro-batch
+    starting: str = "earliest"
+    available_now: bool = False  # process what is there, then stop
+    until_idle: float | None = None  # stop after this many seconds without new input
+    kafka_output: str | None = None
+    spark: SparkSettings = field(default_factory=SparkSettings)
+
+
+def _utc(ms: int | None) -> str:
+    return "-" if not ms else datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+class StreamJob:
+    """One streaming query plus its store, listener and optional Kafka output."""
+
+    def __init__(self, options: JobOptions, echo: Echo | None = None, on_batch: Callable[..., None] | None = None,
+                 on_progress: ProgressHook | None = None) -> None:
+        self.options = options
+        self.echo = echo
+        self.on_batch = on_batch
+        self.on_progress = on_progress
+        self.source = parse_source(options.source)
+        self.query: StreamingQuery | None = None
+        self.store: Store | None = None
+        self.kafka: KafkaOutput | None = None
+        self._listener: ProgressListener | None = None
+        self.name = ""
+        self._batches: dict[int, Settled] = {}
+        self._last_input = time.monotonic()
+        self._recorded = -1
+        self._late = 0
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+
+    def start(self) -> StreamingQuery:
+        from state.store import open_store
+
+        o = self.options
+        checkpoint = Path(o.checkpoint)
+        store = self.store = open_store(o.store)
+        fresh = not (checkpoint / "offsets").is_dir() or not any((checkpoint / "offsets").iterdir())
+        last = store.last_batch_id()
+        if fresh and last is not None:
+            raise ConfigError(f"store {o.store} already holds batches up to {last} from another checkpoint; "
+                              f"give the --checkpoint that wrote them, or a new store")
+        spark = self.spark = session(o.spark)
+        layout = Layout.for_checkpoint(checkpoint, o.buckets, int(spark.conf.get("spark.sql.shuffle.partitions")))
+        reports = plan(read_stream(spark, self.source, o.max_per_batch, o.starting), o.config, layout)
+        if o.kafka_output:
+            self.kafka = KafkaOutput(o.kafka_output)
+        sink = StoreSink(o.config, store, self.kafka, self._batch_done, self._take_late)
+        self.name = f"isrwatch-{checkpoint.resolve().name}-{id(self):x}"
+        writer = reports.writeStream.queryName(self.name).foreachBatch(sink)
+        writer = writer.option("checkpointLocation", str(checkpoint.resolve()))
+        writer = writer.trigger(availableNow=True) if o.available_now else \
+            writer.trigger(processingTime=f"{int(o.trigger_seconds * 1000)} milliseconds")
+        self._listener = ProgressListener(self.name, self._progress)
+        spark.streams.addListener(self._listener)
+        self._say(f"{self.source} -> {o.store}; checkpoint {o.checkpoint}, {layout.buckets} buckets over "
+                  f"{layout.shuffle_partitions} shuffle partitions, {o.spark.state_store} state store, "
+                  + ("available data only" if o.available_now else f"trigger {o.trigger_seconds:g} s"))
+        self._last_input = time.monotonic()
+        self.query = writer.start()
+        return self.query
+
+    def wait(self) -> None:
+        """Block until the query ends: all available data done, idle for --until-idle, or stop()."""
+        query = self.query
+        assert query is not None, "start() first"
+        while query.isActive and not self._stopping.is_set():
+            query.awaitTermination(0.5)
+            idle = self.options.until_idle
+            if idle is not None and time.monotonic() - self._last_input > idle \
+                    and not query.status["isTriggerActive"]:
+                self._say(f"no new input for {idle:g} s: stopping")
+                break
+        self.stop()
+
+    def request_stop(self) -> None:
+        """Ask `wait()` to stop the job (safe from a signal handler or another thread)."""
+        self._stopping.set()
+
+    def stop(self) -> None:
+        """Stop the query (between batches if possible) and release the store and the Kafka producer."""
+        self._stopping.set()
+        if self.query is not None and self.query.isActive:
+            self.query.stop()
+        if self.query is not None:
+            error = self.query.exception()
+            if error is not None:
+                raise error
+            self._drain_progress()
+        if self._listener is not None:
+            self.spark.streams.removeListener(self._listener)
+            self._listener = None
+        if self.kafka is not None:
+            self.kafka.close()
+            self.kafka = None
+        if self.store is not None:
+            self.store.close()
+
+    def _drain_progress(self, timeout: float = 10.0) -> None:
+        """Wait for the listener to record the last batch: Spark delivers progress events asynchronously."""
+        last = self.query.lastProgress if self.query is not None else None
+        deadline = time.monotonic() + timeout
+        while last is not None and self._recorded < last["batchId"] and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+    def run(self) -> int:
+        self.start()
+        self.wait()
+        return 0
+
+    def _say(self, message: str) -> None:
+        if self.echo:
+            self.echo(message)
+
+    def _batch_done(self, batch_id: int, result: Settled, written: bool) -> None:
+        self._batches[batch_id] = result
+        if self.on_batch is not None:
+            self.on_batch(batch_id, result, written)
+
+    def _take_late(self) -> int:
+        with self._lock:
+            late, self._late = self._late, 0
+        return late
+
+    def _progress(self, raw: dict[str, Any]) -> None:
+        result = self._batches.pop(raw["batchId"], None)
+        record = progress_record(raw)
+        assert self.store is not None
+        self.store.record_progress(record)
+        with self._lock:
+            self._late += late_rows(raw)
+        self._recorded = max(self._recorded, record["batch_id"])
+        if record["input_rows"]:
+            self._last_input = time.monotonic()
+        if self.on_progress is not None:
+            self.on_progress(raw)
+        if result is None and not record["input_rows"]:
+            return  # an idle trigger or a no-data batch that settled nothing new
+        line = (f"batch {record['batch_id']}: {record['input_rows']:,} events in "
+                f"{record['batch_duration_ms'] / 1000:.1f} s ({record['processed_rows_per_second']:,.0f}/s), "
+                f"watermark {_utc(record['watermark_ms'])}")
+        if result is not None:
+            line += (f"; {len(result.decisions):,} decisions, {len(result.propagations):,} propagations, "
+                     f"{len(result.records):,} partitions updated, {len(result.dead_letters):,} dead letters")
+        if record["late_rows"]:
+            line += f", {record['late_rows']:,} late"
+        self._say(line)

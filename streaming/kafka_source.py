@@ -1,0 +1,167 @@
+"""`kafka-python:` — a Spark 4 Python streaming data source over kafka-python (no JVM Kafka connector).
+
+Offsets are per Kafka partition: {"topic": {"partition": next_offset}}. The end of a partition is
+the high watermark a FETCH returns (ListOffsets(LATEST) under-reports it on some brokers, tansu
+among them), probed with a 1-byte fetch so the probe reads next to nothing. Each micro-batch reads
+fixed offset ranges, so a batch Spark re-runs after a restart reads exactly the same records.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
+
+NAME = "isrwatch_kafka"
+SCHEMA = "value binary, origin string, part int, offset long"
+_ARROW = pa.schema([("value", pa.binary()), ("origin", pa.string()), ("part", pa.int32()), ("offset", pa.int64())])
+Offsets = dict[str, dict[str, int]]
+
+
+class KafkaRange(InputPartition):
+    """One Kafka partition's records [start, end) for one micro-batch."""
+
+    def __init__(self, topic: str, partition: int, start: int, end: int) -> None:
+        super().__init__((topic, partition, start, end))
+        self.topic, self.partition, self.start, self.end = topic, partition, start, end
+
+
+def _consumer(bootstrap: str, **settings: Any) -> Any:
+    from kafka import KafkaConsumer
+
+    return KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None,
+                         auto_offset_reset="earliest", **settings)
+
+
+class KafkaPythonSource(DataSource):
+    """Options: `bootstrap` (host:port,...), `topics` (comma-separated), `starting` (earliest|latest),
+    `max_records_per_batch` (0 = everything available)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return NAME
+
+    def schema(self) -> str:
+        return SCHEMA
+
+    def streamReader(self, schema: Any) -> DataSourceStreamReader:
+        return KafkaStreamReader(dict(self.options))
+
+
+class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    def __init__(self, options: dict[str, str]) -> None:
+        self.bootstrap = options["bootstrap"]
+        self.topics = [t for t in options["topics"].split(",") if t]
+        self.starting = options.get("starting", "earliest")
+        self.max_records = int(options.get("max_records_per_batch") or 0)
+        self.target: Offsets | None = None
+
+    def _probe(self, start: Offsets) -> Offsets:
+        """Every partition's high watermark, learned from a fetch at the position we are at."""
+        from kafka import TopicPartition
+
+        consumer = _consumer(self.bootstrap, max_partition_fetch_bytes=1, fetch_max_wait_ms=10)
+        try:
+            tps = [TopicPartition(topic, p) for topic in self.topics
+                   for p in sorted(consumer.partitions_for_topic(topic) or ())]
+            if not tps:
+                return {t: {} for t in self.topics}
+            consumer.assign(tps)
+            for tp in tps:
+                consumer.seek(tp, start.get(tp.topic, {}).get(str(tp.partition), 0))
+            deadline = time.monotonic() + 30
+            while any(consumer.highwater(tp) is None for tp in tps):
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"Kafka at {self.bootstrap} did not answer a fetch for {self.topics}")
+                consumer.poll(timeout_ms=100)
+            ends: Offsets = {t: {} for t in self.topics}
+            for tp in tps:
+                ends[tp.topic][str(tp.partition)] = consumer.highwater(tp)
+            return ends
+        finally:
+            consumer.close()
+
+    def initialOffset(self) -> Offsets:
+        if self.starting == "latest":
+            return self._probe({})
+        from kafka import TopicPartition
+
+        consumer = _consumer(self.bootstrap)
+        try:
+            tps = [TopicPartition(t, p) for t in self.topics for p in sorted(consumer.partitions_for_topic(t) or ())]
+            first = consumer.beginning_offsets(tps) if tps else {}
+        finally:
+            consumer.close()
+        offsets: Offsets = {t: {} for t in self.topics}
+        for tp, offset in first.items():
+            offsets[tp.topic][str(tp.partition)] = offset
+        return offsets
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self.target = self._probe({})  # what is there now; later records wait for the next run
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        return ReadMaxRows(self.max_records) if self.max_records > 0 else ReadAllAvailable()
+
+    def latestOffset(self, start: Offsets, limit: ReadLimit) -> Offsets:
+        ends = self._probe(start)
+        if self.target is not None:
+            ends = {t: {p: min(o, self.target.get(t, {}).get(p, 0)) for p, o in parts.items()}
+                    for t, parts in ends.items()}
+        if isinstance(limit, ReadMaxRows):
+            ends = _cap(start, ends, limit.max_rows)
+        return ends
+
+    def partitions(self, start: Offsets, end: Offsets) -> list[KafkaRange]:
+        ranges = []
+        for topic, parts in end.items():
+            for p, stop in parts.items():
+                begin = start.get(topic, {}).get(p, 0)
+                if stop > begin:
+                    ranges.append(KafkaRange(topic, int(p), begin, stop))
+        return ranges
+
+    def read(self, partition: KafkaRange) -> Iterator[pa.RecordBatch]:
+        from kafka import TopicPartition
+
+        tp = TopicPartition(partition.topic, partition.partition)
+        consumer = _consumer(self.bootstrap, fetch_max_wait_ms=50)
+        try:
+            consumer.assign([tp])
+            consumer.seek(tp, partition.start)
+            position = partition.start
+            idle_since = time.monotonic()
+            while position < partition.end:
+                records = consumer.poll(timeout_ms=500).get(tp, [])
+                if not records:
+                    if time.monotonic() - idle_since > 60:
+                        raise TimeoutError(f"{tp}: no records between offsets {position} and {partition.end} for 60 s")
+                    continue
+                idle_since = time.monotonic()
+                position = records[-1].offset + 1
+                rows = [r for r in records if r.offset < partition.end]
+                if rows:
+                    yield pa.RecordBatch.from_arrays(
+                        [pa.array([r.value for r in rows], pa.binary()),
+                         pa.array([partition.topic] * len(rows), pa.string()),
+                         pa.array([partition.partition] * len(rows), pa.int32()),
+                         pa.array([r.offset for r in rows], pa.int64())], schema=_ARROW)
+        finally:
+            consumer.close()
+
+
+def _cap(start: Offsets, ends: Offsets, max_rows: int) -> Offsets:
+    """Limit a batch to about `max_rows` records, shared across partitions in proportion to their backlog."""
+    backlog = {(t, p): o - start.get(t, {}).get(p, 0) for t, parts in ends.items() for p, o in parts.items()}
+    total = sum(n for n in backlog.values() if n > 0)
+    if total <= max_rows:
+        return ends
+    capped: Offsets = {t: dict(parts) for t, parts in ends.items()}
+    for (t, p), n in backlog.items():
+        if n > 0:
+            capped[t][p] = start.get(t, {}).get(p, 0) + max(1, n * max_rows // total)
+    return capped

@@ -1,0 +1,102 @@
+"""`--source` specs and the streaming DataFrames behind them, all with one row shape for the framer.
+
+Rows are (value binary, origin string, part int, offset long): a whole file (part -1, origin = its
+name) or one Kafka record (origin = topic, part = partition).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib.metadata import version
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from state.config import ConfigError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+KAFKA_PACKAGE = f"org.apache.spark:spark-sql-kafka-0-10_2.13:{version('pyspark')}"
+SOURCE_HELP = f"""sources (--source):
+  files:DIR                       JSONL files appearing in DIR (Spark's file source; default files:./var/events).
+                                  Move finished files in atomically; names starting with . or _ are ignored.
+  kafka:BOOTSTRAP/TOPICS          Spark's Kafka source; needs the connector on the classpath, e.g.
+                                  --spark-conf spark.jars.packages={KAFKA_PACKAGE}
+                                  (or spark-submit --packages {KAFKA_PACKAGE}).
+  kafka-python:BOOTSTRAP/TOPICS   a Python streaming source on kafka-python: no JVM connector needed.
+  BOOTSTRAP is host:port[,host:port...], TOPICS is topic[,topic...]."""
+
+
+class SourceError(ConfigError):
+    """A --source that cannot be read as given; the message says what to change."""
+
+
+@dataclass(frozen=True)
+class Source:
+    kind: str  # files | kafka | kafka-python
+    location: str  # a directory, or Kafka bootstrap servers
+    topics: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        return f"{self.kind}:{self.location}" + (f"/{','.join(self.topics)}" if self.topics else "")
+
+
+def parse_source(spec: str) -> Source:
+    kind, sep, rest = spec.partition(":")
+    if not sep or not rest:
+        raise SourceError(f"--source {spec!r}: expected files:DIR, kafka:BOOTSTRAP/TOPICS or "
+                          "kafka-python:BOOTSTRAP/TOPICS")
+    if kind == "files":
+        return Source("files", rest)
+    if kind in ("kafka", "kafka-python"):
+        bootstrap, sep, topics = rest.partition("/")
+        names = tuple(t for t in topics.split(",") if t)
+        if not sep or not bootstrap or not names:
+            raise SourceError(f"--source {spec!r}: expected {kind}:HOST:PORT[,HOST:PORT]/TOPIC[,TOPIC]")
+        return Source(kind, bootstrap, names)
+    raise SourceError(f"--source {spec!r}: unknown source kind {kind!r} (files, kafka, kafka-python)")
+
+
+def read_stream(spark: SparkSession, source: Source, max_per_batch: int | None = None,
+                starting: str = "earliest") -> DataFrame:
+    """The source as a streaming DataFrame of framer rows; `max_per_batch` = files or Kafka records."""
+    from pyspark.sql import functions as F
+
+    if source.kind == "files":
+        Path(source.location).mkdir(parents=True, exist_ok=True)
+        reader = spark.readStream.format("text").option("wholetext", True)
+        if max_per_batch:
+            reader = reader.option("maxFilesPerTrigger", max_per_batch)
+        df = reader.load(str(Path(source.location).resolve()))
+        return df.select(F.col("value").cast("binary").alias("value"), F.col("_metadata.file_name").alias("origin"),
+                         F.lit(-1).alias("part"), F.lit(-1).cast("long").alias("offset"))
+    if source.kind == "kafka":
+        return _spark_kafka(spark, source, max_per_batch, starting)
+    from .kafka_source import NAME, KafkaPythonSource
+
+    spark.dataSource.register(KafkaPythonSource)
+    return (spark.readStream.format(NAME).option("bootstrap", source.location)
+            .option("topics", ",".join(source.topics)).option("starting", starting)
+            .option("max_records_per_batch", max_per_batch or 0).load())
+
+
+def _spark_kafka(spark: SparkSession, source: Source, max_per_batch: int | None, starting: str) -> DataFrame:
+    from pyspark.errors import AnalysisException
+    from pyspark.sql import functions as F
+
+    reader = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", source.location)
+              .option("subscribe", ",".join(source.topics)).option("startingOffsets", starting)
+              .option("failOnDataLoss", "false"))
+    if max_per_batch:
+        reader = reader.option("maxOffsetsPerTrigger", max_per_batch)
+    try:
+        df = reader.load()
+    except AnalysisException as exc:
+        if "DATA_SOURCE_NOT_FOUND" not in str(exc) and "Failed to find data source" not in str(exc):
+            raise
+        raise SourceError(
+            f"--source {source}: Spark's Kafka connector is not on the classpath. Add it with --spark-conf "
+            f"spark.jars.packages={KAFKA_PACKAGE} (spark-submit --packages {KAFKA_PACKAGE}), or use "
+            f"--source kafka-python:{source.location}/{','.join(source.topics)}, which needs no connector."
+        ) from None
+    return df.select("value", F.col("topic").alias("origin"), F.col("partition").alias("part"), "offset")

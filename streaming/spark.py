@@ -1,0 +1,69 @@
+"""The Spark session isrwatch runs in: local by default, quiet, with the state store provider chosen by name."""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
+STATE_STORES = {
+    "hdfs": "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
+    "rocksdb": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+}
+
+
+@dataclass(frozen=True)
+class SparkSettings:
+    """What isrwatch sets on the session; `extra` are raw `spark.*` settings (`--spark-conf`), applied last."""
+
+    master: str = "local[2]"
+    shuffle_partitions: int = 2
+    state_store: str = "hdfs"
+    driver_memory: str = "2g"
+    extra: dict[str, str] = field(default_factory=dict)
+
+    def conf(self) -> dict[str, str]:
+        java_opts = f"-Dlog4j.configurationFile={LOG4J_CONFIG.as_uri()}"
+        return {
+            "spark.master": self.master,
+            "spark.app.name": "isrwatch",
+            "spark.driver.memory": self.driver_memory,
+            "spark.driver.extraJavaOptions": java_opts,
+            "spark.executor.extraJavaOptions": java_opts,
+            "spark.ui.enabled": "false",
+            "spark.ui.showConsoleProgress": "false",
+            "spark.sql.shuffle.partitions": str(self.shuffle_partitions),
+            "spark.sql.streaming.stateStore.providerClass": STATE_STORES[self.state_store],
+            # Bucket states are one blob each: fewer, larger Arrow batches cost less per event.
+            "spark.sql.execution.arrow.maxRecordsPerBatch": "20000",
+            "spark.sql.session.timeZone": "UTC",
+            **self.extra,
+        }
+
+
+def quiet_environment() -> None:
+    """Settings the driver and its Python workers must inherit; set before the JVM starts."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    warnings = os.environ.get("PYTHONWARNINGS", "")
+    if "FutureWarning" not in warnings:
+        os.environ["PYTHONWARNINGS"] = ",".join(filter(None, [warnings, "ignore::FutureWarning"]))
+
+
+def session(settings: SparkSettings | None = None) -> SparkSession:
+    """The process's Spark session, created quiet on first use (later calls reuse it and its settings)."""
+    quiet_environment()
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder
+    for key, value in (settings or SparkSettings()).conf().items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
