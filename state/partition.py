@@ -182,13 +182,20 @@ def apply_leader_and_isr(p: Partition, ev: LeaderAndIsr, lag: int, out: Outputs)
     out.decide(p, ev.ts, "leader_and_isr", isr_before, changed)
 
 
+def _inactive(p: Partition | None) -> str | None:
+    """Why a fetch or append is ignored before it is read: no accepted LeaderAndIsr yet, or offline."""
+    if p is None or p.leader_epoch < 0:
+        return "no_leader_and_isr"
+    if p.leader == -1:
+        return "offline"
+    return None
+
+
 def apply_fetch(p: Partition | None, ev: Fetch, lag: int, out: Outputs) -> None:
     """Replica.updateFetchState + Partition.updateFollowerFetchState, then maybeExpandIsr and the HW."""
-    if p is None or p.leader_epoch < 0:
-        out.ignored_fetches["no_leader_and_isr"] += 1
-        return
-    if p.leader == -1:
-        out.ignored_fetches["offline"] += 1
+    inactive = _inactive(p)
+    if inactive:
+        out.ignored_fetches[inactive] += 1
         return
     replica = ev.replica
     f = p.follower(replica)
@@ -231,11 +238,9 @@ def apply_fetch(p: Partition | None, ev: Fetch, lag: int, out: Outputs) -> None:
 
 def apply_append(p: Partition | None, ev: Append, lag: int, out: Outputs) -> None:
     """The leader's LEO only grows on append; a new LEO may let the HW move."""
-    if p is None or p.leader_epoch < 0:
-        out.ignored_appends["no_leader_and_isr"] += 1
-        return
-    if p.leader == -1:
-        out.ignored_appends["offline"] += 1
+    inactive = _inactive(p)
+    if inactive:
+        out.ignored_appends[inactive] += 1
         return
     if ev.leader_leo > p.leader_leo:
         p.leader_leo = ev.leader_leo
