@@ -1,4 +1,4 @@
-"""State keys: partitions hashed into N buckets whose ids spread evenly over Spark's shuffle partitions.
+"""State keys: N buckets (partitions hash into them in `framing`) whose ids spread evenly over shuffle partitions.
 
 Spark routes a group key k to shuffle partition pmod(murmur3_32(k, seed 42), S). Bucket ids are
 chosen so that the N buckets fill the S partitions round-robin (4 consecutive ints over 2
@@ -7,9 +7,7 @@ partitions can split 3/1, which halves throughput on 2 cores).
 
 from __future__ import annotations
 
-import zlib
-
-CONTROL_KEY = -1  # the group that carries dead letters, batch counts and the watermark heartbeat
+CONTROL_KEY = -1  # the group for lines without a usable time or key: dead letters (and lines after --until)
 _MASK = 0xFFFFFFFF
 
 
@@ -47,8 +45,3 @@ def bucket_ids(buckets: int, shuffle_partitions: int) -> list[int]:
         ids.append(k)
         taken.add(k)
     return ids
-
-
-def bucket_index(cluster: str, topic: str, partition: int, buckets: int) -> int:
-    """Which of N buckets holds a partition: a hash that is stable across processes and versions."""
-    return zlib.crc32(f"{cluster}\x00{topic}\x00{partition}".encode()) % buckets

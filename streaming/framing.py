@@ -6,7 +6,8 @@ replay uses. A line with a usable time and key goes to its bucket (a tick to eve
 its event time; anything else goes to the control key with no event time, so it can neither move
 the watermark nor be dropped as late, and is dead-lettered there. A missing `seq` is the line
 number in its file or the Kafka offset; `arrival`, the last tie-breaker, orders files by rank,
-lines by number, Kafka records by partition and offset.
+lines by number, Kafka records by partition and offset. `shared` marks a tick's copies: every
+bucket applies it, the first bucket alone counts it.
 """
 
 from __future__ import annotations
@@ -20,8 +21,13 @@ if TYPE_CHECKING:
 
     from .query import Layout
 
-# Spark keeps event time as microseconds in a long: larger millisecond times cannot be a timestamp.
-MAX_STREAM_TS = (2**63 - 1) // 1000
+# Spark drops rows at or behind its watermark before a stateful function sees them. Event times are
+# shifted this far ahead, and the watermark delay with them: Spark's watermark is still newest ts -
+# allowed_lateness_ms, but only rows a century late are dropped unseen; later ones reach the
+# function, which dead-letters each late event with its text and reason, in its own batch.
+LATE_HORIZON_MS = 100 * 365 * 86_400_000
+# Spark keeps event time as microseconds in a long: later (shifted) times cannot be a timestamp.
+MAX_STREAM_TS = (2**63 - 1) // 1000 - LATE_HORIZON_MS
 KEY_SCHEMA = "type STRING, ts LONG, cluster STRING, topic STRING, partition INT"
 PARTITION_TYPES = ("leader_and_isr", "fetch", "append")
 INPUT_METRICS = "isrwatch_input"  # observed per batch: input lines (or Kafka records)
@@ -35,7 +41,7 @@ def _hash31(*cols: Column) -> Column:
 
 def frame(raw: DataFrame, layout: Layout, ranks: dict[str, int] | None = None,
           until: int | None = None) -> DataFrame:
-    """Source rows (value, origin, part, offset) to (bucket, ts, seq, arrival, raw, event_time).
+    """Source rows (value, origin, part, offset) to (bucket, ts, seq, arrival, raw, shared, event_time).
 
     `part` < 0 marks a whole file named `origin`, otherwise one Kafka record of topic `origin`.
     `ranks` orders files for the arrival tie-breaker (default: a hash of the name). With `until`
@@ -75,5 +81,5 @@ def frame(raw: DataFrame, layout: Layout, ranks: dict[str, int] | None = None,
     targets = (F.when(tick, every).when(keyed, F.array(F.element_at(every, (slot + 1).cast("int"))))
                .otherwise(F.array(F.lit(CONTROL_KEY))))
     routed = parsed.select(F.explode(targets).alias("bucket"), F.when(tick | keyed, ts).alias("ts"),
-                           "seq", "arrival", "raw")
-    return routed.withColumn("event_time", F.timestamp_millis("ts"))
+                           "seq", "arrival", "raw", tick.alias("shared"))
+    return routed.withColumn("event_time", F.timestamp_millis(F.col("ts") + LATE_HORIZON_MS))

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from state.config import Config, ConfigError
 
-from .progress import ProgressListener, late_rows, progress_record
+from .progress import ProgressListener, progress_record
 from .query import Layout, plan
 from .sink import KafkaOutput, Settled, StoreSink
 from .sources import parse_source, read_stream
@@ -72,8 +72,6 @@ class StreamJob:
         self._batches: dict[int, Settled] = {}
         self._last_input = time.monotonic()
         self._recorded = -1
-        self._late = 0
-        self._lock = threading.Lock()
         self._stopping = threading.Event()
 
     def start(self) -> StreamingQuery:
@@ -92,7 +90,7 @@ class StreamJob:
         reports = plan(read_stream(spark, self.source, o.max_per_batch, o.starting), o.config, layout)
         if o.kafka_output:
             self.kafka = KafkaOutput(o.kafka_output)
-        sink = StoreSink(o.config, store, self.kafka, self._batch_done, self._take_late)
+        sink = StoreSink(o.config, store, self.kafka, self._batch_done)
         self.name = f"isrwatch-{checkpoint.resolve().name}-{id(self):x}"
         writer = reports.writeStream.queryName(self.name).foreachBatch(sink)
         writer = writer.option("checkpointLocation", str(checkpoint.resolve()))
@@ -164,18 +162,11 @@ class StreamJob:
         if self.on_batch is not None:
             self.on_batch(batch_id, result, written)
 
-    def _take_late(self) -> int:
-        with self._lock:
-            late, self._late = self._late, 0
-        return late
-
     def _progress(self, raw: dict[str, Any]) -> None:
         result = self._batches.pop(raw["batchId"], None)
         record = progress_record(raw)
         assert self.store is not None
         self.store.record_progress(record)
-        with self._lock:
-            self._late += late_rows(raw)
         self._recorded = max(self._recorded, record["batch_id"])
         if record["input_rows"]:
             self._last_input = time.monotonic()
@@ -189,6 +180,6 @@ class StreamJob:
         if result is not None:
             line += (f"; {len(result.decisions):,} decisions, {len(result.propagations):,} propagations, "
                      f"{len(result.records):,} partitions updated, {len(result.dead_letters):,} dead letters")
-        if record["late_rows"]:
-            line += f", {record['late_rows']:,} late"
+            late = result.counters.get("late_events", 0)
+            line += f" ({late:,} late)" if late else ""
         self._say(line)

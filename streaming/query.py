@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from state.config import Config, ConfigError
 
 from .buckets import bucket_ids
-from .framing import frame
+from .framing import LATE_HORIZON_MS, frame
 from .reports import REPORT_SCHEMA, STATE_SCHEMA
 from .stateful import state_function
 
@@ -55,8 +55,8 @@ def plan(raw: DataFrame, config: Config, layout: Layout, ranks: dict[str, int] |
     """Reports (bucket int, report binary) from source rows; see `framing` and `stateful`."""
     from pyspark.sql.streaming.state import GroupStateTimeout
 
-    framed = frame(raw, layout, ranks, until).withWatermark("event_time",
-                                                             f"{config.allowed_lateness_ms} milliseconds")
+    delay = LATE_HORIZON_MS + config.allowed_lateness_ms
+    framed = frame(raw, layout, ranks, until).withWatermark("event_time", f"{delay} milliseconds")
     return framed.groupBy("bucket").applyInPandasWithState(
         state_function(config, list(layout.ids), until, keep_blobs), REPORT_SCHEMA, STATE_SCHEMA, "append",
         GroupStateTimeout.EventTimeTimeout)

@@ -23,10 +23,10 @@ from state.propagation import PropagationBook
 from state.records import partition_record
 from state.replay import ReplayResult
 
-from .progress import ProgressListener, input_lines, late_rows
+from .progress import ProgressListener, input_lines
 from .query import DEFAULT_BUCKETS, Layout, plan
 from .reports import decode_bucket
-from .sink import BOOK_BLOB, CLOCK_BLOB, collect, settle
+from .sink import BOOK_BLOB, collect, settle
 from .sources import Source, read_stream
 from .spark import SparkSettings, session
 from .stateful import count_events
@@ -40,7 +40,7 @@ class _Collector:
     def __init__(self, config: Config, progress: Progress | None) -> None:
         self.config = config
         self.progress = progress
-        self.blobs: dict[str, bytes | None] = {BOOK_BLOB: None, CLOCK_BLOB: None}
+        self.book_blob: bytes | None = None
         self.book = PropagationBook(config)
         self.decisions: list[dict] = []
         self.propagations: list[dict] = []
@@ -51,13 +51,11 @@ class _Collector:
         self.events = 0
         self.max_ts = -1
         self.lines = 0
-        self.late = 0  # rows Spark dropped as late, from the query progress
         self.last_progress = -1
         self.batches = 0
 
     def on_progress(self, progress: dict) -> None:
         self.lines += input_lines(progress)
-        self.late += late_rows(progress)
         self.last_progress = progress["batchId"]
 
     def await_progress(self, last: dict | None, timeout: float = 10.0) -> None:
@@ -67,8 +65,8 @@ class _Collector:
             time.sleep(0.05)
 
     def __call__(self, df: object, batch_id: int) -> None:
-        result = settle(self.config, collect(df), self.blobs[BOOK_BLOB], self.blobs[CLOCK_BLOB])
-        self.blobs.update(result.blobs)
+        result = settle(self.config, collect(df), self.book_blob)
+        self.book_blob = result.blobs[BOOK_BLOB]
         self.book = result.book
         self.decisions += result.decisions
         self.propagations += result.propagations
@@ -83,7 +81,7 @@ class _Collector:
         self.batches += 1
         if self.progress:
             self.progress(f"batch {batch_id}: {len(result.decisions):,} decisions, "
-                          f"{len(result.propagations):,} propagations, settled to {result.settled}")
+                          f"{len(result.propagations):,} propagations, watermark {result.watermark}")
 
 
 def _stage(paths: Sequence[str | os.PathLike], inbox: Path) -> dict[str, int]:
@@ -135,10 +133,15 @@ def replay_spark(paths: Sequence[str | os.PathLike], config: Config, until: int 
     engines = []
     for bucket, blob in sorted(collector.states.items()):
         held = decode_bucket(blob)
-        parsed = [parse_event(raw, seq, arrival) for chunk in held.pending for _, seq, arrival, raw in chunk.lines()]
-        dead += [ev.to_record() for ev in parsed if type(ev) is DeadLetter]
-        counters.update(f"dead_letters.{ev.category}" for ev in parsed if type(ev) is DeadLetter)
-        valid = [ev for ev in parsed if type(ev) is not DeadLetter]
+        valid = []
+        for chunk in held.pending:
+            for _, seq, arrival, raw, shared in chunk.lines():
+                ev = parse_event(raw, seq, arrival)
+                if type(ev) is not DeadLetter:
+                    valid.append(ev)
+                elif bucket == first or not shared:
+                    dead.append(ev.to_record())
+                    counters[f"dead_letters.{ev.category}"] += 1
         n, latest = count_events(valid, bucket == first)
         events, max_ts = events + n, max(max_ts, latest)
         engine = PartitionEngine(config, held.engine, emit_propagation_ticks=bucket == first)
@@ -158,8 +161,7 @@ def replay_spark(paths: Sequence[str | os.PathLike], config: Config, until: int 
         partitions.extend(engine.partitions.values())
         buffered += len(engine.buffer)
     book = collector.book
-    counters["late_events"] += book.add(items) + collector.late
-    counters["dead_letters.late"] += collector.late
+    counters["late_events"] += book.add(items)
     propagations = collector.propagations + book.advance(end + 1)
     elapsed = time.perf_counter() - started
 
@@ -167,7 +169,7 @@ def replay_spark(paths: Sequence[str | os.PathLike], config: Config, until: int 
         return dict(sorted((k.split(".", 1)[1], v) for k, v in counters.items() if v and k.startswith(prefix + ".")))
 
     result = ReplayResult(
-        decisions=decisions, propagations=propagations, dead_letters=dead,
+        decisions=decisions, propagations=propagations, dead_letters=dead, brokers=book.brokers_view(),
         states=[partition_record(p, config) for p in sorted(partitions, key=lambda p: p.key)])
     result.summary = {
         "engine": "spark",

@@ -7,13 +7,13 @@ import pyarrow as pa
 from msgspec import Struct
 
 from state.events import DeadLetter
-from state.partition import INF, IsrChange, PropagationTick
+from state.partition import IsrChange, PropagationTick
 
 REPORT_SCHEMA = "bucket int, report binary"
 STATE_SCHEMA = "blob binary"  # one msgpack blob (version inside): array fields crash PySpark 4.3's state
 BUCKET_STATE_VERSION = 1
 
-Line = tuple[int, int, int, bytes]  # (ts, seq if missing, arrival, raw line)
+Line = tuple[int, int, int, bytes, bool]  # (ts, seq if missing, arrival, raw line, shared by every bucket)
 _CODEC = "zstd"  # pyarrow's: ~6x on JSON lines at ~600 MB/s; the JVM then moves a sixth of the bytes
 
 
@@ -48,13 +48,11 @@ class BucketState(Struct, array_like=True):
 
 
 class Report(Struct, array_like=True):
-    """One call of the stateful function: what the key decided and how far it is settled."""
+    """One call of the stateful function: what the key decided, up to `watermark`."""
 
     bucket: int
     watermark: int
-    next_due: int = INF
-    seen: int = 0  # rows the call received (rows Spark dropped as late never arrive)
-    late: int = 0  # events the engine itself refused as late
+    late: int = 0  # events the engine itself refused as late (none: the function dead-letters them first)
     events: int = 0  # valid events applied (a tick counted by the first bucket only)
     max_ts: int = -1  # the latest time among them
     after_until: int = 0  # valid events after a replay's --until (control key)

@@ -4,8 +4,8 @@ Each call keeps the bucket's new lines pending, parses (with the replay's valida
 those the watermark has passed — events and checks interleaved in (ts, seq) order — and reports
 what that decided. Whatever the micro-batch cut, the reports add up to the same outputs (SPEC §6).
 Every key's event-time timeout is the current watermark, so every key answers each watermark move:
-the sink then knows every bucket's next due time, and a pending propagation batch goes out even
-when no new change arrives.
+once a batch has run, every key has applied everything before its watermark, which lets the sink
+settle propagation up to it — and send a pending batch even when no new change arrives.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ import pandas as pd
 from state.config import Config
 from state.engine import PartitionEngine
 from state.events import DeadLetter, Tick, parse_event
-from state.partition import INF
 from state.records import partition_record
 
 from .buckets import CONTROL_KEY
@@ -32,16 +31,26 @@ StateFunction = Callable[[tuple, Iterator[pd.DataFrame], "GroupState"], Iterator
 UNREADABLE = "the stream could not read its type, ts, topic or partition (Spark from_json)"
 
 
-def _rows(frames: Iterator[pd.DataFrame]) -> Iterator[tuple]:
+def _rows(frames: Iterator[pd.DataFrame]) -> Iterator[Line]:
     for frame in frames:
         yield from zip(frame["ts"].tolist(), frame["seq"].tolist(), frame["arrival"].tolist(),
-                       frame["raw"].tolist(), strict=True)
+                       frame["raw"].tolist(), frame["shared"].tolist(), strict=True)
 
 
 def count_events(events: list, first: bool) -> tuple[int, int]:
     """How many events (a tick only in the first bucket: every bucket gets it) and their latest time."""
     ticks = sum(1 for ev in events if type(ev) is Tick)
     return len(events) - (0 if first else ticks), max((ev.ts for ev in events), default=-1)
+
+
+def _late(line: Line, watermark: int, lateness: int) -> DeadLetter:
+    """A line at or behind the watermark: counted as a dead letter (its parse error, if it has one)."""
+    _, seq, arrival, raw, _ = line
+    ev = parse_event(raw, seq, arrival)
+    if type(ev) is DeadLetter:
+        return ev
+    return DeadLetter(raw=raw.decode("utf-8", "replace"), field="ts", ts=ev.ts,
+                      reason=f"late: at or behind the watermark {watermark} (allowed_lateness_ms {lateness})")
 
 
 def _emit(report: Report) -> Iterator[pd.DataFrame]:
@@ -51,8 +60,7 @@ def _emit(report: Report) -> Iterator[pd.DataFrame]:
 def _control(frames: Iterator[pd.DataFrame], watermark: int, until: int | None) -> Iterator[pd.DataFrame]:
     """Lines without a usable time or key: dead letters (or, replaying, valid events after --until)."""
     report = Report(CONTROL_KEY, watermark)
-    for _, seq, arrival, raw in _rows(frames):
-        report.seen += 1
+    for _, seq, arrival, raw, _ in _rows(frames):
         ev = parse_event(raw, seq, arrival)
         if type(ev) is DeadLetter:
             report.dead.append(ev)
@@ -77,8 +85,18 @@ def state_function(config: Config, bucket_ids: list[int], until: int | None = No
         if bucket == CONTROL_KEY:
             return _control(frames, watermark, until)
         held = decode_bucket(state.get[0]) if state.exists else BucketState(BUCKET_STATE_VERSION)
-        arrived = list(_rows(frames))
-        report = Report(bucket, watermark, seen=len(arrived))
+        report = Report(bucket, watermark)
+
+        def counts(line: Line) -> bool:
+            """Whether this bucket reports the line: a tick's copy is reported by the first bucket only."""
+            return bucket == first or not line[4]
+
+        arrived = []
+        for line in _rows(frames):
+            if line[0] > watermark or watermark == 0:  # 0: no watermark yet
+                arrived.append(line)
+            elif counts(line):
+                report.dead.append(_late(line, watermark, config.allowed_lateness_ms))
         if arrived:
             held.pending.append(Chunk.of(arrived))
         # Lines the watermark has passed are parsed and go into the engine, which applies exactly those.
@@ -94,10 +112,10 @@ def state_function(config: Config, bucket_ids: list[int], until: int | None = No
                     rest.append(line)
                     continue
                 ev = parse_event(line[3], line[1], line[2])
-                if type(ev) is DeadLetter:
-                    report.dead.append(ev)
-                else:
+                if type(ev) is not DeadLetter:
                     events.append(ev)
+                elif counts(line):
+                    report.dead.append(ev)
         if rest:
             keep.append(Chunk.of(rest))
         held.pending = keep
@@ -113,7 +131,6 @@ def state_function(config: Config, bucket_ids: list[int], until: int | None = No
         report.records = [partition_record(partitions[k], config) for k in sorted(changed) if k in partitions]
         report.ignored_fetches = dict(out.ignored_fetches)
         report.ignored_appends = dict(out.ignored_appends)
-        report.next_due = min(engine.next_due(), min((c.first for c in keep), default=INF))
         held.engine = engine.to_bytes()
         blob = encode(held)
         if keep_blobs:

@@ -1,0 +1,83 @@
+"""Kill `isrwatch run` with SIGKILL mid-stream, restart it from its checkpoint: the store ends as if never killed."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from state.store import open_store
+from tests.streaming.streams import Mix, events, in_order, write_files
+from tests.streaming.test_run import CONFIG, dump, run_job
+
+
+def descendants(pid: int) -> set[int]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                ppid = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    found, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            found.add(child)
+            todo.append(child)
+    return found
+
+
+def job(inbox: Path, url: str, checkpoint: Path, log: Path, *extra: str) -> subprocess.Popen:
+    argv = [sys.executable, "-m", "streaming.cli", "run", "--source", f"files:{inbox}", "--store", url,
+            "--checkpoint", str(checkpoint), "--max-per-batch", "1", "--driver-memory", "1g",
+            "--set", f"replica_lag_time_max_ms={CONFIG.replica_lag_time_max_ms}",
+            "--set", f"allowed_lateness_ms={CONFIG.allowed_lateness_ms}", *extra]
+    with open(log, "ab") as out:
+        return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+
+def test_sigkill_mid_stream_then_restart_ends_with_the_uninterrupted_store(spark, tmp_path):
+    files = write_files(events(Mix(partitions=60, events=12_000, seed=21)), tmp_path / "files", 8)
+    inbox = tmp_path / "in"
+    inbox.mkdir()
+    for path in files:
+        (inbox / path.name).write_bytes(path.read_bytes())
+    in_order(sorted(inbox.iterdir()))
+    uninterrupted = f"sqlite:///{tmp_path / 'uninterrupted.db'}"
+    run_job(inbox, uninterrupted, tmp_path / "checkpoint-uninterrupted")
+
+    url = f"sqlite:///{tmp_path / 'killed.db'}"
+    log = tmp_path / "job.log"
+    proc = job(inbox, url, tmp_path / "checkpoint", log, "--trigger", "0.5")
+    family: set[int] = set()
+    try:
+        deadline = time.monotonic() + 180
+        with open_store(url) as store:
+            while (store.last_batch_id() or -1) < 2:
+                assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+                family |= descendants(proc.pid)
+                time.sleep(0.2)
+        family |= descendants(proc.pid)
+        proc.send_signal(signal.SIGKILL)
+        assert proc.wait(30) == -signal.SIGKILL
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        # The JVM and its Python workers follow their parent out; whatever we started and is left, goes.
+        deadline = time.monotonic() + 20
+        while (left := {p for p in family if Path(f"/proc/{p}").exists()}) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        for pid in left:
+            os.kill(pid, signal.SIGKILL)
+    with open_store(url) as store:
+        killed_at = store.last_batch_id()
+    assert killed_at is not None and killed_at < 8, "the job finished before it was killed"
+
+    restarted = job(inbox, url, tmp_path / "checkpoint", log, "--available-now")
+    assert restarted.wait(300) == 0, log.read_text()
+    assert "batch" in log.read_text()
+    assert dump(url) == dump(uninterrupted)

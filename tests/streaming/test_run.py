@@ -1,0 +1,202 @@
+"""`isrwatch run` in process: what the job commits to the store equals the local replay up to its watermark.
+
+The job's store after a run holds exactly what `state.replay` gives for the same events up to the
+last batch's watermark W (events and checks before W): decisions, propagation batches, partition
+states, brokers' pending sets, dead letters and counters — on SQLite and on PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import zlib
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from state.config import Config, ConfigError
+from state.replay import ReplayResult, replay
+from state.store import Page, open_store
+from streaming.cli import build_parser
+from streaming.job import JobOptions, StreamJob
+from streaming.query import LAYOUT_FILE
+from streaming.sources import SourceError, parse_source, read_stream
+from tests.streaming.streams import START_MS, Mix, canonical, events, in_order, write_files
+
+CONFIG = Config(replica_lag_time_max_ms=10_000, allowed_lateness_ms=3000)
+
+
+def drain(read: Callable[..., Page]) -> list[dict]:
+    items, after = [], None
+    while True:
+        page = read(after=after, limit=1000)
+        items += page.items
+        if page.next_key is None:
+            return items
+        after = page.next_key
+
+
+def dump(url: str) -> dict:
+    """Everything the job wrote that must not depend on how the input fell into micro-batches."""
+    with open_store(url) as store:
+        return {
+            "decisions": canonical(drain(store.decisions)),
+            "propagations": canonical(drain(store.propagations)),
+            "partitions": drain(store.partitions),
+            "dead_letters": canonical(drain(store.dead_letters)),
+            "brokers": store.broker_propagation(),
+            # Input rows are tallied from Spark's progress, which a killed job may not have reported.
+            "tallies": [t for t in store.tallies() if t[0] != "stream_input_rows"],
+            "watermark": store.stream_position().watermark_ms,
+        }
+
+
+def local(paths: list[Path], until: int) -> ReplayResult:
+    with contextlib.ExitStack() as stack:
+        return replay([stack.enter_context(open(p, "rb")) for p in paths], CONFIG, until)
+
+
+def run_job(inbox: Path, store: str, checkpoint: Path, **options) -> None:
+    StreamJob(JobOptions(source=f"files:{inbox}", store=store, checkpoint=str(checkpoint), config=CONFIG,
+                         available_now=True, max_per_batch=1, **options)).run()
+
+
+def assert_store_is_the_replay(got: dict, expected: ReplayResult) -> None:
+    assert got["decisions"] == canonical(expected.decisions)
+    assert got["propagations"] == canonical(expected.propagations)
+    assert got["partitions"] == expected.states
+    assert got["brokers"] == expected.brokers
+    assert got["dead_letters"] == canonical([{**d, "raw": d["raw"].rstrip("\n"), "ts": d.get("ts")}
+                                             for d in expected.dead_letters])
+    tallies = {(metric, json.dumps(labels, sort_keys=True)): value for metric, labels, value in got["tallies"]}
+    s = expected.summary
+    for name, key in (("dead_letters", "dead_letters_by_reason"), ("ignored_fetches", "ignored_fetches_by_reason"),
+                      ("ignored_appends", "ignored_appends_by_reason")):
+        assert {json.loads(labels)["reason"]: int(v) for (m, labels), v in tallies.items() if m == name} == s[key]
+    kinds = {json.loads(labels)["kind"]: 0 for (m, labels) in tallies if m == "decisions"}
+    for (m, labels), v in tallies.items():
+        if m == "decisions":
+            kinds[json.loads(labels)["kind"]] += int(v)
+    assert kinds == s["decisions_by_kind"]
+
+
+def test_store_holds_the_replay_up_to_the_watermark(spark, tmp_path, store_url):
+    lines = events(Mix(partitions=60, events=8000, seed=3))
+    paths = write_files(lines, tmp_path / "in", 4)
+    run_job(tmp_path / "in", store_url, tmp_path / "checkpoint")
+    got = dump(store_url)
+    # The last batch ran at the watermark the last data set: newest time - lateness.
+    assert got["watermark"] == max(ev["ts"] for ev in lines if isinstance(ev, dict)) - CONFIG.allowed_lateness_ms
+    expected = local(paths, got["watermark"] - 1)
+    assert expected.summary["decisions_by_kind"]["shrink"] and expected.summary["propagations"]
+    assert_store_is_the_replay(got, expected)
+    with open_store(store_url) as store:
+        progress = store.latest_progress()
+        inputs = {m: v for m, _, v in store.tallies()}["stream_input_rows"]
+    assert progress["watermark_ms"] == got["watermark"] and progress["batch_duration_ms"] > 0
+    assert inputs == expected.summary["lines"]
+
+
+def test_late_events_are_dead_letters_and_change_nothing(spark, tmp_path):
+    lines = events(Mix(partitions=30, events=3000, seed=8))
+    late = [json.dumps(ev) for ev in (
+        {"type": "fetch", "ts": START_MS + 1, "topic": "topic-0", "partition": 0, "replica": 1, "fetch_offset": 1,
+         "leader_leo": 1, "cluster": "east"},
+        {"type": "tick", "ts": START_MS + 2},  # every bucket gets it: still one dead letter
+        {"type": "append", "ts": START_MS + 3, "topic": "topic-0", "partition": 0})]  # invalid as well
+    on_time = write_files(lines, tmp_path / "on-time", 3)
+    inbox = tmp_path / "in"
+    inbox.mkdir()
+    for i, path in enumerate(on_time):  # the late lines arrive with the last file, long after their time
+        (inbox / path.name).write_text(path.read_text() + ("\n".join(late) + "\n" if i == 2 else ""))
+    in_order(sorted(inbox.iterdir()))
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    run_job(inbox, url, tmp_path / "checkpoint")
+    got = dump(url)
+    expected = local(on_time, got["watermark"] - 1)
+    dead = [json.loads(d) for d in got["dead_letters"]]
+    reasons = sorted(d["reason"].split(":")[0] for d in dead if d["raw"] in late)
+    assert reasons == ["Object missing required field `leader_leo`", "late", "late"]
+    tallies = {(m, labels.get("reason")): v for m, labels, v in got["tallies"]}
+    assert tallies[("dead_letters", "late")] == 2 and tallies[("late_events", None)] == 2
+    assert got["decisions"] == canonical(expected.decisions)
+    assert got["partitions"] == expected.states
+
+
+def test_kafka_python_source_and_kafka_output(spark, tmp_path, tansu_broker):
+    """Events from two Kafka partitions (read by offset ranges, several batches) in; decisions out to Kafka."""
+    from kafka import KafkaConsumer, KafkaProducer
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    rows = [ev for ev in events(Mix(partitions=30, events=4000, seed=4, invalid=0)) if isinstance(ev, dict)]
+    for seq, ev in enumerate(rows, start=1):
+        ev["seq"] = seq  # Kafka offsets would differ from line numbers: give every event its own
+    admin = KafkaAdminClient(bootstrap_servers=tansu_broker)
+    admin.create_topics([NewTopic("events", num_partitions=2, replication_factor=1)])
+    admin.close()
+    producer = KafkaProducer(bootstrap_servers=tansu_broker)
+    for ev in rows:
+        producer.send("events", json.dumps(ev).encode(), partition=zlib.crc32(str(ev.get("topic")).encode()) % 2)
+    producer.send("events", b"{broken", partition=0)
+    producer.flush()
+    producer.close()
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    StreamJob(JobOptions(source=f"kafka-python:{tansu_broker}/events", store=url,
+                         checkpoint=str(tmp_path / "checkpoint"), config=CONFIG, available_now=True,
+                         max_per_batch=len(rows) // 3, kafka_output=tansu_broker)).run()
+    got = dump(url)
+    source = tmp_path / "events.jsonl"
+    source.write_text("".join(json.dumps(ev) + "\n" for ev in rows))
+    expected = local([source], got["watermark"] - 1)
+    assert got["decisions"] == canonical(expected.decisions) and got["partitions"] == expected.states
+    assert [json.loads(d)["raw"] for d in got["dead_letters"]] == ["{broken"]
+    with open_store(url) as store:
+        assert store.last_batch_id() >= 3
+    consumer = KafkaConsumer("isrwatch.decisions", "isrwatch.propagations", bootstrap_servers=tansu_broker,
+                             auto_offset_reset="earliest", group_id=None, consumer_timeout_ms=3000)
+    sent = {"isrwatch.decisions": [], "isrwatch.propagations": []}
+    for record in consumer:
+        value = json.loads(record.value)
+        key = (f"{value['cluster']}/{value['topic']}/{value['partition']}" if record.topic.endswith("decisions")
+               else f"{value['cluster']}/{value['broker']}")
+        assert record.key.decode() == key
+        sent[record.topic].append(value)
+    consumer.close()
+    assert canonical(sent["isrwatch.decisions"]) == got["decisions"]
+    assert canonical(sent["isrwatch.propagations"]) == got["propagations"]
+
+
+def test_spark_kafka_source_without_its_connector_says_how_to_add_it(spark):
+    with pytest.raises(SourceError, match=r"spark.jars.packages=org.apache.spark:spark-sql-kafka-0-10_2.13:"):
+        read_stream(spark, parse_source("kafka:127.0.0.1:9/events"))
+
+
+@pytest.mark.parametrize("spec", ["files", "files:", "kafka:host:9092", "kafka:/topic", "mqtt:x/y"])
+def test_bad_source_specs_name_the_expected_form(spec):
+    with pytest.raises(SourceError, match="--source"):
+        parse_source(spec)
+
+
+def test_checkpoint_fixes_the_bucket_count_and_store_must_match_it(spark, tmp_path):
+    inbox = tmp_path / "in"
+    write_files(events(Mix(partitions=10, events=500, invalid=0)), inbox, 1)
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    run_job(inbox, url, tmp_path / "checkpoint", buckets=4)
+    assert json.loads((tmp_path / "checkpoint" / LAYOUT_FILE).read_text())["buckets"] == 4
+    with pytest.raises(ConfigError, match="--buckets 4"):
+        run_job(inbox, url, tmp_path / "checkpoint", buckets=8)
+    with pytest.raises(ConfigError, match="another checkpoint"):
+        run_job(inbox, url, tmp_path / "other-checkpoint")
+
+
+def test_run_help_documents_every_option(capsys):
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["run", "--help"])
+    text = capsys.readouterr().out
+    for option in ("--source", "--store", "--checkpoint", "--config", "--set", "--buckets", "--trigger",
+                   "--max-per-batch", "--starting", "--available-now", "--until-idle", "--state-store",
+                   "--shuffle-partitions", "--master", "--driver-memory", "--spark-conf", "--kafka-output",
+                   "--quiet", "files:DIR", "kafka-python:BOOTSTRAP/TOPICS", "spark.jars.packages",
+                   "allowed_lateness_ms"):
+        assert option in text, option
