@@ -1,4 +1,8 @@
-"""Kill `isrwatch run` with SIGKILL mid-stream, restart it from its checkpoint: the store ends as if never killed."""
+"""Kill `isrwatch run` with SIGKILL mid-stream, restart it from its checkpoint: the store ends as if never killed.
+
+The killed job keeps its state in RocksDB, the uninterrupted one in the default (HDFS-backed) store:
+the provider changes where state lives, never what the job decides.
+"""
 
 from __future__ import annotations
 
@@ -34,7 +38,7 @@ def descendants(pid: int) -> set[int]:
 def job(inbox: Path, url: str, checkpoint: Path, log: Path, *extra: str) -> subprocess.Popen:
     argv = [sys.executable, "-m", "streaming.cli", "run", "--source", f"files:{inbox}", "--store", url,
             "--checkpoint", str(checkpoint), "--max-per-batch", "1", "--driver-memory", "1g",
-            "--set", f"replica_lag_time_max_ms={CONFIG.replica_lag_time_max_ms}",
+            "--state-store", "rocksdb", "--set", f"replica_lag_time_max_ms={CONFIG.replica_lag_time_max_ms}",
             "--set", f"allowed_lateness_ms={CONFIG.allowed_lateness_ms}", *extra]
     with open(log, "ab") as out:
         return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
