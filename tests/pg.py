@@ -12,12 +12,13 @@ import glob
 import itertools
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from tests.net import free_port
 
 _databases = itertools.count(1)
 
@@ -42,12 +43,6 @@ def _as_server_user(cmd: list[str]) -> list[str]:
     return ["runuser", "-u", "postgres", "--", *cmd]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _run(cmd: list[str], what: str) -> None:
     proc = subprocess.run(_as_server_user(cmd), capture_output=True, text=True, timeout=120)
     if proc.returncode != 0:
@@ -62,7 +57,7 @@ def postgres_server() -> Iterator[str]:
     data = root / "data"
     if os.geteuid() == 0:
         shutil.chown(root, "postgres", "postgres")
-    port = _free_port()
+    port = free_port()
     started = False
     try:
         _run([str(bin_dir / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust", "-E", "UTF8",

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -15,14 +14,9 @@ import httpx
 import pytest
 
 from streaming.cli import main as isrwatch
+from tests.net import free_port
 
 SCENARIO = Path(__file__).parents[1] / "scenarios" / "01-stuck-follower-shrink"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _listening_addresses(port: int) -> set[str]:
@@ -40,7 +34,7 @@ def _listening_addresses(port: int) -> set[str]:
 def server(store_url: str, tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen]]:
     assert isrwatch(["replay", f"{SCENARIO}.events.jsonl", "--config", f"{SCENARIO}.config.json",
                      "--until", "25000", "--store", store_url]) == 0
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "ISRWATCH_API_TOKEN": "from-env"}
     proc = subprocess.Popen([sys.executable, "-m", "streaming.cli", "serve", "--store", store_url, "--port", str(port),
                              "--ready-max-watermark-lag", "0"], env=env, stdout=subprocess.PIPE,

@@ -17,10 +17,10 @@ from tests.deploy.support import (
     commit_demo_batch,
     dashboard_queries,
     dashboards,
-    free_port,
     variable_queries,
     wait_until,
 )
+from tests.net import free_port
 
 PROMETHEUS = "/usr/bin/prometheus"
 DEMO_ROWS = 661  # input rows of one demo batch

@@ -5,7 +5,6 @@ expand, all in the store and on the terminal; Ctrl-C must stop every process the
 from __future__ import annotations
 
 import signal
-import socket
 import subprocess
 import sys
 import urllib.request
@@ -13,18 +12,13 @@ from pathlib import Path
 
 from state.store import open_store
 from streaming.demo import descendants, running
+from tests.net import free_port
 
 LINGER, CHECK = 5000, 2500
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_demo_shows_a_stall_becoming_a_shrink_its_batch_and_an_expand_then_stops_cleanly(tmp_path):
-    port = _free_port()
+    port = free_port()
     workdir = tmp_path / "demo"
     proc = subprocess.Popen([sys.executable, "-m", "streaming.cli", "demo", "--port", str(port), "--dir", str(workdir),
                              "--speed", "2", "--duration", "170"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
