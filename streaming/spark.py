@@ -22,7 +22,7 @@ STATE_STORES = {
 class SparkSettings:
     """What isrwatch sets on the session; `extra` are raw `spark.*` settings (`--spark-conf`), applied last."""
 
-    master: str = "local[2]"
+    master: str | None = None  # None: spark-submit's master when it launched us, else local[2]
     shuffle_partitions: int = 2
     state_store: str = "hdfs"
     driver_memory: str = "2g"
@@ -30,8 +30,7 @@ class SparkSettings:
 
     def conf(self) -> dict[str, str]:
         java_opts = f"-Dlog4j.configurationFile={LOG4J_CONFIG.as_uri()}"
-        return {
-            "spark.master": self.master,
+        conf = {
             "spark.app.name": "isrwatch",
             "spark.driver.memory": self.driver_memory,
             "spark.driver.extraJavaOptions": java_opts,
@@ -45,6 +44,10 @@ class SparkSettings:
             "spark.sql.session.timeZone": "UTC",
             **self.extra,
         }
+        # Under spark-submit (a JVM gateway is already up) the master is the submitter's to choose.
+        if self.master or "PYSPARK_GATEWAY_PORT" not in os.environ:
+            conf["spark.master"] = self.master or "local[2]"
+        return conf
 
 
 def quiet_environment() -> None:
