@@ -153,6 +153,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     import signal
 
+    from pyspark.errors import StreamingQueryException
+
     from streaming.job import JobOptions, StreamJob
     from streaming.spark import SparkSettings
 
@@ -170,7 +172,11 @@ def cmd_run(args: argparse.Namespace) -> int:
                             state_store=args.state_store, driver_memory=args.driver_memory, extra=extra))
     job = StreamJob(options, echo=None if args.quiet else _progress)
     signal.signal(signal.SIGTERM, lambda *_: job.request_stop())
-    return job.run()
+    try:
+        return job.run()
+    except StreamingQueryException as exc:
+        print(f"isrwatch: error: the streaming query failed: {str(exc).strip().splitlines()[0]}", file=sys.stderr)
+        return 1
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -320,7 +326,7 @@ def add_run_parser(sub: argparse._SubParsersAction) -> None:
                     help="Spark state store provider: hdfs (in-memory, default) or rocksdb (large state)")
     rn.add_argument("--shuffle-partitions", type=int, default=2, metavar="N",
                     help="spark.sql.shuffle.partitions, fixed by the checkpoint (default 2 = local cores)")
-    rn.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
+    rn.add_argument("--master", help="Spark master (default: the one spark-submit was given, else local[2])")
     rn.add_argument("--driver-memory", default="2g", help="spark.driver.memory (default 2g)")
     rn.add_argument("--spark-conf", action="append", default=[], metavar="spark.KEY=VALUE",
                     help="any other Spark setting, e.g. spark.jars.packages=... (repeatable)")

@@ -24,6 +24,7 @@ from .sources import parse_source, read_stream
 from .spark import SparkSettings, session
 
 if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
     from state.store import Store
@@ -65,6 +66,7 @@ class StreamJob:
         self.on_progress = on_progress
         self.source = parse_source(options.source)
         self.query: StreamingQuery | None = None
+        self.spark: SparkSession | None = None
         self.store: Store | None = None
         self.kafka: KafkaOutput | None = None
         self._listener: ProgressListener | None = None
@@ -79,12 +81,16 @@ class StreamJob:
 
         o = self.options
         checkpoint = Path(o.checkpoint)
+        checkpoint.mkdir(parents=True, exist_ok=True)  # with the defaults, ./var: the store's directory too
         store = self.store = open_store(o.store)
         fresh = not (checkpoint / "offsets").is_dir() or not any((checkpoint / "offsets").iterdir())
         last = store.last_batch_id()
         if fresh and last is not None:
             raise ConfigError(f"store {o.store} already holds batches up to {last} from another checkpoint; "
                               f"give the --checkpoint that wrote them, or a new store")
+        if not fresh and last is None:
+            self._say(f"warning: checkpoint {o.checkpoint} has run before but store {o.store} is empty: "
+                      "earlier batches' outputs and the brokers' pending sets are not in it")
         spark = self.spark = session(o.spark)
         layout = Layout.for_checkpoint(checkpoint, o.buckets, int(spark.conf.get("spark.sql.shuffle.partitions")))
         reports = plan(read_stream(spark, self.source, o.max_per_batch, o.starting), o.config, layout)
@@ -116,41 +122,49 @@ class StreamJob:
                     and not query.status["isTriggerActive"]:
                 self._say(f"no new input for {idle:g} s: stopping")
                 break
-        self.stop()
 
     def request_stop(self) -> None:
         """Ask `wait()` to stop the job (safe from a signal handler or another thread)."""
         self._stopping.set()
 
     def stop(self) -> None:
-        """Stop the query (between batches if possible) and release the store and the Kafka producer."""
-        self._stopping.set()
-        if self.query is not None and self.query.isActive:
-            self.query.stop()
-        if self.query is not None:
-            error = self.query.exception()
-            if error is not None:
-                raise error
-            self._drain_progress()
-        if self._listener is not None:
-            self.spark.streams.removeListener(self._listener)
-            self._listener = None
-        if self.kafka is not None:
-            self.kafka.close()
-            self.kafka = None
-        if self.store is not None:
-            self.store.close()
+        """Stop the query (between batches if possible), release the store and the Kafka producer.
 
-    def _drain_progress(self, timeout: float = 10.0) -> None:
+        Raises the query's error if it failed. Stopping again does nothing.
+        """
+        self._stopping.set()
+        query, self.query = self.query, None
+        try:
+            if query is not None:
+                if query.isActive:
+                    query.stop()
+                error = query.exception()
+                if error is not None:
+                    raise error
+                self._drain_progress(query)
+        finally:
+            if self._listener is not None and self.spark is not None:
+                self.spark.streams.removeListener(self._listener)
+                self._listener = None
+            if self.kafka is not None:
+                self.kafka.close()
+                self.kafka = None
+            if self.store is not None:
+                self.store.close()
+
+    def _drain_progress(self, query: StreamingQuery, timeout: float = 10.0) -> None:
         """Wait for the listener to record the last batch: Spark delivers progress events asynchronously."""
-        last = self.query.lastProgress if self.query is not None else None
+        last = query.lastProgress
         deadline = time.monotonic() + timeout
         while last is not None and self._recorded < last["batchId"] and time.monotonic() < deadline:
             time.sleep(0.05)
 
     def run(self) -> int:
         self.start()
-        self.wait()
+        try:
+            self.wait()
+        finally:
+            self.stop()
         return 0
 
     def _say(self, message: str) -> None:

@@ -33,7 +33,7 @@ BOOK_BLOB = "propagation_book"
 
 @dataclass
 class Settled:
-    """One batch's outputs, ready for the store, plus the new durable book and clock."""
+    """One batch's outputs, ready for the store, with the propagation book they leave behind."""
 
     decisions: list[dict] = field(default_factory=list)
     propagations: list[dict] = field(default_factory=list)
