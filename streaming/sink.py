@@ -2,10 +2,12 @@
 
 Spark allows one `applyInPandasWithState` per query, so the brokers' pending sets live here: the
 `PropagationBook` is loaded from the store, fed the batch's ISR changes and ticks, advanced to the
-batch's watermark W, and written back in the same transaction as the outputs. Every bucket answers
-each watermark move (its timeout is the watermark), so once a batch with watermark W has run, every
-ISR change before W has been reported and the propagation checks before W are final — including
-those that send a pending batch when no new change arrives. The store skips a batch id it already
+batch's watermark W, and written back in the same transaction as the outputs. That is safe: in the
+batch whose watermark is W, every key with new lines or with a timeout (its next_due) before W is
+called and applies everything before W; every other key cannot change anything before W. So all
+ISR changes before W are in hand and the propagation checks before W are final — also those that
+send a pending batch when no new change arrives (the first bucket answers every watermark move, so
+W is known even in a batch where no key has anything to do). The store skips a batch id it already
 committed, so a batch re-run after a crash neither loses nor duplicates anything.
 """
 
@@ -29,8 +31,6 @@ if TYPE_CHECKING:
     from state.store import Store
 
 BOOK_BLOB = "propagation_book"
-
-
 @dataclass
 class Settled:
     """One batch's outputs, ready for the store, with the propagation book they leave behind."""

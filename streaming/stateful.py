@@ -3,9 +3,11 @@
 Each call keeps the bucket's new lines pending, parses (with the replay's validator) and applies
 those the watermark has passed — events and checks interleaved in (ts, seq) order — and reports
 what that decided. Whatever the micro-batch cut, the reports add up to the same outputs (SPEC §6).
-Every key's event-time timeout is the current watermark, so every key answers each watermark move:
-once a batch has run, every key has applied everything before its watermark, which lets the sink
-settle propagation up to it — and send a pending batch even when no new change arrives.
+A key's event-time timeout is its next_due: its next pending line or the next isr-expiration
+check that could remove a follower, the earliest moment advancing could change anything. The
+first bucket also answers every watermark move (its timeout is never later than the watermark),
+so the sink learns each new watermark and settles propagation up to it even in a batch where no
+key has anything to do: a pending propagation batch goes out when no new change arrives.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import pandas as pd
 from state.config import Config
 from state.engine import PartitionEngine
 from state.events import DeadLetter, Tick, parse_event
+from state.partition import INF
 from state.records import partition_record
 
 from .buckets import CONTROL_KEY
@@ -131,12 +134,15 @@ def state_function(config: Config, bucket_ids: list[int], until: int | None = No
         report.records = [partition_record(partitions[k], config) for k in sorted(changed) if k in partitions]
         report.ignored_fetches = dict(out.ignored_fetches)
         report.ignored_appends = dict(out.ignored_appends)
+        next_due = min(engine.next_due(), min((c.first for c in keep), default=INF))
         held.engine = engine.to_bytes()
         blob = encode(held)
         if keep_blobs:
             report.blob = blob
         state.update((blob,))
-        state.setTimeoutTimestamp(max(watermark, 1))
+        timeout = min(next_due, watermark) if bucket == first else next_due
+        if timeout < INF:
+            state.setTimeoutTimestamp(max(timeout, 1))  # >= the watermark; Spark refuses 0
         return _emit(report)
 
     return step

@@ -200,3 +200,26 @@ def test_run_help_documents_every_option(capsys):
                    "--quiet", "files:DIR", "kafka-python:BOOTSTRAP/TOPICS", "spark.jars.packages",
                    "allowed_lateness_ms"):
         assert option in text, option
+
+
+def test_a_pending_propagation_goes_out_when_no_new_change_arrives(spark, tmp_path):
+    """The last watermark move releases no line and no check of any bucket; the propagation is due anyway."""
+    lai = {"type": "leader_and_isr", "topic": "t", "partition": 0, "controller_epoch": 1, "leader": 1,
+           "leader_epoch": 0, "isr": [1], "replicas": [1, 2], "partition_epoch": 0, "leader_leo": 100}
+    at_leo = {"type": "fetch", "topic": "t", "partition": 0, "replica": 2, "fetch_offset": 100, "leader_leo": 100}
+    files = [[{"type": "tick", "ts": 500, "task": "isr-expiration"}, {**lai, "ts": 1000},
+              {**at_leo, "ts": 1500},  # replica 2 joins the ISR: a change for broker 1 to propagate
+              {**at_leo, "ts": 9000}],  # watermark 6000: the change is applied, its batch is due at 7500
+             [{**at_leo, "ts": 11000}]]  # watermark 8000: nothing of any bucket between 6000 and 8000
+    inbox = tmp_path / "in"
+    inbox.mkdir()
+    for i, lines in enumerate(files):
+        (inbox / f"{i}.jsonl").write_text("".join(json.dumps(ev) + "\n" for ev in lines))
+    in_order(sorted(inbox.iterdir()))
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    run_job(inbox, url, tmp_path / "checkpoint")
+    got = dump(url)
+    assert got["watermark"] == 8000
+    assert [json.loads(p) for p in got["propagations"]] == [
+        {"ts": 7500, "cluster": "default", "broker": 1, "partitions": [{"topic": "t", "partition": 0}],
+         "trigger": "linger", "first_change_ts": 1500, "last_change_ts": 1500}]
