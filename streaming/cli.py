@@ -155,7 +155,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     from pyspark.errors import StreamingQueryException
 
-    from streaming.job import JobOptions, StreamJob
+    from streaming.job import JobOptions, StreamJob, describe_failure
     from streaming.spark import SparkSettings
 
     extra = {}
@@ -175,7 +175,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         return job.run()
     except StreamingQueryException as exc:
-        print(f"isrwatch: error: the streaming query failed: {str(exc).strip().splitlines()[0]}", file=sys.stderr)
+        print(f"isrwatch: error: the streaming query failed: {describe_failure(exc)}", file=sys.stderr)
         return 1
 
 

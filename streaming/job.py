@@ -51,6 +51,16 @@ class JobOptions:
     spark: SparkSettings = field(default_factory=SparkSettings)
 
 
+def describe_failure(exc: BaseException) -> str:
+    """A failed query's error in one line: Spark's error class and, for Python errors, the exception itself."""
+    text = str(exc)
+    head = text.split("\n", 1)[0].split(": Traceback", 1)[0].strip()
+    body = text.split("=== Streaming Query ===", 1)[0]
+    lines = [line.strip() for line in body.splitlines() if line.strip() and not line.strip().startswith("SQLSTATE")]
+    last = lines[-1] if lines else ""
+    return head if not last or last.startswith(head) else f"{head}: {last}"
+
+
 def _utc(ms: int | None) -> str:
     return "-" if not ms else datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 

@@ -19,7 +19,7 @@ from state.config import Config, ConfigError
 from state.replay import ReplayResult, replay
 from state.store import Page, open_store
 from streaming.cli import build_parser
-from streaming.job import JobOptions, StreamJob
+from streaming.job import JobOptions, StreamJob, describe_failure
 from streaming.query import LAYOUT_FILE
 from streaming.sources import SourceError, parse_source, read_stream
 from tests.streaming.streams import START_MS, Mix, canonical, events, in_order, write_files
@@ -223,3 +223,14 @@ def test_a_pending_propagation_goes_out_when_no_new_change_arrives(spark, tmp_pa
     assert [json.loads(p) for p in got["propagations"]] == [
         {"ts": 7500, "cluster": "default", "broker": 1, "partitions": [{"topic": "t", "partition": 0}],
          "trigger": "linger", "first_change_ts": 1500, "last_change_ts": 1500}]
+
+
+def test_a_failed_query_is_described_in_one_line():
+    message = ("[PYTHON_STREAMING_DATA_SOURCE_RUNTIME_ERROR] Failed when Python streaming data source perform "
+               "latestOffset: Traceback (most recent call last):\n  File \"x.py\", line 1, in probe\n"
+               "    raise TimeoutError(...)\nTimeoutError: Kafka at h:1 did not answer a fetch for ['x']\n"
+               " SQLSTATE: 38000\n=== Streaming Query ===\nIdentifier: isrwatch [id = 1]\n")
+    assert describe_failure(Exception(message)) == (
+        "[PYTHON_STREAMING_DATA_SOURCE_RUNTIME_ERROR] Failed when Python streaming data source perform "
+        "latestOffset: TimeoutError: Kafka at h:1 did not answer a fetch for ['x']")
+    assert describe_failure(Exception("[STATE_STORE_ERROR] disk full")) == "[STATE_STORE_ERROR] disk full"
