@@ -29,6 +29,7 @@ EXPECTED_KINDS = {
     "api-only.yaml": API | {"NetworkPolicy"},
 }
 SCHEMA = json.loads((CHART / "values.schema.json").read_text())
+DEFAULTS = yaml.safe_load((CHART / "values.yaml").read_text())
 
 
 def manifests(values_file: str) -> tuple[dict, ...]:
@@ -154,6 +155,21 @@ def test_stream_is_a_long_running_python_app_with_rocksdb_state(values_file: str
     assert _flag(spec["arguments"], "--source") == f"kafka:{kafka['bootstrapServers']}/{','.join(kafka['topics'])}"
     for key, value in values(values_file).get("stream", {}).get("sparkConf", {}).items():
         assert conf[key] == value
+
+
+@pytest.mark.parametrize("values_file", ["minimal.yaml", "object-store.yaml", "monitoring.yaml"])
+def test_stream_arguments_are_an_isrwatch_run_command(values_file: str) -> None:
+    """The chart's arguments parse with the real `isrwatch run` parser and carry the values' settings."""
+    args = one(values_file, "SparkApplication")["spec"]["arguments"]
+    parsed = build_parser().parse_args(args)
+    stream = {**DEFAULTS["stream"], **values(values_file).get("stream", {})}
+    assert (parsed.command, parsed.state_store) == ("run", "rocksdb")
+    assert (parsed.buckets, parsed.shuffle_partitions, parsed.trigger, parsed.starting, parsed.max_per_batch) == (
+        stream["buckets"], stream["shufflePartitions"], stream["triggerSeconds"], stream["startingOffsets"],
+        stream["maxPerBatch"])
+    config = Config().with_overrides(parsed.set)
+    for key, value in values(values_file).get("config", {}).items():
+        assert getattr(config, key) == value
 
 
 def test_checkpoint_on_the_claim_mounted_in_driver_and_executors() -> None:
