@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from state.config import Config, ConfigError
 
+from .checkpoint import Checkpoint
 from .progress import ProgressListener, progress_record
 from .query import Layout, plan
 from .sink import KafkaOutput, Settled, StoreSink
@@ -90,10 +91,12 @@ class StreamJob:
         from state.store import open_store
 
         o = self.options
-        checkpoint = Path(o.checkpoint)
-        checkpoint.mkdir(parents=True, exist_ok=True)  # with the defaults, ./var: the store's directory too
+        if "://" not in o.checkpoint:  # with the defaults, ./var: the store's directory too
+            Path(o.checkpoint).mkdir(parents=True, exist_ok=True)
         store = self.store = open_store(o.store)
-        fresh = not (checkpoint / "offsets").is_dir() or not any((checkpoint / "offsets").iterdir())
+        spark = self.spark = session(o.spark)
+        checkpoint = Checkpoint(o.checkpoint, spark)
+        fresh = not checkpoint.has_entries("offsets")
         last = store.last_batch_id()
         if fresh and last is not None:
             raise ConfigError(f"store {o.store} already holds batches up to {last} from another checkpoint; "
@@ -101,15 +104,14 @@ class StreamJob:
         if not fresh and last is None:
             self._say(f"warning: checkpoint {o.checkpoint} has run before but store {o.store} is empty: "
                       "earlier batches' outputs and the brokers' pending sets are not in it")
-        spark = self.spark = session(o.spark)
         layout = Layout.for_checkpoint(checkpoint, o.buckets, int(spark.conf.get("spark.sql.shuffle.partitions")))
         reports = plan(read_stream(spark, self.source, o.max_per_batch, o.starting), o.config, layout)
         if o.kafka_output:
             self.kafka = KafkaOutput(o.kafka_output)
         sink = StoreSink(o.config, store, self.kafka, self._batch_done)
-        self.name = f"isrwatch-{checkpoint.resolve().name}-{id(self):x}"
+        self.name = f"isrwatch-{checkpoint.name}-{id(self):x}"
         writer = reports.writeStream.queryName(self.name).foreachBatch(sink)
-        writer = writer.option("checkpointLocation", str(checkpoint.resolve()))
+        writer = writer.option("checkpointLocation", checkpoint.uri)
         writer = writer.trigger(availableNow=True) if o.available_now else \
             writer.trigger(processingTime=f"{int(o.trigger_seconds * 1000)} milliseconds")
         self._listener = ProgressListener(self.name, self._progress)

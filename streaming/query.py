@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from state.config import Config, ConfigError
@@ -16,6 +15,8 @@ from .stateful import state_function
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
+
+    from .checkpoint import Checkpoint
 
 DEFAULT_BUCKETS = 16
 LAYOUT_FILE = "isrwatch-layout.json"
@@ -34,19 +35,18 @@ class Layout:
         return cls(buckets, shuffle_partitions, tuple(bucket_ids(buckets, shuffle_partitions)))
 
     @classmethod
-    def for_checkpoint(cls, checkpoint: Path, buckets: int | None, shuffle_partitions: int) -> Layout:
+    def for_checkpoint(cls, checkpoint: Checkpoint, buckets: int | None, shuffle_partitions: int) -> Layout:
         """The checkpoint's layout, or a new one saved there; a different explicit --buckets is an error."""
-        path = checkpoint / LAYOUT_FILE
-        if path.exists():
-            saved = json.loads(path.read_text())
+        text = checkpoint.read_text(LAYOUT_FILE)
+        if text is not None:
+            saved = json.loads(text)
             layout = cls(saved["buckets"], saved["shuffle_partitions"], tuple(saved["ids"]))
             if buckets is not None and buckets != layout.buckets:
-                raise ConfigError(f"checkpoint {checkpoint} keeps its state in {layout.buckets} buckets; "
+                raise ConfigError(f"checkpoint {checkpoint.uri} keeps its state in {layout.buckets} buckets; "
                                   f"use --buckets {layout.buckets} or a new --checkpoint for {buckets}")
             return layout
         layout = cls.create(buckets or DEFAULT_BUCKETS, shuffle_partitions)
-        checkpoint.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(asdict(layout)) + "\n")
+        checkpoint.write_text(LAYOUT_FILE, json.dumps(asdict(layout)) + "\n")
         return layout
 
 

@@ -57,7 +57,7 @@ def local(paths: list[Path], until: int) -> ReplayResult:
         return replay([stack.enter_context(open(p, "rb")) for p in paths], CONFIG, until)
 
 
-def run_job(inbox: Path, store: str, checkpoint: Path, **options) -> None:
+def run_job(inbox: Path, store: str, checkpoint: Path | str, **options) -> None:
     StreamJob(JobOptions(source=f"files:{inbox}", store=store, checkpoint=str(checkpoint), config=CONFIG,
                          available_now=True, max_per_batch=1, **options)).run()
 
@@ -188,6 +188,19 @@ def test_checkpoint_fixes_the_bucket_count_and_store_must_match_it(spark, tmp_pa
         run_job(inbox, url, tmp_path / "checkpoint", buckets=8)
     with pytest.raises(ConfigError, match="another checkpoint"):
         run_job(inbox, url, tmp_path / "other-checkpoint")
+
+
+def test_checkpoint_by_url_goes_through_the_hadoop_filesystem(spark, tmp_path):
+    """Object-store checkpoints (s3a://, gs://, ...) use Spark's Hadoop FileSystem; file:// takes the same path."""
+    inbox = tmp_path / "in"
+    write_files(events(Mix(partitions=10, events=500, invalid=0)), inbox, 1)
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    location = (tmp_path / "remote-checkpoint").as_uri()
+    run_job(inbox, url, location, buckets=4)
+    assert json.loads((tmp_path / "remote-checkpoint" / LAYOUT_FILE).read_text())["buckets"] == 4
+    assert any((tmp_path / "remote-checkpoint" / "offsets").iterdir())
+    with pytest.raises(ConfigError, match="--buckets 4"):  # the layout is read back through Hadoop
+        run_job(inbox, url, location, buckets=8)
 
 
 def test_run_help_documents_every_option(capsys):
