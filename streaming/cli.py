@@ -315,7 +315,8 @@ def add_run_parser(sub: argparse._SubParsersAction) -> None:
     rn.add_argument("--trigger", type=float, default=5.0, metavar="SECONDS",
                     help="micro-batch interval; longer batches amortise Spark's per-batch cost (default 5)")
     rn.add_argument("--max-per-batch", type=int, metavar="N",
-                    help="at most N files (files:) or Kafka records (kafka:, kafka-python:) per micro-batch")
+                    help="at most N files (files:) or Kafka records (kafka:, kafka-python:) per micro-batch "
+                         "(default: 64 MiB of files, 430,000 records: a job catching up keeps batches bounded)")
     rn.add_argument("--starting", choices=["earliest", "latest"], default="earliest",
                     help="where a new checkpoint starts reading Kafka (default earliest)")
     rn.add_argument("--available-now", action="store_true",

@@ -17,6 +17,10 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 KAFKA_PACKAGE = f"org.apache.spark:spark-sql-kafka-0-10_2.13:{version('pyspark')}"
+# A job that falls behind must not build ever larger micro-batches: without --max-per-batch a batch
+# takes at most this much (files: bytes of input; Kafka: records), about 430,000 events.
+MAX_BATCH_BYTES = 64 * 2**20
+MAX_BATCH_RECORDS = 430_000
 SOURCE_HELP = f"""sources (--source):
   files:DIR                       JSONL files appearing in DIR (Spark's file source; default files:./var/events).
                                   Move finished files in atomically; names starting with . or _ are ignored.
@@ -59,14 +63,14 @@ def parse_source(spec: str) -> Source:
 
 def read_stream(spark: SparkSession, source: Source, max_per_batch: int | None = None,
                 starting: str = "earliest") -> DataFrame:
-    """The source as a streaming DataFrame of framer rows; `max_per_batch` = files or Kafka records."""
+    """The source as a streaming DataFrame of framing rows; `max_per_batch` = files or Kafka records."""
     from pyspark.sql import functions as F
 
     if source.kind == "files":
         Path(source.location).mkdir(parents=True, exist_ok=True)
         reader = spark.readStream.format("text").option("wholetext", True)
-        if max_per_batch:
-            reader = reader.option("maxFilesPerTrigger", max_per_batch)
+        reader = reader.option("maxFilesPerTrigger", max_per_batch) if max_per_batch else \
+            reader.option("maxBytesPerTrigger", MAX_BATCH_BYTES)
         df = reader.load(str(Path(source.location).resolve()))
         return df.select(F.col("value").cast("binary").alias("value"), F.col("_metadata.file_name").alias("origin"),
                          F.lit(-1).alias("part"), F.lit(-1).cast("long").alias("offset"))
@@ -77,7 +81,7 @@ def read_stream(spark: SparkSession, source: Source, max_per_batch: int | None =
     spark.dataSource.register(KafkaPythonSource)
     return (spark.readStream.format(NAME).option("bootstrap", source.location)
             .option("topics", ",".join(source.topics)).option("starting", starting)
-            .option("max_records_per_batch", max_per_batch or 0).load())
+            .option("max_records_per_batch", max_per_batch or MAX_BATCH_RECORDS).load())
 
 
 def _spark_kafka(spark: SparkSession, source: Source, max_per_batch: int | None, starting: str) -> DataFrame:
@@ -87,8 +91,7 @@ def _spark_kafka(spark: SparkSession, source: Source, max_per_batch: int | None,
     reader = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", source.location)
               .option("subscribe", ",".join(source.topics)).option("startingOffsets", starting)
               .option("failOnDataLoss", "false"))
-    if max_per_batch:
-        reader = reader.option("maxOffsetsPerTrigger", max_per_batch)
+    reader = reader.option("maxOffsetsPerTrigger", max_per_batch or MAX_BATCH_RECORDS)
     try:
         df = reader.load()
     except AnalysisException as exc:

@@ -42,6 +42,11 @@ class SparkSettings:
             # Bucket states are one blob each: fewer, larger Arrow batches cost less per event.
             "spark.sql.execution.arrow.maxRecordsPerBatch": "20000",
             "spark.sql.session.timeZone": "UTC",
+            # Without the UI nobody reads the history of jobs and queries; a long run keeps only a little.
+            "spark.ui.retainedJobs": "50",
+            "spark.ui.retainedStages": "50",
+            "spark.ui.retainedTasks": "2000",
+            "spark.sql.ui.retainedExecutions": "20",
             **self.extra,
         }
         # Under spark-submit (a JVM gateway is already up) the master is the submitter's to choose.
