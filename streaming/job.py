@@ -191,6 +191,8 @@ class StreamJob:
     def _progress(self, raw: dict[str, Any]) -> None:
         result = self._batches.pop(raw["batchId"], None)
         record = progress_record(raw)
+        if result is not None:  # late events reach the function (see framing.LATE_HORIZON_MS); it counts them
+            record["late_rows"] += result.counters.get("late_events", 0)
         assert self.store is not None
         self.store.record_progress(record)
         self._recorded = max(self._recorded, record["batch_id"])

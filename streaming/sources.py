@@ -24,6 +24,8 @@ MAX_BATCH_RECORDS = 430_000
 SOURCE_HELP = f"""sources (--source):
   files:DIR                       JSONL files appearing in DIR (Spark's file source; default files:./var/events).
                                   Move finished files in atomically; names starting with . or _ are ignored.
+                                  A file is read whole (its line numbers are the default seq): keep files to
+                                  tens of MB.
   kafka:BOOTSTRAP/TOPICS          Spark's Kafka source; needs the connector on the classpath, e.g.
                                   --spark-conf spark.jars.packages={KAFKA_PACKAGE}
                                   (or spark-submit --packages {KAFKA_PACKAGE}).
