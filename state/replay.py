@@ -37,7 +37,8 @@ def parse_lines(sources: Iterable[Iterable[bytes | str]], progress: Progress | N
             if not line.strip():
                 continue
             arrival += 1
-            parsed = parse_event(line, line_no, arrival)
+            # The raw text a dead letter keeps is the line without its ending, as the stream frames it.
+            parsed = parse_event(line.rstrip(b"\r\n" if isinstance(line, bytes) else "\r\n"), line_no, arrival)
             if type(parsed) is DeadLetter:
                 dead.append(parsed)
             else:
