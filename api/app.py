@@ -15,7 +15,8 @@ from state.store import open_store
 
 from . import errors
 from .metrics import registry_for
-from .routes import JSON, data, health
+from .params import JSON
+from .routers import brokers, health, history, metrics, partitions
 from .settings import Settings
 
 DESCRIPTION = """Read-only view of what isrwatch's streaming job (or a replay) wrote to its store: every
@@ -52,8 +53,8 @@ def create_app(store_url: str, settings: Settings | None = None, **overrides: An
     app.state.settings = settings
     app.state.registry = registry_for(store, settings)
     errors.install(app)
-    app.include_router(data)
-    app.include_router(health)
+    for module in (partitions, brokers, history, metrics, health):
+        app.include_router(module.router)
     app.mount("/static", StatusPageFiles(directory=settings.static_dir, check_dir=False), name="static")
     if settings.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=list(settings.cors_origins), allow_methods=["GET"],

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from state.records import DecisionKind, ShrinkReason, Trigger
+
 
 def _example(example: dict) -> ConfigDict:
     return ConfigDict(populate_by_name=True, json_schema_extra={"examples": [example]})
@@ -118,13 +120,13 @@ class Decision(BaseModel):
     cluster: str
     topic: str
     partition: int
-    kind: str = Field(description="shrink | expand | leader_and_isr | rejected")
+    kind: DecisionKind
     leader: int | None
     leader_epoch: int
     isr_before: list[int]
     isr_after: list[int]
     replicas_changed: list[int]
-    reasons: dict[str, str]
+    reasons: dict[str, ShrinkReason] = Field(description="why each removed replica left the ISR (shrinks)")
     error: str | None
     hw: int
     leader_leo: int
@@ -144,7 +146,7 @@ class Propagation(BaseModel):
     cluster: str
     broker: int
     partitions: list[TopicPartition]
-    trigger: str = Field(description="linger | max_delay")
+    trigger: Trigger = Field(description="linger: changes were quiet; max_delay: the last batch was too long ago")
     first_change_ts: int | None
     last_change_ts: int
 

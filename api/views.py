@@ -5,37 +5,40 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from state.store import follower_shrink_predicted
+import msgspec
+
+from state.records import FollowerRecord, PartitionRecord, Propagation, shrink_predicted
 
 
 def _since(now_ms: int | None, then_ms: int | None) -> int | None:
     return None if now_ms is None or then_ms is None else now_ms - then_ms
 
 
-def partition_summary(record: Mapping[str, Any], now_ms: int | None, window_ms: int | None) -> dict:
+def _predicted(f: FollowerRecord, now_ms: int | None, window_ms: int | None) -> bool:
+    return shrink_predicted(f.shrink_eligible_at_ms, f.last_caught_up_ms, now_ms, window_ms)
+
+
+def partition_summary(record: PartitionRecord, now_ms: int | None, window_ms: int | None) -> dict:
     """Cruise Control's partition state shape plus the SPEC §5 health flags and the shrink outlook."""
-    isr = record["isr"]
-    members = set(isr)
+    members = set(record.isr)
     return {
-        "cluster": record["cluster"], "topic": record["topic"], "partition": record["partition"],
-        "leader": record["leader"], "leader_epoch": record["leader_epoch"], "replicas": record["replicas"],
-        "in-sync": isr, "out-of-sync": [r for r in record["replicas"] if r not in members],
-        "hw": record["hw"], "leader_leo": record["leader_leo"], "offline": record["offline"],
-        "under_replicated": record["under_replicated"], "under_min_isr": record["under_min_isr"],
-        "at_min_isr": record["at_min_isr"],
-        "shrink_predicted": any(follower_shrink_predicted(f, now_ms, window_ms) for f in record["followers"]),
+        "cluster": record.cluster, "topic": record.topic, "partition": record.partition, "leader": record.leader,
+        "leader_epoch": record.leader_epoch, "replicas": record.replicas, "in-sync": record.isr,
+        "out-of-sync": [r for r in record.replicas if r not in members], "hw": record.hw,
+        "leader_leo": record.leader_leo, "offline": record.offline, "under_replicated": record.under_replicated,
+        "under_min_isr": record.under_min_isr, "at_min_isr": record.at_min_isr,
+        "shrink_predicted": any(_predicted(f, now_ms, window_ms) for f in record.followers),
     }
 
 
-def partition_detail(record: Mapping[str, Any], now_ms: int | None, window_ms: int | None) -> dict:
+def partition_detail(record: PartitionRecord, now_ms: int | None, window_ms: int | None) -> dict:
     """The full SPEC §5 record, each follower with how long ago it caught up and its shrink outlook."""
-    followers = [{**f, "time_since_caught_up_ms": _since(now_ms, f["last_caught_up_ms"]),
-                  "shrink_predicted": follower_shrink_predicted(f, now_ms, window_ms)} for f in record["followers"]]
+    followers = [{**msgspec.structs.asdict(f), "time_since_caught_up_ms": _since(now_ms, f.last_caught_up_ms),
+                  "shrink_predicted": _predicted(f, now_ms, window_ms)} for f in record.followers]
     return {
         **partition_summary(record, now_ms, window_ms),
-        "controller_epoch": record["controller_epoch"], "partition_epoch": record["partition_epoch"],
-        "isr": record["isr"], "leader_epoch_start_offset": record["leader_epoch_start_offset"],
-        "followers": followers, "as_of_ms": now_ms,
+        "controller_epoch": record.controller_epoch, "partition_epoch": record.partition_epoch, "isr": record.isr,
+        "leader_epoch_start_offset": record.leader_epoch_start_offset, "followers": followers, "as_of_ms": now_ms,
     }
 
 
@@ -49,7 +52,7 @@ def broker_summary(broker: Mapping[str, Any], now_ms: int | None) -> dict:
     }
 
 
-def broker_detail(broker: Mapping[str, Any], out_of_sync: list[dict], recent_batches: list[dict],
+def broker_detail(broker: Mapping[str, Any], out_of_sync: list[dict], recent_batches: list[Propagation],
                   now_ms: int | None) -> dict:
     """A broker's replica duties, its pending ISR-change set and its recent batches."""
     return {

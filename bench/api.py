@@ -49,11 +49,11 @@ def fill(url: str, partitions: int, seed: int) -> tuple[list[tuple[str, int]], i
     with open_store(url) as store:
         last = store.last_batch_id()
         store.write_batch(0 if last is None else last + 1, decisions=result.decisions,
-                          propagations=result.propagations, partitions=result.states,
+                          propagations=result.propagations, partitions=result.records,
                           dead_letters=result.dead_letters, watermark_ms=result.summary["until"] + 1)
-    print(f"store:   {len(result.states):,} partitions, {len(result.decisions):,} decisions from {len(lines):,} events "
-          f"(replay + write {time.perf_counter() - started:.1f} s)")
-    return [(s["topic"], s["partition"]) for s in result.states], sum(s["under_replicated"] for s in result.states)
+    print(f"store:   {len(result.records):,} partitions, {len(result.decisions):,} decisions from {len(lines):,} "
+          f"events (replay + write {time.perf_counter() - started:.1f} s)")
+    return [(s.topic, s.partition) for s in result.records], sum(s.under_replicated for s in result.records)
 
 
 def existing(url: str) -> tuple[list[tuple[str, int]], int]:

@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--partitions", type=int, default=10_000, help="partitions, RF 3 (default 10,000)")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--keep", metavar="FILE", help="also keep the generated JSONL here")
-    args = parser.parse_args([a for a in (argv or []) if a != "engine"])
+    args = parser.parse_args(argv)
     config = Config(replica_lag_time_max_ms=10_000)
     shape = StreamShape(partitions=args.partitions)
 
@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     gc.enable()
     kinds: dict[str, int] = {}
     for d in out.decisions:
-        kinds[d["kind"]] = kinds.get(d["kind"], 0) + 1
+        kinds[str(d.kind)] = kinds.get(str(d.kind), 0) + 1
     print(f"engine:  {len(events) / engine_s:>10,.0f} events/s  ({len(events):,} events in {engine_s:.2f} s; "
           f"decisions {kinds}, {len(propagations)} propagation batches)")
 

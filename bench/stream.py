@@ -33,41 +33,28 @@ import msgspec
 from bench.gen import StreamShape, generate
 from state.config import Config
 from state.replay import parse_lines, replay, replay_events
+from state.step import Settled
 from streaming.job import JobOptions, StreamJob
 from streaming.progress import input_lines, iso_ms
-from streaming.sink import Settled
+from streaming.sim.processes import descendants
+from streaming.sim.sinks import PendingFile
 from streaming.spark import SparkSettings
 
 CONFIG = Config(replica_lag_time_max_ms=10_000)  # the engine benchmark's configuration
 
 
 def _write(path: Path, events: list[dict]) -> None:
-    """Write a JSONL file under a hidden name, then rename it: the file source never sees half a file."""
-    tmp = path.with_name("." + path.name)
+    """Write a JSONL file the file source only ever sees whole."""
+    pending = PendingFile(path)
     encode = msgspec.json.encode
-    with open(tmp, "wb") as fh:
-        for ev in events:
-            fh.write(encode(ev))
-            fh.write(b"\n")
-    tmp.rename(path)
+    for ev in events:
+        pending.write(encode(ev) + b"\n")
+    pending.publish()
 
 
 def _tree(root: int) -> list[int]:
     """A process and all its descendants (driver, JVM, Python workers)."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                ppid = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry))
-    found, todo = [root], [root]
-    while todo:
-        kids = children.get(todo.pop(), [])
-        found += kids
-        todo += kids
-    return found
+    return [root, *descendants(root)]
 
 
 def _tree_rss_mb(root: int) -> float:
@@ -101,7 +88,7 @@ class _Recorder:
         self.feeder: int | None = None  # a process of the tree that is not the job (real-time mode)
 
     def on_batch(self, batch_id: int, result: Settled, written: bool) -> None:
-        self.commits[batch_id] = (time.time(), [d["ts"] for d in result.decisions],
+        self.commits[batch_id] = (time.time(), [d.ts for d in result.decisions],
                                   _tree_cpu_s(os.getpid(), self.feeder))
 
     def on_progress(self, raw: dict) -> None:

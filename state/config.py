@@ -66,6 +66,15 @@ class Config:
                 raise ConfigError(f"{key}: must be >= 0, got {value}")
         return cls(**raw)
 
+    @classmethod
+    def from_json(cls, text: str, source: str = "config") -> Config:
+        """Build a config from a JSON object's text; errors name `source` (e.g. `--config FILE`)."""
+        try:
+            raw = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"{source}: not JSON ({exc.msg} at line {exc.lineno})") from None
+        return cls.from_dict(raw)
+
     def with_overrides(self, pairs: list[str]) -> Config:
         """Apply `KEY=VALUE` strings (VALUE parsed as JSON, e.g. 10000 or {"t": 2})."""
         merged = {k: v for k, v in self.to_dict().items()}

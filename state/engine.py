@@ -14,17 +14,19 @@ from msgspec import Struct
 
 from .config import Config
 from .events import Append, Event, Fetch, LeaderAndIsr, Tick
+from .order import Half, Order
 from .partition import (
-    INF,
     Outputs,
     Partition,
+    PartitionKey,
     PropagationTick,
-    apply_append,
-    apply_fetch,
-    apply_leader_and_isr,
-    check_isr_expiration,
+    append_to_leader,
+    become_leader_or_follower,
+    maybe_shrink_isr,
+    next_shrink_eligible_at,
+    update_follower_fetch_state,
 )
-from .schedule import first_at_or_after
+from .schedule import INF, first_at_or_after
 
 STATE_VERSION = 1
 
@@ -44,7 +46,8 @@ _decoder = msgspec.msgpack.Decoder(_GroupState)
 
 
 def _order(ev: Event) -> tuple[int, int, int]:
-    return (ev.ts, ev.seq, ev.arrival)
+    """An input event's place among events: (ts, seq, arrival); parse_event always sets seq."""
+    return (ev.ts, ev.seq or 0, ev.arrival)
 
 
 class PartitionEngine:
@@ -60,7 +63,7 @@ class PartitionEngine:
         self.interval = config.expiration_interval_ms
         self.origin = config.schedule_origin_ms
         self.emit_propagation_ticks = emit_propagation_ticks
-        self.partitions: dict[tuple[str, str, int], Partition] = {}
+        self.partitions: dict[PartitionKey, Partition] = {}
         self.buffer: list[Event] = []
         self.applied_until = -INF
         self.next_check = first_at_or_after(self.origin, self.origin, self.interval)
@@ -110,15 +113,15 @@ class PartitionEngine:
                 self._run_checks_before(ts, out)
             kind = type(ev)
             if kind is Fetch:
-                apply_fetch(partitions.get((ev.cluster, ev.topic, ev.partition)), ev, lag, out)
+                update_follower_fetch_state(partitions.get((ev.cluster, ev.topic, ev.partition)), ev, lag, out)
             elif kind is Append:
-                apply_append(partitions.get((ev.cluster, ev.topic, ev.partition)), ev, lag, out)
+                append_to_leader(partitions.get((ev.cluster, ev.topic, ev.partition)), ev, lag, out)
             elif kind is LeaderAndIsr:
                 key = (ev.cluster, ev.topic, ev.partition)
                 p = partitions.get(key)
                 if p is None:
                     p = partitions[key] = Partition(sys.intern(ev.cluster), sys.intern(ev.topic), ev.partition)
-                apply_leader_and_isr(p, ev, lag, out)
+                become_leader_or_follower(p, ev, lag, out)
             else:
                 self._tick(ev, out)
             self.stale = True
@@ -138,18 +141,12 @@ class PartitionEngine:
         due = min((ev.ts for ev in self.buffer), default=INF)
         if self.interval > 0:
             if self.stale:
-                self.next_eligible = min((self._eligible(p) for p in self.partitions.values()), default=INF)
+                lag = self.lag
+                self.next_eligible = min((next_shrink_eligible_at(p, lag) for p in self.partitions.values()),
+                                         default=INF)
                 self.stale = False
             due = min(due, max(self.next_check, first_at_or_after(self.next_eligible, self.origin, self.interval)))
         return due
-
-    def _eligible(self, p: Partition) -> int:
-        """When an isr-expiration check could first remove a follower of `p` (read-only twin of the check)."""
-        if not p.has_leader:
-            return INF
-        lag = self.lag
-        return min((f.last_caught_up_ms + lag + 1 for r in p.isr
-                    if (f := p.follower(r)) is not None and f.leo != p.leader_leo), default=INF)
 
     def _run_checks_before(self, limit: int, out: Outputs) -> None:
         """Run scheduled isr-expiration checks before `limit`, skipping those that cannot shrink anything."""
@@ -159,24 +156,25 @@ class PartitionEngine:
                 at = max(at, first_at_or_after(self.next_eligible, self.origin, self.interval))
             if at >= limit:
                 break
-            self.next_eligible = self._check(at, out, None, (at, 1, 0, 0, 0))
+            self.next_eligible = self._check(at, out, None, Order.scheduled_expiration(at))
             self.stale = False
             self.next_check = at + self.interval
         if not self.stale:
             self.next_check = max(self.next_check, first_at_or_after(limit, self.origin, self.interval))
 
-    def _check(self, now: int, out: Outputs, cluster: str | None, at: tuple[int, int, int, int, int]) -> int:
+    def _check(self, now: int, out: Outputs, cluster: str | None, at: Order) -> int:
+        """The isr-expiration task at `now` over every partition (of `cluster`); returns the next eligible time."""
         lag = self.lag
         next_eligible = INF
         for p in self.partitions.values():
             if cluster is None or p.cluster == cluster:
-                eligible = check_isr_expiration(p, now, lag, out, at)
+                eligible = maybe_shrink_isr(p, now, lag, out, at)
                 if eligible < next_eligible:
                     next_eligible = eligible
         return next_eligible
 
     def _tick(self, tick: Tick, out: Outputs) -> None:
         if tick.task in (None, "isr-expiration"):
-            self._check(tick.ts, out, tick.cluster, (tick.ts, 0, tick.seq, tick.arrival, 0))
+            self._check(tick.ts, out, tick.cluster, Order.of_event(tick))
         if tick.task in (None, "isr-change-propagation") and self.emit_propagation_ticks:
-            out.ticks.append(PropagationTick(tick.ts, 0, tick.seq, tick.arrival, 1, tick.cluster))
+            out.ticks.append(PropagationTick(*Order.of_event(tick, Half.PROPAGATION), tick.cluster))

@@ -9,12 +9,17 @@ import msgspec
 from msgspec import Meta, Struct
 
 MAX_MS = 2**62  # keeps every time and offset inside a signed 64-bit column with room for + lag
-NonNegative = Annotated[int, Meta(ge=0, le=MAX_MS)]
-BrokerId = Annotated[int, Meta(ge=0, le=2**31 - 1)]
-Topic = Annotated[str, Meta(min_length=1, max_length=249, pattern=r"^[A-Za-z0-9._-]+$")]
+MAX_ID = 2**31 - 1  # broker ids and partition numbers are Java ints
+TOPIC_PATTERN = r"^[A-Za-z0-9._-]+$"  # Kafka's legal topic characters (Topic.java), 1-249 of them
+TOPIC_MAX_LENGTH = 249
 # Any printable name; control characters (NUL above all) would break stores and exposition formats.
-Cluster = Annotated[str, Meta(min_length=1, max_length=255, pattern=r"^[^\x00-\x1f\x7f]+$")]
+CLUSTER_PATTERN = r"^[^\x00-\x1f\x7f]+$"
+CLUSTER_MAX_LENGTH = 255
 DEFAULT_CLUSTER = "default"
+NonNegative = Annotated[int, Meta(ge=0, le=MAX_MS)]
+BrokerId = Annotated[int, Meta(ge=0, le=MAX_ID)]
+Topic = Annotated[str, Meta(min_length=1, max_length=TOPIC_MAX_LENGTH, pattern=TOPIC_PATTERN)]
+Cluster = Annotated[str, Meta(min_length=1, max_length=CLUSTER_MAX_LENGTH, pattern=CLUSTER_PATTERN)]
 
 
 class _Event(Struct, kw_only=True, tag_field="type", omit_defaults=True):
@@ -24,21 +29,17 @@ class _Event(Struct, kw_only=True, tag_field="type", omit_defaults=True):
     # Tie-breaker after (ts, seq): position of the event in its input, assigned by the reader.
     arrival: int = msgspec.field(default=0, name="_arrival")
 
-    @property
-    def order(self) -> tuple[int, int, int]:
-        return (self.ts, self.seq or 0, self.arrival)
-
 
 class _PartitionEvent(_Event, kw_only=True):
     topic: Topic
-    partition: Annotated[int, Meta(ge=0, le=2**31 - 1)]
+    partition: Annotated[int, Meta(ge=0, le=MAX_ID)]
 
 
 class LeaderAndIsr(_PartitionEvent, kw_only=True, tag="leader_and_isr"):
     """One partition state of a controller LeaderAndIsr request."""
 
     controller_epoch: NonNegative
-    leader: Annotated[int, Meta(ge=-1, le=2**31 - 1)]
+    leader: Annotated[int, Meta(ge=-1, le=MAX_ID)]
     leader_epoch: NonNegative
     isr: list[BrokerId]
     replicas: Annotated[list[BrokerId], Meta(min_length=1)]
@@ -71,7 +72,6 @@ class Tick(_Event, kw_only=True, tag="tick"):
 
 
 Event = LeaderAndIsr | Fetch | Append | Tick
-PartitionEvent = LeaderAndIsr | Fetch | Append
 
 _decoder = msgspec.json.Decoder(Event)
 _FIELD_AT = re.compile(r"at `\$\.([A-Za-z_][A-Za-z0-9_]*)")

@@ -1,7 +1,11 @@
 """A partition leader's replica bookkeeping (SPEC §1, §4.1-4.5): plain data plus the rules that change it.
 
-Every rule takes the time it runs at and writes what it decided into an `Outputs` collector, so
-the same functions serve the one-shot replay and every Spark state key.
+The rules carry the names of the Kafka code they restate (`Partition.scala`, `Replica.scala`), so a
+reader can grep one against the other: `become_leader_or_follower` and `make_leader`,
+`update_follower_fetch_state`, `maybe_expand_isr`, `maybe_shrink_isr`, `maybe_increment_leader_hw`,
+and `update_isr`, the one function that writes the ISR. Every rule takes the time it runs at and
+writes what it decided into an `Outputs` collector, so the same functions serve the one-shot replay
+and every Spark state key.
 """
 
 from __future__ import annotations
@@ -10,9 +14,13 @@ from collections import Counter
 
 from msgspec import Struct
 
+from .config import Config
 from .events import Append, Fetch, LeaderAndIsr
+from .order import Order
+from .records import Decision, DecisionKind, FollowerRecord, PartitionRecord, ShrinkReason
+from .schedule import INF, first_at_or_after
 
-INF = 2**63 - 1  # "never": larger than any event time
+PartitionKey = tuple[str, str, int]  # (cluster, topic, partition)
 
 
 class Follower(Struct, array_like=True, gc=False):
@@ -54,7 +62,7 @@ class Partition(Struct, array_like=True, gc=False):
         return None
 
     @property
-    def key(self) -> tuple[str, str, int]:
+    def key(self) -> PartitionKey:
         return (self.cluster, self.topic, self.partition)
 
     @property
@@ -63,18 +71,13 @@ class Partition(Struct, array_like=True, gc=False):
 
 
 class IsrChange(Struct, array_like=True, frozen=True, tag="c"):
-    """A leader ISR write (expand or shrink) to propagate; the first five fields order it in time.
-
-    Order key (ts, phase, seq, arrival, sub): phase 0 = an input event (or explicit tick) with its
-    seq/arrival, 1 = a scheduled isr-expiration check, 2 = a scheduled propagation check; sub 1 = the
-    propagation half of an explicit tick, which runs after its isr-expiration half.
-    """
+    """A leader ISR write (expand or shrink) to propagate; the first five fields are its `Order`."""
 
     ts: int
     phase: int
     seq: int
     arrival: int
-    sub: int
+    half: int
     cluster: str
     broker: int
     topic: str
@@ -88,11 +91,8 @@ class PropagationTick(Struct, array_like=True, frozen=True, tag="t"):
     phase: int
     seq: int
     arrival: int
-    sub: int
+    half: int
     cluster: str
-
-
-OrderKey = tuple[int, int, int, int, int]
 
 
 class Outputs:
@@ -101,30 +101,35 @@ class Outputs:
     __slots__ = ("decisions", "changes", "ticks", "ignored_fetches", "ignored_appends", "touched")
 
     def __init__(self) -> None:
-        self.decisions: list[dict] = []
+        self.decisions: list[Decision] = []
         self.changes: list[IsrChange] = []
         self.ticks: list[PropagationTick] = []
         self.ignored_fetches: Counter[str] = Counter()
         self.ignored_appends: Counter[str] = Counter()
-        self.touched: set[tuple[str, str, int]] = set()
+        self.touched: set[PartitionKey] = set()
 
-    def decide(self, p: Partition, ts: int, kind: str, isr_before: tuple[int, ...], changed: list[int],
-               reasons: dict[str, str] | None = None, error: str | None = None) -> None:
+    def decide(self, p: Partition, ts: int, kind: DecisionKind, isr_before: tuple[int, ...], changed: list[int],
+               reasons: dict[str, ShrinkReason] | None = None, error: str | None = None) -> None:
         self.touched.add(p.key)
-        self.decisions.append({
-            "ts": ts, "cluster": p.cluster, "topic": p.topic, "partition": p.partition, "kind": kind,
-            "leader": p.leader, "leader_epoch": p.leader_epoch, "isr_before": list(isr_before),
-            "isr_after": list(p.isr), "replicas_changed": changed, "reasons": reasons or {},
-            "error": error, "hw": p.hw, "leader_leo": p.leader_leo,
-        })
-
-    def record_isr_change(self, p: Partition, at: OrderKey) -> None:
-        """A successful leader ISR write: new zkVersion, and the change joins the leader's pending set."""
-        p.partition_epoch += 1
-        self.changes.append(IsrChange(*at, p.cluster, p.leader, p.topic, p.partition))
+        self.decisions.append(Decision(
+            ts=ts, cluster=p.cluster, topic=p.topic, partition=p.partition, kind=kind, leader=p.leader,
+            leader_epoch=p.leader_epoch, isr_before=list(isr_before), isr_after=list(p.isr), replicas_changed=changed,
+            reasons=reasons or {}, error=error, hw=p.hw, leader_leo=p.leader_leo))
 
 
-def maybe_increment_hw(p: Partition, now: int, lag: int) -> None:
+def shrink_eligible_at(p: Partition, f: Follower, lag: int) -> int:
+    """When an isr-expiration check may first remove `f` from the ISR (INF: it cannot be removed as things stand).
+
+    Replica.isCaughtUp / Partition.isFollowerOutOfSync: out of sync once `now - lastCaughtUpTimeMs > lag`
+    (strict), unless the follower is at the leader's LEO (KAFKA-7152) or the partition has no leader.
+    The one definition the check, the scheduler's skip-ahead, the partition record and the API share.
+    """
+    if not p.has_leader or f.leo == p.leader_leo or f.replica not in p.isr:
+        return INF
+    return f.last_caught_up_ms + lag + 1
+
+
+def maybe_increment_leader_hw(p: Partition, now: int, lag: int) -> None:
     """Partition.maybeIncrementLeaderHW: the HW follows the slowest replica that may still be in sync."""
     new = p.leader_leo
     isr = p.isr
@@ -136,19 +141,33 @@ def maybe_increment_hw(p: Partition, now: int, lag: int) -> None:
         p.hw = new
 
 
-def apply_leader_and_isr(p: Partition, ev: LeaderAndIsr, lag: int, out: Outputs) -> None:
-    """ReplicaManager.becomeLeaderOrFollower guards, then Partition.makeLeader."""
-    isr_before = p.isr
+def update_isr(p: Partition, isr: tuple[int, ...], at: Order, out: Outputs) -> None:
+    """Partition.updateIsr (ZooKeeper mode): the leader writes the new ISR, the write bumps the zkVersion
+    (`partition_epoch`), and ReplicaManager.recordIsrChange puts the partition in the leader's pending set."""
+    assert p.leader is not None
+    p.isr = isr
+    p.partition_epoch += 1
+    out.changes.append(IsrChange(*at, p.cluster, p.leader, p.topic, p.partition))
+
+
+def become_leader_or_follower(p: Partition, ev: LeaderAndIsr, lag: int, out: Outputs) -> None:
+    """ReplicaManager.becomeLeaderOrFollower: the epoch guards, then `make_leader` for an accepted state."""
     if ev.controller_epoch < p.controller_epoch:
-        out.decide(p, ev.ts, "rejected", isr_before, [], error="STALE_CONTROLLER_EPOCH")
+        out.decide(p, ev.ts, DecisionKind.REJECTED, p.isr, [], error="STALE_CONTROLLER_EPOCH")
         return
     p.controller_epoch = ev.controller_epoch
     if ev.leader_epoch <= p.leader_epoch:
-        out.decide(p, ev.ts, "rejected", isr_before, [], error="STALE_CONTROLLER_EPOCH")
+        out.decide(p, ev.ts, DecisionKind.REJECTED, p.isr, [], error="STALE_CONTROLLER_EPOCH")
         return
     if ev.leader >= 0 and ev.leader not in ev.replicas:
-        out.decide(p, ev.ts, "rejected", isr_before, [], error="UNKNOWN_TOPIC_OR_PARTITION")
+        out.decide(p, ev.ts, DecisionKind.REJECTED, p.isr, [], error="UNKNOWN_TOPIC_OR_PARTITION")
         return
+    make_leader(p, ev, lag, out)
+
+
+def make_leader(p: Partition, ev: LeaderAndIsr, lag: int, out: Outputs) -> None:
+    """Partition.makeLeader: take the controller's state verbatim and reset the follower records."""
+    isr_before = p.isr
     new_leader = ev.leader != p.leader
     leader_leo = p.leader_leo if ev.leader_leo is None else ev.leader_leo
     isr = tuple(sorted(set(ev.isr)))
@@ -177,9 +196,9 @@ def apply_leader_and_isr(p: Partition, ev: LeaderAndIsr, lag: int, out: Outputs)
     p.followers = followers
     if ev.hw is not None:
         p.hw = ev.hw
-    maybe_increment_hw(p, ev.ts, lag)
+    maybe_increment_leader_hw(p, ev.ts, lag)
     changed = sorted(set(isr_before).symmetric_difference(isr))
-    out.decide(p, ev.ts, "leader_and_isr", isr_before, changed)
+    out.decide(p, ev.ts, DecisionKind.LEADER_AND_ISR, isr_before, changed)
 
 
 def _inactive(p: Partition | None) -> str | None:
@@ -191,14 +210,19 @@ def _inactive(p: Partition | None) -> str | None:
     return None
 
 
-def apply_fetch(p: Partition | None, ev: Fetch, lag: int, out: Outputs) -> None:
-    """Replica.updateFetchState + Partition.updateFollowerFetchState, then maybeExpandIsr and the HW."""
+def update_follower_fetch_state(p: Partition | None, ev: Fetch, lag: int, out: Outputs) -> None:
+    """Partition.updateFollowerFetchState: Replica.updateFetchState, then maybeExpandIsr, then the HW.
+
+    A fetch Kafka would have refused changes nothing and is counted by reason: no leader yet or offline,
+    not from a follower (ReplicaManager L1567-1572), a stale leader epoch (KAFKA-8400), or an offset past
+    the leader's LEO (OFFSET_OUT_OF_RANGE).
+    """
     inactive = _inactive(p)
     if inactive:
         out.ignored_fetches[inactive] += 1
         return
-    replica = ev.replica
-    f = p.follower(replica)
+    assert p is not None
+    f = p.follower(ev.replica)
     if f is None:
         out.ignored_fetches["not_follower"] += 1
         return
@@ -224,53 +248,84 @@ def apply_fetch(p: Partition | None, ev: Fetch, lag: int, out: Outputs) -> None:
     f.last_fetch_ms = t
     if leader_leo > p.leader_leo:
         p.leader_leo = leader_leo
+    expanded = maybe_expand_isr(p, f, ev, out)
+    if leo_changed:
+        maybe_increment_leader_hw(p, t, lag)
+    if expanded is not None:
+        out.decide(p, t, DecisionKind.EXPAND, expanded, [f.replica])
+
+
+def maybe_expand_isr(p: Partition, f: Follower, ev: Fetch, out: Outputs) -> tuple[int, ...] | None:
+    """Partition.maybeExpandIsr: a follower outside the ISR rejoins once it reached the HW and the current
+    leader epoch's start offset (no lag-time condition). Returns the ISR before the write, None if none."""
     isr = p.isr
-    if replica not in isr and offset >= p.hw and offset >= p.leader_epoch_start_offset:
-        isr_before = isr
-        p.isr = tuple(sorted([*isr, replica]))
-        out.record_isr_change(p, (t, 0, ev.seq, ev.arrival, 0))
-        if leo_changed:
-            maybe_increment_hw(p, t, lag)
-        out.decide(p, t, "expand", isr_before, [replica])
-    elif leo_changed:
-        maybe_increment_hw(p, t, lag)
+    start = p.leader_epoch_start_offset
+    if f.replica in isr or f.leo < p.hw or start is None or f.leo < start:
+        return None
+    update_isr(p, tuple(sorted([*isr, f.replica])), Order.of_event(ev), out)
+    return isr
 
 
-def apply_append(p: Partition | None, ev: Append, lag: int, out: Outputs) -> None:
-    """The leader's LEO only grows on append; a new LEO may let the HW move."""
+def append_to_leader(p: Partition | None, ev: Append, lag: int, out: Outputs) -> None:
+    """Partition.appendRecordsToLeader: the leader's LEO only grows; a new LEO may let the HW move."""
     inactive = _inactive(p)
     if inactive:
         out.ignored_appends[inactive] += 1
         return
+    assert p is not None
     if ev.leader_leo > p.leader_leo:
         p.leader_leo = ev.leader_leo
-    maybe_increment_hw(p, ev.ts, lag)
+    maybe_increment_leader_hw(p, ev.ts, lag)
 
 
-def check_isr_expiration(p: Partition, now: int, lag: int, out: Outputs, at: OrderKey) -> int:
+def maybe_shrink_isr(p: Partition, now: int, lag: int, out: Outputs, at: Order) -> int:
     """Partition.maybeShrinkIsr at `now`; returns when the next remaining ISR follower becomes eligible.
 
-    A follower expires when it is behind the leader's LEO and has not caught up for more than the
-    lag (strict); one exactly at the leader's LEO never expires (KAFKA-7152).
+    Each removed follower gets the reason Kafka's getOutOfSyncReplicas comment names: stuck (no fetch
+    for more than the lag) or slow (fetching, but not caught up within it).
     """
     if not p.has_leader:
         return INF
-    leader_leo = p.leader_leo
     next_eligible = INF
-    expired: dict[str, str] = {}
-    for replica in p.isr:
-        f = p.follower(replica)
-        if f is None or f.leo == leader_leo:
-            continue
-        if now - f.last_caught_up_ms > lag:
-            expired[str(replica)] = "stuck" if now - f.last_fetch_ms > lag else "slow"
-        elif f.last_caught_up_ms + lag + 1 < next_eligible:
-            next_eligible = f.last_caught_up_ms + lag + 1
+    expired: dict[str, ShrinkReason] = {}
+    for f in p.followers:
+        eligible = shrink_eligible_at(p, f, lag)
+        if eligible <= now:
+            expired[str(f.replica)] = ShrinkReason.STUCK if now - f.last_fetch_ms > lag else ShrinkReason.SLOW
+        elif eligible < next_eligible:
+            next_eligible = eligible
     if expired:
         isr_before = p.isr
-        removed = sorted(int(r) for r in expired)
-        p.isr = tuple(r for r in isr_before if str(r) not in expired)
-        out.record_isr_change(p, at)
-        maybe_increment_hw(p, now, lag)
-        out.decide(p, now, "shrink", isr_before, removed, reasons=expired)
+        update_isr(p, tuple(r for r in isr_before if str(r) not in expired), at, out)
+        maybe_increment_leader_hw(p, now, lag)
+        out.decide(p, now, DecisionKind.SHRINK, isr_before, sorted(int(r) for r in expired), reasons=expired)
     return next_eligible
+
+
+def next_shrink_eligible_at(p: Partition, lag: int) -> int:
+    """The earliest time an isr-expiration check could remove any follower of `p` (INF: none can be)."""
+    return min((shrink_eligible_at(p, f, lag) for f in p.followers), default=INF)
+
+
+def partition_record(p: Partition, config: Config) -> PartitionRecord:
+    """The SPEC §5 partition state record: §1 fields, health flags, and each follower with its shrink outlook."""
+    lag = config.replica_lag_time_max_ms
+    isr = p.isr
+    followers = []
+    for f in p.followers:
+        at = shrink_eligible_at(p, f, lag)
+        eligible = None if at >= INF else at
+        scheduled = INF if eligible is None else first_at_or_after(eligible, config.schedule_origin_ms,
+                                                                   config.expiration_interval_ms)
+        followers.append(FollowerRecord(
+            replica=f.replica, leo=f.leo, log_start_offset=f.log_start_offset, last_caught_up_ms=f.last_caught_up_ms,
+            last_fetch_leader_leo=f.last_fetch_leader_leo, last_fetch_ms=f.last_fetch_ms, in_sync=f.replica in isr,
+            lag_offsets=p.leader_leo - f.leo if f.leo >= 0 else None, shrink_eligible_at_ms=eligible,
+            predicted_shrink_at_ms=None if scheduled >= INF else scheduled))
+    min_isr = config.min_isr(p.topic)
+    return PartitionRecord(
+        cluster=p.cluster, topic=p.topic, partition=p.partition, leader=p.leader, leader_epoch=p.leader_epoch,
+        controller_epoch=p.controller_epoch, partition_epoch=p.partition_epoch, replicas=list(p.replicas),
+        isr=list(isr), hw=p.hw, leader_leo=p.leader_leo, leader_epoch_start_offset=p.leader_epoch_start_offset,
+        offline=p.leader == -1, under_replicated=len(isr) < len(p.replicas), under_min_isr=len(isr) < min_isr,
+        at_min_isr=len(isr) == min_isr, followers=followers)

@@ -12,8 +12,10 @@ import msgspec
 from msgspec import Struct
 
 from .config import Config
-from .partition import INF, IsrChange, PropagationTick
-from .schedule import first_at_or_after
+from .order import Order
+from .partition import IsrChange, PropagationTick
+from .records import BrokerRecord, Propagation, TopicPartition, Trigger
+from .schedule import INF, first_at_or_after
 
 STATE_VERSION = 1
 
@@ -41,8 +43,8 @@ _encoder = msgspec.msgpack.Encoder()
 _decoder = msgspec.msgpack.Decoder(_BookState)
 
 
-def _order(item: IsrChange | PropagationTick) -> tuple[int, int, int, int, int]:
-    return (item.ts, item.phase, item.seq, item.arrival, item.sub)
+def _order(item: IsrChange | PropagationTick) -> Order:
+    return Order(item.ts, item.phase, item.seq, item.arrival, item.half)
 
 
 class PropagationBook:
@@ -80,9 +82,9 @@ class PropagationBook:
                 self.buffer.append(item)
         return late
 
-    def advance(self, until: int) -> list[dict]:
+    def advance(self, until: int) -> list[Propagation]:
         """Apply every buffered item and scheduled check strictly before `until`; return the batches."""
-        out: list[dict] = []
+        out: list[Propagation] = []
         if until <= self.applied_until:
             return out
         self.buffer.sort(key=_order)
@@ -109,14 +111,12 @@ class PropagationBook:
                                                                      self.interval)))
         return due
 
-    def brokers_view(self) -> list[dict]:
+    def brokers_view(self) -> list[BrokerRecord]:
         """Every broker's throttle state and pending set, for live views."""
-        return [{
-            "cluster": b.cluster, "broker": b.broker,
-            "pending": [{"topic": t, "partition": p} for t, p in sorted(b.pending)],
-            "first_change_ts": b.first_change_ts, "last_isr_change_ms": b.last_isr_change_ms,
-            "last_propagation_ms": b.last_propagation_ms,
-        } for b in sorted(self.brokers.values(), key=lambda b: (b.cluster, b.broker))]
+        return [BrokerRecord(cluster=b.cluster, broker=b.broker, pending=_partitions(b.pending),
+                             first_change_ts=b.first_change_ts, last_isr_change_ms=b.last_isr_change_ms,
+                             last_propagation_ms=b.last_propagation_ms)
+                for b in sorted(self.brokers.values(), key=lambda b: (b.cluster, b.broker))]
 
     def _record(self, change: IsrChange) -> None:
         key = (change.cluster, change.broker)
@@ -135,7 +135,7 @@ class PropagationBook:
         return min(min(b.last_isr_change_ms + c.isr_change_linger_ms, b.last_propagation_ms + c.isr_change_max_delay_ms)
                    for b in (self.brokers[k] for k in self._pending))
 
-    def _run_checks_before(self, limit: int, out: list[dict]) -> None:
+    def _run_checks_before(self, limit: int, out: list[Propagation]) -> None:
         """Run the scheduled checks before `limit`, jumping over the ones that cannot emit anything."""
         while self._pending:
             at = max(self.next_check, first_at_or_after(self._deadline() + 1, self.origin, self.interval))
@@ -145,7 +145,8 @@ class PropagationBook:
             self.next_check = at + self.interval
         self.next_check = max(self.next_check, first_at_or_after(limit, self.origin, self.interval))
 
-    def _check(self, now: int, out: list[dict], cluster: str | None) -> None:
+    def _check(self, now: int, out: list[Propagation], cluster: str | None) -> None:
+        """ReplicaManager.maybePropagateIsrChanges at `now` for every broker (of `cluster`)."""
         c = self.config
         for key in sorted(self._pending):
             broker = self.brokers[key]
@@ -154,13 +155,15 @@ class PropagationBook:
             quiet = broker.last_isr_change_ms + c.isr_change_linger_ms < now
             overdue = broker.last_propagation_ms + c.isr_change_max_delay_ms < now
             if quiet or overdue:
-                out.append({
-                    "ts": now, "cluster": broker.cluster, "broker": broker.broker,
-                    "partitions": [{"topic": t, "partition": p} for t, p in sorted(broker.pending)],
-                    "trigger": "linger" if quiet else "max_delay",
-                    "first_change_ts": broker.first_change_ts, "last_change_ts": broker.last_isr_change_ms,
-                })
+                out.append(Propagation(
+                    ts=now, cluster=broker.cluster, broker=broker.broker, partitions=_partitions(broker.pending),
+                    trigger=Trigger.LINGER if quiet else Trigger.MAX_DELAY, first_change_ts=broker.first_change_ts,
+                    last_change_ts=broker.last_isr_change_ms))
                 broker.pending = set()
                 broker.first_change_ts = None
                 broker.last_propagation_ms = now
                 self._pending.discard(key)
+
+
+def _partitions(pending: set[tuple[str, int]]) -> list[TopicPartition]:
+    return [TopicPartition(t, p) for t, p in sorted(pending)]

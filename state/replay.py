@@ -1,29 +1,30 @@
-"""One-pass replay: JSONL lines in, SPEC §5 outputs out, through the same engine the stream runs."""
+"""One-pass replay: JSONL lines in, SPEC §5 outputs out, through the same engine and step the stream runs.
+
+No clock is read here: a caller that wants the rates in the summary passes one in.
+"""
 
 from __future__ import annotations
 
-import time
-from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from .config import Config
 from .engine import PartitionEngine
 from .events import DeadLetter, Event, parse_event
+from .partition import partition_record
 from .propagation import PropagationBook
-from .records import partition_record
+from .step import Settled, settle, summarize
 
 Progress = Callable[[str], None]
+Clock = Callable[[], float]  # seconds, e.g. time.perf_counter
 
 
 @dataclass
-class ReplayResult:
-    decisions: list[dict] = field(default_factory=list)
-    propagations: list[dict] = field(default_factory=list)
-    states: list[dict] = field(default_factory=list)
-    brokers: list[dict] = field(default_factory=list)
-    dead_letters: list[dict] = field(default_factory=list)
-    summary: dict = field(default_factory=dict)
+class ReplayResult(Settled):
+    """A settled step over the whole input, with its summary (summary.json); `records` = every final state."""
+
+    summary: dict[str, Any] = field(default_factory=dict)
 
 
 def parse_lines(sources: Iterable[Iterable[bytes | str]], progress: Progress | None = None,
@@ -38,7 +39,8 @@ def parse_lines(sources: Iterable[Iterable[bytes | str]], progress: Progress | N
                 continue
             arrival += 1
             # The raw text a dead letter keeps is the line without its ending, as the stream frames it.
-            parsed = parse_event(line.rstrip(b"\r\n" if isinstance(line, bytes) else "\r\n"), line_no, arrival)
+            text = line.rstrip(b"\r\n") if isinstance(line, bytes) else line.rstrip("\r\n")
+            parsed = parse_event(text, line_no, arrival)
             if type(parsed) is DeadLetter:
                 dead.append(parsed)
             else:
@@ -48,58 +50,39 @@ def parse_lines(sources: Iterable[Iterable[bytes | str]], progress: Progress | N
     return events, dead, arrival
 
 
-def replay_events(events: list[Event], config: Config, until: int | None = None) -> ReplayResult:
+def replay_events(events: list[Event], config: Config, until: int | None = None,
+                  dead: Iterable[DeadLetter] = (), clock: Clock | None = None) -> ReplayResult:
     """Apply `events` and every scheduled check up to `until` inclusive (default: the last event time)."""
-    started = time.perf_counter()
+    started = clock() if clock else 0.0
     if until is None:
         until = max((ev.ts for ev in events), default=-1)
     engine = PartitionEngine(config)
     engine.add(events)
-    out = engine.advance(until + 1)
     book = PropagationBook(config)
-    book.add([*out.changes, *out.ticks])
-    propagations = book.advance(until + 1)
-    elapsed = time.perf_counter() - started
+    settled = settle(book, [engine.advance(until + 1)], until + 1)
     result = ReplayResult(
-        decisions=out.decisions,
-        propagations=propagations,
-        states=[partition_record(p, config) for p in sorted(engine.partitions.values(), key=lambda p: p.key)],
-        brokers=book.brokers_view(),
-    )
-    result.summary = {
-        "events": len(events),
-        "events_after_until": len(engine.buffer),
-        "until": until,
-        "decisions": len(out.decisions),
-        "decisions_by_kind": dict(sorted(Counter(d["kind"] for d in out.decisions).items())),
-        "shrinks_by_reason": dict(sorted(Counter(r for d in out.decisions for r in d["reasons"].values()).items())),
-        "propagations": len(propagations),
-        "propagations_by_trigger": dict(sorted(Counter(p["trigger"] for p in propagations).items())),
-        "partitions": len(engine.partitions),
-        "ignored_fetches_by_reason": dict(sorted(out.ignored_fetches.items())),
-        "ignored_appends_by_reason": dict(sorted(out.ignored_appends.items())),
-        "engine_seconds": round(elapsed, 3),
-        "partitions_pending_propagation": sum(len(b.pending) for b in book.brokers.values()),
-    }
+        decisions=settled.decisions, propagations=settled.propagations,
+        records=[partition_record(p, config) for p in sorted(engine.partitions.values(), key=lambda p: p.key)],
+        brokers=settled.brokers, counters=settled.counters, watermark=settled.watermark)
+    result.add_dead_letters(dead)
+    result.summary = {"events": len(events), "events_after_until": len(engine.buffer), "until": until,
+                      **summarize(result, len(engine.partitions), book)}
+    if clock:
+        result.summary["engine_seconds"] = round(clock() - started, 3)
     return result
 
 
 def replay(sources: Iterable[Iterable[bytes | str]], config: Config, until: int | None = None,
-           progress: Progress | None = None) -> ReplayResult:
-    """Parse and replay; the summary adds dead letters by reason and the end-to-end rate."""
-    started = time.perf_counter()
+           progress: Progress | None = None, clock: Clock | None = None) -> ReplayResult:
+    """Parse and replay; the summary adds the line count, the configuration and, given a clock, the rates."""
+    started = clock() if clock else 0.0
     events, dead, lines = parse_lines(sources, progress)
     if progress:
         progress(f"parsed {lines:,} lines: {len(events):,} events, {len(dead):,} dead letters; applying")
-    result = replay_events(events, config, until)
-    result.dead_letters = [d.to_record() for d in dead]
-    elapsed = time.perf_counter() - started
-    result.summary.update({
-        "lines": lines,
-        "dead_letters": len(dead),
-        "dead_letters_by_reason": dict(sorted(Counter(d.category for d in dead).items())),
-        "seconds": round(elapsed, 3),
-        "events_per_second": round(lines / elapsed) if elapsed > 0 else None,
-        "config": config.to_dict(),
-    })
+    result = replay_events(events, config, until, dead, clock)
+    result.summary.update({"lines": lines, "config": config.to_dict()})
+    if clock:
+        elapsed = clock() - started
+        result.summary["seconds"] = round(elapsed, 3)
+        result.summary["events_per_second"] = round(lines / elapsed) if elapsed > 0 else None
     return result

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .buckets import CONTROL_KEY
+from state.events import DEFAULT_CLUSTER
+
+from .buckets import CONTROL_KEY, Layout
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
-
-    from .query import Layout
 
 # Spark drops rows at or behind its watermark before a stateful function sees them. Event times are
 # shifted this far ahead, and the watermark delay with them: Spark's watermark is still newest ts -
@@ -75,7 +75,7 @@ def frame(raw: DataFrame, layout: Layout, ranks: dict[str, int] | None = None,
     tick = timed & (kind == "tick")
     keyed = timed & kind.isin(*PARTITION_TYPES) & F.col("j.topic").isNotNull() & (F.col("j.partition") >= 0)
     ids = list(layout.ids)
-    slot = F.pmod(F.xxhash64(F.coalesce(F.col("j.cluster"), F.lit("default")), F.col("j.topic"),
+    slot = F.pmod(F.xxhash64(F.coalesce(F.col("j.cluster"), F.lit(DEFAULT_CLUSTER)), F.col("j.topic"),
                              F.col("j.partition")), len(ids))
     every = F.array(*[F.lit(b) for b in ids])
     targets = (F.when(tick, every).when(keyed, F.array(F.element_at(every, (slot + 1).cast("int"))))

@@ -16,11 +16,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from state.config import Config, ConfigError
+from state.step import Settled
 
+from .buckets import Layout
 from .checkpoint import Checkpoint
 from .progress import ProgressListener, progress_record
-from .query import Layout, plan
-from .sink import KafkaOutput, Settled, StoreSink
+from .query import plan
+from .sink import KafkaOutput, StoreSink
 from .sources import parse_source, read_stream
 from .spark import SparkSettings, session
 

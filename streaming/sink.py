@@ -13,16 +13,16 @@ committed, so a batch re-run after a crash neither loses nor duplicates anything
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import msgspec
 
 from state.config import Config
 from state.propagation import PropagationBook
+from state.step import Settled, settle
 
+from .producer import JsonProducer
 from .reports import Report, decode_report
 
 if TYPE_CHECKING:
@@ -31,21 +31,6 @@ if TYPE_CHECKING:
     from state.store import Store
 
 BOOK_BLOB = "propagation_book"
-@dataclass
-class Settled:
-    """One batch's outputs, ready for the store, with the propagation book they leave behind."""
-
-    decisions: list[dict] = field(default_factory=list)
-    propagations: list[dict] = field(default_factory=list)
-    records: list[dict] = field(default_factory=list)
-    dead_letters: list[dict] = field(default_factory=list)
-    brokers: list[dict] = field(default_factory=list)
-    counters: Counter[str] = field(default_factory=Counter)
-    blobs: dict[str, bytes] = field(default_factory=dict)
-    watermark: int | None = None  # the batch's watermark: outputs before it are final (None: no key ran)
-    after_until: int = 0
-    book: PropagationBook | None = None
-    reports: list[Report] = field(default_factory=list)
 
 
 def collect(df: DataFrame) -> list[Report]:
@@ -54,31 +39,19 @@ def collect(df: DataFrame) -> list[Report]:
     return [decode_report(b) for b in table.column(0).to_pylist()]
 
 
-def settle(config: Config, reports: Iterable[Report], book_blob: bytes | None) -> Settled:
-    """Fold one batch's reports into store-ready outputs; pure, so a replay can run it without a store."""
-    out = Settled(reports=list(reports))
+def settle_reports(config: Config, reports: Iterable[Report],
+                   book_blob: bytes | None) -> tuple[Settled, PropagationBook]:
+    """One batch's reports as one settled step (the batch's watermark is the newest a key reported), and the
+    propagation book it leaves behind; pure, so a replay can run it without a store."""
+    reports = list(reports)
     book = PropagationBook(config, book_blob)
-    items: list = []
-    counters = out.counters
-    for r in out.reports:
-        out.watermark = max(out.watermark or 0, r.watermark)
-        out.dead_letters.extend(d.to_record() for d in r.dead)
-        counters.update(f"dead_letters.{d.category}" for d in r.dead)
-        counters["late_events"] += sum(1 for d in r.dead if d.category == "late") + r.late
-        out.after_until += r.after_until
-        out.decisions.extend(r.decisions)
-        items.extend(r.changes)
-        items.extend(r.ticks)
-        out.records.extend(r.records)
-        counters.update({f"ignored_fetches.{k}": v for k, v in r.ignored_fetches.items()})
-        counters.update({f"ignored_appends.{k}": v for k, v in r.ignored_appends.items()})
-    counters["late_events"] += book.add(items)
-    if out.watermark is not None:
-        out.propagations = book.advance(out.watermark)
-    out.brokers = book.brokers_view()
-    out.book = book
-    out.blobs = {BOOK_BLOB: book.to_bytes()}
-    return out
+    watermark = max((r.watermark for r in reports), default=None)
+    settled = settle(book, reports, watermark)
+    for r in reports:
+        settled.add_dead_letters(r.dead)
+        settled.counters["late_events"] += r.late + sum(1 for d in r.dead if d.category == "late")
+        settled.records.extend(r.records)
+    return settled, book
 
 
 BatchHook = Callable[[int, Settled, bool], None]
@@ -99,15 +72,15 @@ class StoreSink:
         last = self.store.last_batch_id()
         if last is not None and batch_id <= last:
             return  # a batch re-run after a restart: its outputs are already committed
-        result = settle(self.config, reports, self.store.load_blob(BOOK_BLOB))
+        settled, book = settle_reports(self.config, reports, self.store.load_blob(BOOK_BLOB))
         if self.kafka is not None:
-            self.kafka.send(result)  # before the commit: at-least-once on a crash in between
+            self.kafka.send(settled)  # before the commit: at-least-once on a crash in between
         written = self.store.write_batch(
-            batch_id, decisions=result.decisions, propagations=result.propagations, partitions=result.records,
-            dead_letters=result.dead_letters, brokers=result.brokers, counters=+result.counters,
-            blobs=result.blobs, watermark_ms=result.watermark)
+            batch_id, decisions=settled.decisions, propagations=settled.propagations, partitions=settled.records,
+            dead_letters=settled.dead_letters, brokers=settled.brokers, counters=+settled.counters,
+            blobs={BOOK_BLOB: book.to_bytes()}, watermark_ms=settled.watermark)
         if self.on_batch is not None:
-            self.on_batch(batch_id, result, written)
+            self.on_batch(batch_id, settled, written)
 
 
 class KafkaOutput:
@@ -115,19 +88,17 @@ class KafkaOutput:
 
     def __init__(self, bootstrap: str, decisions_topic: str = "isrwatch.decisions",
                  propagations_topic: str = "isrwatch.propagations") -> None:
-        from kafka import KafkaProducer
-
-        self.producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=20)
+        self.producer = JsonProducer(bootstrap, acks="all")
         self.decisions_topic = decisions_topic
         self.propagations_topic = propagations_topic
 
-    def send(self, result: Settled) -> None:
+    def send(self, settled: Settled) -> None:
         send, encode = self.producer.send, msgspec.json.encode
-        for d in result.decisions:
-            send(self.decisions_topic, key=f"{d['cluster']}/{d['topic']}/{d['partition']}".encode(), value=encode(d))
-        for p in result.propagations:
-            send(self.propagations_topic, key=f"{p['cluster']}/{p['broker']}".encode(), value=encode(p))
+        for d in settled.decisions:
+            send(self.decisions_topic, key=f"{d.cluster}/{d.topic}/{d.partition}".encode(), value=encode(d))
+        for p in settled.propagations:
+            send(self.propagations_topic, key=f"{p.cluster}/{p.broker}".encode(), value=encode(p))
         self.producer.flush()
 
     def close(self) -> None:
-        self.producer.close(timeout=5)
+        self.producer.close()

@@ -20,8 +20,8 @@ import pandas as pd
 from state.config import Config
 from state.engine import PartitionEngine
 from state.events import DeadLetter, Tick, parse_event
-from state.partition import INF
-from state.records import partition_record
+from state.partition import partition_record
+from state.schedule import INF
 
 from .buckets import CONTROL_KEY
 from .framing import MAX_STREAM_TS
@@ -36,8 +36,8 @@ UNREADABLE = "the stream could not read its type, ts, topic or partition (Spark 
 
 def _rows(frames: Iterator[pd.DataFrame]) -> Iterator[Line]:
     for frame in frames:
-        yield from zip(frame["ts"].tolist(), frame["seq"].tolist(), frame["arrival"].tolist(),
-                       frame["raw"].tolist(), frame["shared"].tolist(), strict=True)
+        yield from map(Line, frame["ts"].tolist(), frame["seq"].tolist(), frame["arrival"].tolist(),
+                       frame["raw"].tolist(), frame["shared"].tolist())
 
 
 def count_events(events: list, first: bool) -> tuple[int, int]:
@@ -48,11 +48,10 @@ def count_events(events: list, first: bool) -> tuple[int, int]:
 
 def _late(line: Line, watermark: int, lateness: int) -> DeadLetter:
     """A line at or behind the watermark: counted as a dead letter (its parse error, if it has one)."""
-    _, seq, arrival, raw, _ = line
-    ev = parse_event(raw, seq, arrival)
+    ev = parse_event(line.raw, line.seq, line.arrival)
     if type(ev) is DeadLetter:
         return ev
-    return DeadLetter(raw=raw.decode("utf-8", "replace"), field="ts", ts=ev.ts,
+    return DeadLetter(raw=line.raw.decode("utf-8", "replace"), field="ts", ts=ev.ts,
                       reason=f"late: at or behind the watermark {watermark} (allowed_lateness_ms {lateness})")
 
 
@@ -63,8 +62,9 @@ def _emit(report: Report) -> Iterator[pd.DataFrame]:
 def _control(frames: Iterator[pd.DataFrame], watermark: int, until: int | None) -> Iterator[pd.DataFrame]:
     """Lines without a usable time or key: dead letters (or, replaying, valid events after --until)."""
     report = Report(CONTROL_KEY, watermark)
-    for _, seq, arrival, raw, _ in _rows(frames):
-        ev = parse_event(raw, seq, arrival)
+    for line in _rows(frames):
+        raw = line.raw
+        ev = parse_event(raw, line.seq, line.arrival)
         if type(ev) is DeadLetter:
             report.dead.append(ev)
         elif until is not None and ev.ts > until:
@@ -92,11 +92,11 @@ def state_function(config: Config, bucket_ids: list[int], until: int | None = No
 
         def counts(line: Line) -> bool:
             """Whether this bucket reports the line: a tick's copy is reported by the first bucket only."""
-            return bucket == first or not line[4]
+            return bucket == first or not line.shared
 
         arrived = []
         for line in _rows(frames):
-            if line[0] > watermark or watermark == 0:  # 0: no watermark yet
+            if line.ts > watermark or watermark == 0:  # 0: no watermark yet
                 arrived.append(line)
             elif counts(line):
                 report.dead.append(_late(line, watermark, config.allowed_lateness_ms))
@@ -111,10 +111,10 @@ def state_function(config: Config, bucket_ids: list[int], until: int | None = No
                 keep.append(chunk)
                 continue
             for line in chunk.lines():
-                if line[0] >= watermark:
+                if line.ts >= watermark:
                     rest.append(line)
                     continue
-                ev = parse_event(line[3], line[1], line[2])
+                ev = parse_event(line.raw, line.seq, line.arrival)
                 if type(ev) is not DeadLetter:
                     events.append(ev)
                 elif counts(line):

@@ -1,4 +1,4 @@
-"""Fixtures shared by every test room: a private PostgreSQL server and a store URL on each backend."""
+"""Fixtures shared by every test room: one Spark session, a private PostgreSQL server, a store URL per backend."""
 
 from __future__ import annotations
 
@@ -8,6 +8,14 @@ from pathlib import Path
 import pytest
 
 from tests.pg import fresh_database, postgres_server
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """The process's Spark session (local[2], UI off): every in-process query of the suite shares it."""
+    from streaming.spark import SparkSettings, session
+
+    return session(SparkSettings(shuffle_partitions=2, driver_memory="1g"))
 
 
 @pytest.fixture(scope="session")

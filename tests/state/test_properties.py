@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import json
 
+import msgspec
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from state.config import Config
 from state.engine import PartitionEngine
 from state.events import parse_event
-from state.partition import INF, Outputs
-from state.propagation import PropagationBook
-from state.records import partition_record
+from state.partition import Outputs
+from state.replay import replay_events
+from state.schedule import INF
+from streaming.testing import run_stateful
+from tests.state.helpers import lines_of
 
 BROKERS = [0, 1, 2, 3]
 PARTITIONS = [("a", 0), ("a", 1), ("b", 0)]
@@ -63,57 +66,33 @@ def parse(events: list[dict]) -> list:
     return [parse_event(json.dumps(ev), seq=i, arrival=i) for i, ev in enumerate(events, start=1)]
 
 
-def one_pass(events: list[dict], config: Config, until: int) -> tuple[list, list, list]:
-    engine = PartitionEngine(config)
-    engine.add(parse(events))
-    out = engine.advance(until)
-    book = PropagationBook(config)
-    book.add([*out.changes, *out.ticks])
-    return out.decisions, book.advance(until), [partition_record(p, config) for p in engine.partitions.values()]
-
-
-def canonical(rows: list[dict]) -> list[str]:
-    return sorted(json.dumps(r, sort_keys=True) for r in rows)
+def canonical(rows: list) -> list[str]:
+    return sorted(json.dumps(msgspec.to_builtins(r), sort_keys=True) for r in rows)
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(events=st.lists(event(), max_size=60), config=config_strategy(),
        lateness=st.one_of(st.sampled_from([200, 1000, 5000]), st.integers(1, 8000)),
-       data=st.data())
+       buckets=st.integers(1, 5), data=st.data())
 def test_any_cut_into_batches_gives_the_outputs_of_one_pass(events: list[dict], config: Config, lateness: int,
-                                                             data: st.DataObject) -> None:
+                                                             buckets: int, data: st.DataObject) -> None:
     """SPEC §6, the way Spark runs it: events arrive out of order within the lateness, cut into arbitrary
-    batches; after each batch the watermark is the newest ts seen minus the lateness, the engine advances
-    to it (later events stay buffered) and its state round-trips through bytes, as a state row would."""
-    until = 130_001
-    want = one_pass(events, config, until)
-    parsed = parse(events)
-    jitter = data.draw(st.lists(st.integers(0, lateness - 1), min_size=len(parsed), max_size=len(parsed)))
-    arrivals = [ev for _, ev in sorted(zip(jitter, parsed, strict=True), key=lambda je: je[1].ts + je[0])]
-    cuts = sorted(data.draw(st.lists(st.integers(0, len(arrivals)), max_size=8)))
-    engine_blob = book_blob = None
-    decisions: list[dict] = []
-    propagations: list[dict] = []
-    newest = -INF
-    start = 0
-    for cut in [*cuts, len(arrivals), None]:
-        chunk = arrivals[start:cut] if cut is not None else []
-        start = cut if cut is not None else start
-        newest = max([newest, *(ev.ts for ev in chunk)])
-        watermark = until if cut is None else newest - lateness
-        engine = PartitionEngine(config, engine_blob)
-        assert engine.add(chunk) == 0
-        out = engine.advance(watermark)
-        book = PropagationBook(config, book_blob)
-        book.add([*out.changes, *out.ticks])
-        propagations += book.advance(min(watermark, engine.next_due()))
-        decisions += out.decisions
-        engine_blob, book_blob = engine.to_bytes(), book.to_bytes()
-    engine = PartitionEngine(config, engine_blob)
-    states = [partition_record(p, config) for p in engine.partitions.values()]
-    assert canonical(decisions) == canonical(want[0])
-    assert canonical(propagations) == canonical(want[1])
-    assert canonical(states) == canonical(want[2])
+    micro-batches, hashed into buckets; the real state function runs each key under Spark's calling rules
+    (watermark = newest ts seen before the batch minus the lateness, timeouts, no-data batches, state as
+    bytes between calls) and the sink settles propagation per batch."""
+    until = 130_000
+    config = Config(**{**config.to_dict(), "allowed_lateness_ms": lateness})
+    want = replay_events(parse(events), config, until)
+    lines = lines_of(events)  # each carries its position as seq: ties order the same in any arrival order
+    jitter = data.draw(st.lists(st.integers(0, lateness - 1), min_size=len(lines), max_size=len(lines)))
+    arrivals = [line for _, _, line in sorted(zip(jitter, events, lines, strict=True),
+                                              key=lambda j: j[1]["ts"] + j[0])]
+    cuts = data.draw(st.lists(st.integers(0, len(arrivals)), max_size=8))
+    got = run_stateful(arrivals, cuts, config, buckets, until)
+    assert got.summary["late_events"] == 0
+    assert canonical(got.decisions) == canonical(want.decisions)
+    assert canonical(got.propagations) == canonical(want.propagations)
+    assert canonical(got.records) == canonical(want.records)
 
 
 @settings(max_examples=150, deadline=None)
@@ -126,13 +105,13 @@ def test_invariants_hold_after_every_step(events: list[dict], config: Config) ->
     for until in sorted({ev["ts"] + 1 for ev in events}):
         out = engine.advance(until)
         for d in out.decisions:
-            if d["kind"] == "shrink":
-                assert d["leader"] not in d["replicas_changed"]
-                if d["leader"] in d["isr_before"]:
-                    assert d["leader"] in d["isr_after"]
-                assert set(d["isr_after"]) < set(d["isr_before"])
-            if d["kind"] == "expand":
-                assert set(d["isr_after"]) == set(d["isr_before"]) | set(d["replicas_changed"])
+            if d.kind == "shrink":
+                assert d.leader not in d.replicas_changed
+                if d.leader in d.isr_before:
+                    assert d.leader in d.isr_after
+                assert set(d.isr_after) < set(d.isr_before)
+            if d.kind == "expand":
+                assert set(d.isr_after) == set(d.isr_before) | set(d.replicas_changed)
         for key, p in engine.partitions.items():
             assert p.hw >= hw.get(key, 0)
             hw[key] = p.hw

@@ -1,4 +1,4 @@
-"""Fixtures for the streaming tests: one local[2] Spark session and one tansu broker for the session."""
+"""Fixtures for the streaming tests: one tansu broker for the session."""
 
 from __future__ import annotations
 
@@ -10,13 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from streaming.spark import SparkSettings, session
-
-
-@pytest.fixture(scope="session")
-def spark():
-    """The process's Spark session (local[2], UI off): every in-process query of the suite shares it."""
-    return session(SparkSettings(shuffle_partitions=2, driver_memory="1g"))
 
 
 @pytest.fixture(scope="session")

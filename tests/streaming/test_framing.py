@@ -7,7 +7,7 @@ from collections import Counter
 
 from streaming.buckets import CONTROL_KEY
 from streaming.framing import LATE_HORIZON_MS, frame
-from streaming.query import Layout
+from streaming.buckets import Layout
 
 LAYOUT = Layout.create(16, 2)
 

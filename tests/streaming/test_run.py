@@ -20,7 +20,7 @@ from state.replay import ReplayResult, replay
 from state.store import Page, open_store
 from streaming.cli import build_parser
 from streaming.job import JobOptions, StreamJob, describe_failure
-from streaming.query import LAYOUT_FILE
+from streaming.buckets import LAYOUT_FILE
 from streaming.sources import SourceError, parse_source, read_stream
 from tests.streaming.streams import START_MS, Mix, canonical, events, in_order, write_files
 

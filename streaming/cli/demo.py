@@ -10,13 +10,9 @@ sessions and die with the demo even if it is killed.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import ctypes
 import json
-import os
 import shutil
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -25,88 +21,18 @@ import urllib.parse
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from state.config import Config, ConfigError
-
-from .simulate_cmd import DirectorySink, Pacer, run
-from .simulator import Fault, SimConfig, scenario, simulate_events
+from streaming.sim.config import SimConfig
+from streaming.sim.faults import Fault, scenario
+from streaming.sim.model import simulate_events
+from streaming.sim.pacing import Pacer, run
+from streaming.sim.processes import Child
+from streaming.sim.sinks import DirectorySink
 
 # A short lag so the story plays in minutes: a stalled follower is removed 10-15 s after it stops.
 DEMO_KAFKA = {"replica_lag_time_max_ms": 10_000, "min_insync_replicas_by_topic": {"orders": 2, "payments": 2}}
-STOP_GRACE_S = 20
-PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent() -> None:
-    """In the child before exec: get SIGTERM when the demo dies, however it dies (Linux prctl)."""
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-
-
-def _stat(pid: int) -> list[str] | None:
-    """/proc/PID/stat fields after the command name (state first), or None when it is gone."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-
-
-def descendants(root: int) -> dict[int, int]:
-    """Every process below `root`: pid -> start time (clock ticks), so a reused pid is never taken for one."""
-    procs = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and (fields := _stat(int(entry.name))) is not None:
-            procs[int(entry.name)] = (int(fields[1]), int(fields[19]))
-    found: dict[int, int] = {}
-    frontier = {root}
-    while frontier:
-        frontier = {pid for pid, (ppid, _) in procs.items() if ppid in frontier and pid not in found}
-        found.update((pid, procs[pid][1]) for pid in frontier)
-    return found
-
-
-def running(pid: int, started: int) -> bool:
-    """Whether that very process (same start time) still runs; an unreaped zombie does not."""
-    fields = _stat(pid)
-    return fields is not None and int(fields[19]) == started and fields[0] not in ("Z", "X")
-
-
-class Child:
-    """A command in its own session (Ctrl-C reaches only the demo), output to a log file."""
-
-    def __init__(self, name: str, argv: list[str], log: Path) -> None:
-        self.name = name
-        self.log_path = log
-        self.log: IO[bytes] = open(log, "wb")  # noqa: SIM115 - open for the child's whole life
-        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT,
-                                     start_new_session=True, preexec_fn=_die_with_parent)
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def stop(self) -> None:
-        """SIGTERM to the command, which stops its own helpers (the job its Spark JVM and Python workers);
-        then SIGKILL to whatever of its process group is left, and to any helper that made a group of its
-        own (PySpark's worker daemon) and has not followed the JVM out within a few seconds."""
-        family = descendants(self.proc.pid)
-        if self.alive():
-            self.proc.terminate()
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.proc.wait(STOP_GRACE_S)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait()
-        self.log.close()
-        deadline = time.monotonic() + 5
-        while (left := [pid for pid, started in family.items() if running(pid, started)]) \
-                and time.monotonic() < deadline:
-            time.sleep(0.1)
-        for pid in left:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-
-    def tail(self, lines: int = 15) -> str:
-        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
 
 
 class Api:
@@ -253,7 +179,7 @@ def main(args: argparse.Namespace) -> int:
     story = scenario("story", kafka)
     sim = SimConfig(kafka=kafka, start_ms=start, duration_ms=None)
     store = f"sqlite:///{(workdir / 'isrwatch.db').resolve()}"
-    cli = [sys.executable, "-m", "streaming.cli"]
+    cli = [sys.executable, "-m", "streaming.cli"]  # the children run the same isrwatch
 
     print(f"isrwatch demo: a simulated {sim.brokers}-broker Kafka cluster, the streaming job and the API, "
           "all on this machine.\n"
@@ -313,7 +239,13 @@ def main(args: argparse.Namespace) -> int:
     return code
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "demo", help="see it work: a simulated cluster's fault story, the streaming job and the API, live",
+        description="Starts the simulator playing a scripted fault story in real time, the streaming job on the "
+                    "embedded default (file source, SQLite store, local Spark) and the API with its status "
+                    "page; prints the URLs and a live summary. Ctrl-C stops everything.")
+    p.set_defaults(func=main)
     p.add_argument("--port", type=int, default=8000, help="the API's port on 127.0.0.1 (default 8000)")
     p.add_argument("--duration", type=float, metavar="SECONDS", help="stop by itself after this long (default: "
                                                                      "run until Ctrl-C)")

@@ -1,4 +1,4 @@
-"""`isrwatch simulate`: the simulator's output side — pacing and the sinks (stdout, a directory, Kafka)."""
+"""`isrwatch simulate`: the simulator's events, paced, to stdout, a rotating directory or Kafka."""
 
 from __future__ import annotations
 
@@ -7,166 +7,32 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable, Iterable
 from dataclasses import replace
 from pathlib import Path
-from typing import Protocol
-
-import msgspec
 
 from state.config import Config, ConfigError
-from state.events import Event
+from streaming.sim.config import DEFAULT_TOPICS, SimConfig, TopicSpec
+from streaming.sim.faults import FAULT_HELP, SCENARIOS, Fault, fault_from_dict, parse_duration, parse_fault, scenario
+from streaming.sim.model import simulate_events, with_scenario
+from streaming.sim.pacing import Pacer, run
+from streaming.sim.sinks import DirectorySink, KafkaSink, Sink, StreamSink
 
-from .simulator import (
-    DEFAULT_TOPICS,
-    SCENARIOS,
-    Fault,
-    SimConfig,
-    TopicSpec,
-    fault_from_dict,
-    parse_duration,
-    parse_fault,
-    scenario,
-    simulate_events,
-    with_scenario,
-)
+from .common import add_config_arguments, load_config
 
 DEFAULT_DURATION_MS = 120_000
 DEFAULT_KAFKA_TOPIC = "isrwatch.events"
 
 
-class Sink(Protocol):
-    def write(self, ev: Event, line: bytes) -> None: ...
-    def flush(self) -> None: ...
-    def close(self) -> None: ...
-
-
-class StreamSink:
-    """JSON lines to a binary stream (stdout)."""
-
-    def __init__(self, stream) -> None:
-        self.stream = stream
-
-    def write(self, ev: Event, line: bytes) -> None:
-        self.stream.write(line)
-
-    def flush(self) -> None:
-        self.stream.flush()
-
-    def close(self) -> None:
-        self.stream.flush()
-
-
-class DirectorySink:
-    """JSONL files rotating into a directory a file source watches.
-
-    Each file is written under a hidden name (Spark's file source skips names starting with `.`) and
-    renamed into place once complete, so a reader never sees half a file. A file covers `rotate_ms`
-    of event time; names sort in time order and continue after the files already there.
-    """
-
-    def __init__(self, directory: Path, rotate_ms: int) -> None:
-        self.dir = directory
-        self.dir.mkdir(parents=True, exist_ok=True)
-        self.rotate_ms = max(1, rotate_ms)
-        numbers = [int(p.stem.split("-")[1]) for p in self.dir.glob("events-*.jsonl")
-                   if p.stem.split("-")[1].isdigit()]
-        self.number = max(numbers, default=0)
-        self.fh = None
-        self.first_ts = 0
-        self.files = 0
-
-    def _temp(self) -> Path:
-        return self.dir / f".events-{self.number:08d}.jsonl.tmp"
-
-    def write(self, ev: Event, line: bytes) -> None:
-        if self.fh is not None and ev.ts - self.first_ts >= self.rotate_ms:
-            self._publish()
-        if self.fh is None:
-            self.number += 1
-            self.first_ts = ev.ts
-            self.fh = open(self._temp(), "wb")  # noqa: SIM115 - kept open across writes, closed on rotation
-        self.fh.write(line)
-
-    def _publish(self) -> None:
-        self.fh.close()
-        self.fh = None
-        os.replace(self._temp(), self.dir / f"events-{self.number:08d}.jsonl")
-        self.files += 1
-
-    def flush(self) -> None:
-        """Nothing to do: a file becomes visible only whole, when its event-time span is over."""
-
-    def close(self) -> None:
-        if self.fh is not None:
-            self._publish()
-
-
-class KafkaSink:
-    """Records to a Kafka topic, keyed by partition so each partition's events stay in order."""
-
-    def __init__(self, bootstrap: str, topic: str) -> None:
-        from kafka import KafkaProducer
-
-        self.topic = topic
-        self.producer = KafkaProducer(bootstrap_servers=bootstrap.split(","), linger_ms=20, acks=1)
-
-    def write(self, ev: Event, line: bytes) -> None:
-        key = f"{ev.topic}-{ev.partition}".encode()  # the simulator emits partition events only
-        self.producer.send(self.topic, key=key, value=line[:-1])
-
-    def flush(self) -> None:
-        self.producer.flush()
-
-    def close(self) -> None:
-        self.producer.flush()
-        self.producer.close()
-
-
-class Pacer:
-    """Holds each event back until its event time, scaled by `speed`, has come on the wall clock, and
-    spaces events at most `rate` per second; speed 0 and no rate = as fast as possible."""
-
-    def __init__(self, speed: float, rate: float | None, first_ts: int,
-                 clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> None:
-        self.speed = speed
-        self.interval = 1 / rate if rate else 0.0
-        self.first_ts = first_ts
-        self.clock = clock
-        self.sleep = sleep
-        self.started = clock()
-        self.next_free = self.started
-
-    def due(self, ts: int) -> float:
-        """Seconds until an event at `ts` may go (<= 0: now)."""
-        at = self.next_free
-        if self.speed > 0:
-            at = max(at, self.started + (ts - self.first_ts) / 1000 / self.speed)
-        self.next_free = max(at, self.clock()) + self.interval if self.interval else at
-        return at - self.clock()
-
-
-def run(events: Iterable[Event], sink: Sink, pacer: Pacer | None, stop: Callable[[], bool] = lambda: False) -> int:
-    """Write events to the sink, paced; returns how many went out. Flushes before every wait."""
-    encode = msgspec.json.Encoder().encode_into
-    buf = bytearray()
-    count = 0
-    try:
-        for ev in events:
-            if pacer is not None:
-                wait = pacer.due(ev.ts)
-                if wait > 0.002:
-                    sink.flush()
-                    if stop():
-                        break
-                    pacer.sleep(wait)
-            encode(ev, buf)
-            buf.extend(b"\n")
-            sink.write(ev, bytes(buf))
-            count += 1
-    finally:
-        sink.close()
-    return count
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    mp = sub.add_parser(
+        "simulate", formatter_class=argparse.RawDescriptionHelpFormatter,
+        help="simulate a Kafka cluster: its fetch, append and LeaderAndIsr events, with scripted faults",
+        description="A deterministic simulated cluster (brokers, producers, follower fetchers, the controller) "
+                    "emitting SPEC §3 events in real time or as fast as possible, to stdout, rotating JSONL "
+                    "files (--out-dir) or Kafka (--kafka), with faults from --scenario and --fault.",
+        epilog=FAULT_HELP)
+    add_arguments(mp)
+    mp.set_defaults(func=main)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -191,10 +57,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "the output depends on the seed only)")
     p.add_argument("--append-interval", default="200ms", metavar="TIME",
                    help="mean time between two producer batches of a partition (default 200ms)")
-    p.add_argument("--config", metavar="FILE.json", help="the brokers' replica settings (SPEC §2 keys)")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="one replica setting, e.g. replica_lag_time_max_ms=10000 (repeatable); "
-                        "schedule_origin_ms defaults to the start (the brokers start with the simulation)")
+    add_config_arguments(p, "the brokers' replica settings (SPEC §2 keys)",
+                         "one replica setting, e.g. replica_lag_time_max_ms=10000 (repeatable); "
+                         "schedule_origin_ms defaults to the start (the brokers start with the simulation)")
     p.add_argument("--speed", type=float, default=1.0,
                    help="event time per wall-clock time: 1 = real time (default), 10 = ten times faster, "
                         "0 = as fast as possible")
@@ -254,9 +119,9 @@ def open_sink(args: argparse.Namespace) -> Sink:
     return StreamSink(sys.stdout.buffer)
 
 
-def main(args: argparse.Namespace) -> int:
-    from .cli import load_config
 
+
+def main(args: argparse.Namespace) -> int:
     sim, faults = build(args, load_config(args.config, args.set))
     events = simulate_events(sim, faults, args.seed)
     sink = open_sink(args)

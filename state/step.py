@@ -1,0 +1,113 @@
+"""One batch step: advance the partition engines and the propagation book, and collect what that settled.
+
+The replay (one step over everything), the streaming sink (one step per micro-batch, fed by the state
+keys' reports), the Spark replay's finish and the tests all run this, so what a step outputs and how
+it counts is written once: decisions, propagation batches, partition records, the brokers' throttle
+state, dead letters, and the counters the store keeps as cumulative metrics (`ignored_fetches.<reason>`,
+`ignored_appends.<reason>`, `dead_letters.<category>`, `late_events`).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from .engine import PartitionEngine
+from .events import DeadLetter
+from .partition import IsrChange, Outputs, PropagationTick
+from .propagation import PropagationBook
+from .records import BrokerRecord, Decision, PartitionRecord, Propagation
+
+
+class StepOutputs(Protocol):
+    """What one state key's advance produced: an `Outputs`, or the report that carried it across Spark."""
+
+    @property
+    def decisions(self) -> list[Decision]: ...
+    @property
+    def changes(self) -> list[IsrChange]: ...
+    @property
+    def ticks(self) -> list[PropagationTick]: ...
+    @property
+    def ignored_fetches(self) -> Mapping[str, int]: ...
+    @property
+    def ignored_appends(self) -> Mapping[str, int]: ...
+
+
+@dataclass
+class Settled:
+    """The outputs of a step, ready for the store, the files or a test; `watermark`: how far they are final."""
+
+    decisions: list[Decision] = field(default_factory=list)
+    propagations: list[Propagation] = field(default_factory=list)
+    records: list[PartitionRecord] = field(default_factory=list)
+    brokers: list[BrokerRecord] = field(default_factory=list)
+    dead_letters: list[DeadLetter] = field(default_factory=list)
+    counters: Counter[str] = field(default_factory=Counter)
+    watermark: int | None = None
+
+    def add_dead_letters(self, dead: Iterable[DeadLetter]) -> None:
+        for d in dead:
+            self.dead_letters.append(d)
+            self.counters[f"dead_letters.{d.category}"] += 1
+
+    def extend(self, other: Settled) -> None:
+        """Append a later step's outputs (records and brokers: the later state wins)."""
+        self.decisions += other.decisions
+        self.propagations += other.propagations
+        self.records = other.records or self.records
+        self.brokers = other.brokers
+        self.dead_letters += other.dead_letters
+        self.counters.update(other.counters)
+        self.watermark = other.watermark if other.watermark is not None else self.watermark
+
+
+def advance(engines: Iterable[PartitionEngine], until: int) -> list[Outputs]:
+    """Every engine advanced to `until` (exclusive), in the given order."""
+    return [engine.advance(until) for engine in engines]
+
+
+def settle(book: PropagationBook, outputs: Iterable[StepOutputs], until: int | None) -> Settled:
+    """Fold state keys' outputs into one step: the ISR changes and ticks go to the brokers' propagation
+    book, which advances to `until` (None: the book only buffers, nothing is settled yet)."""
+    settled = Settled(watermark=until)
+    counters = settled.counters
+    items: list[IsrChange | PropagationTick] = []
+    for out in outputs:
+        settled.decisions.extend(out.decisions)
+        items.extend(out.changes)
+        items.extend(out.ticks)
+        for name, ignored in (("ignored_fetches", out.ignored_fetches), ("ignored_appends", out.ignored_appends)):
+            for reason, count in ignored.items():
+                counters[f"{name}.{reason}"] += count
+    counters["late_events"] += book.add(items)
+    if until is not None:
+        settled.propagations = book.advance(until)
+    settled.brokers = book.brokers_view()
+    return settled
+
+
+def by_reason(counters: Mapping[str, int], name: str) -> dict[str, int]:
+    """The `name.<reason>` counters as {reason: count}, sorted, zeros left out."""
+    prefix = name + "."
+    return dict(sorted((k[len(prefix):], v) for k, v in counters.items() if v and k.startswith(prefix)))
+
+
+def summarize(settled: Settled, partitions: int, book: PropagationBook) -> dict[str, Any]:
+    """The counts every replay summary carries (summary.json), from a settled step over the whole input."""
+    decisions, propagations, counters = settled.decisions, settled.propagations, settled.counters
+    return {
+        "decisions": len(decisions),
+        "decisions_by_kind": dict(sorted(Counter(str(d.kind) for d in decisions).items())),
+        "shrinks_by_reason": dict(sorted(Counter(str(r) for d in decisions for r in d.reasons.values()).items())),
+        "propagations": len(propagations),
+        "propagations_by_trigger": dict(sorted(Counter(str(p.trigger) for p in propagations).items())),
+        "partitions": partitions,
+        "ignored_fetches_by_reason": by_reason(counters, "ignored_fetches"),
+        "ignored_appends_by_reason": by_reason(counters, "ignored_appends"),
+        "dead_letters": len(settled.dead_letters),
+        "dead_letters_by_reason": by_reason(counters, "dead_letters"),
+        "partitions_pending_propagation": sum(len(b.pending) for b in book.brokers.values()),
+    }

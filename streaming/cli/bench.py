@@ -1,0 +1,29 @@
+"""`isrwatch bench engine|stream|api`: benchmarks that print numbers (no test asserts timings)."""
+
+from __future__ import annotations
+
+import argparse
+
+BENCHMARKS = ("engine", "stream", "api")
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    bp = sub.add_parser("bench", help="benchmarks that print numbers (isrwatch bench engine|stream|api --help)")
+    bp.add_argument("rest", nargs=argparse.REMAINDER, help="benchmark name (default engine) and its options")
+    bp.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    name, rest = (args.rest[0], args.rest[1:]) if args.rest[:1] and args.rest[0] in BENCHMARKS else ("engine",
+                                                                                                     args.rest)
+    if name == "api":
+        from bench.api import main as bench_api
+
+        return bench_api(rest)
+    if name == "stream":
+        from bench.stream import main as bench_stream
+
+        return bench_stream(rest)
+    from bench.engine import main as bench_engine
+
+    return bench_engine(rest)

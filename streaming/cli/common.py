@@ -1,0 +1,45 @@
+"""What every command shares: progress lines on stderr, the configuration options and how they load."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from state.config import Config, ConfigError
+
+CONFIG_HELP = """configuration keys (SPEC §2; --config FILE.json and/or --set KEY=VALUE, later wins):
+  replica_lag_time_max_ms        30000  Kafka replica.lag.time.max.ms (10000 before Kafka 2.5)
+  isr_expiration_interval_ms     lag/2  period of the scheduled shrink check; 0 = explicit ticks only
+  isr_change_check_interval_ms   2500   period of the propagation check; 0 = explicit ticks only
+  isr_change_linger_ms           5000   quiet time before a broker sends its ISR-change batch
+  isr_change_max_delay_ms        60000  longest time between two batches of a broker
+  schedule_origin_ms             0      scheduled checks run at origin + k*interval
+  min_insync_replicas            1      under-min-ISR: |ISR| < it; at-min-ISR: |ISR| = it
+  min_insync_replicas_by_topic   {}     per-topic overrides, e.g. --set 'min_insync_replicas_by_topic={"orders":2}'
+  allowed_lateness_ms            5000   streaming only: watermark delay
+"""
+
+
+def say(message: str) -> None:
+    """A progress or result line, on stderr so stdout stays the command's data."""
+    print(f"isrwatch: {message}", file=sys.stderr, flush=True)
+
+
+def add_config_arguments(p: argparse.ArgumentParser,
+                         config_help: str = "a JSON object of configuration keys (see below)",
+                         set_help: str = "override one configuration key; VALUE is JSON (repeatable)") -> None:
+    """--config FILE.json and --set KEY=VALUE, read by `load_config`."""
+    p.add_argument("--config", metavar="FILE.json", help=config_help)
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help=set_help)
+
+
+def load_config(path: str | None, overrides: list[str]) -> Config:
+    """The configuration from an optional JSON file plus --set overrides."""
+    if not path:
+        return Config().with_overrides(overrides)
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise ConfigError(f"--config {path}: {exc.strerror}") from None
+    return Config.from_json(text, f"--config {path}").with_overrides(overrides)
