@@ -5,7 +5,7 @@ VENV := .venv
 export PATH := $(CURDIR)/.tools/bin:$(CURDIR)/$(VENV)/bin:$(PATH)
 export PYTHONWARNINGS := ignore::FutureWarning
 
-.PHONY: demo test lint bench setup
+.PHONY: demo test check lint bench setup
 
 setup:
 	bash scripts/provision.sh --python-only
@@ -16,10 +16,19 @@ demo: setup
 test:
 	bash scripts/provision.sh
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports --no-cache
 	$(VENV)/bin/python -m pytest -q -p no:cacheprovider
 
 lint: setup
 	$(VENV)/bin/ruff check .
+
+# The fast loop (seconds, no apt-get, no JVM): style, types of the core, the layering, the core's tests.
+check: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports --no-cache
+	$(VENV)/bin/python -m pytest -q -p no:cacheprovider -m "not spark" tests/state
 
 bench: setup
 	$(VENV)/bin/isrwatch bench engine

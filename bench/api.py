@@ -25,10 +25,10 @@ import time
 import httpx
 import msgspec
 
-from bench.gen import StreamShape, generate
 from state.config import Config
 from state.replay import replay
 from state.store import open_store
+from streaming.sim.synthetic import StreamShape, generate
 
 
 def fill(url: str, partitions: int, seed: int) -> tuple[list[tuple[str, int]], int]:

@@ -17,11 +17,11 @@ import tracemalloc
 
 import msgspec
 
-from bench.gen import StreamShape, generate
 from state.config import Config
 from state.engine import PartitionEngine
 from state.propagation import PropagationBook
 from state.replay import parse_lines, replay
+from streaming.sim.synthetic import StreamShape, generate
 
 
 def _rss_mb() -> float:

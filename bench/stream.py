@@ -30,7 +30,6 @@ from pathlib import Path
 
 import msgspec
 
-from bench.gen import StreamShape, generate
 from state.config import Config
 from state.replay import parse_lines, replay, replay_events
 from state.step import Settled
@@ -38,6 +37,7 @@ from streaming.job import JobOptions, StreamJob
 from streaming.progress import input_lines, iso_ms
 from streaming.sim.processes import descendants
 from streaming.sim.sinks import PendingFile
+from streaming.sim.synthetic import StreamShape, generate
 from streaming.spark import SparkSettings
 
 CONFIG = Config(replica_lag_time_max_ms=10_000)  # the engine benchmark's configuration

@@ -111,18 +111,17 @@ class PartitionEngine:
                 break
             if scheduled and self.next_check < ts:
                 self._run_checks_before(ts, out)
-            kind = type(ev)
-            if kind is Fetch:
+            if type(ev) is Fetch:
                 update_follower_fetch_state(partitions.get((ev.cluster, ev.topic, ev.partition)), ev, lag, out)
-            elif kind is Append:
+            elif type(ev) is Append:
                 append_to_leader(partitions.get((ev.cluster, ev.topic, ev.partition)), ev, lag, out)
-            elif kind is LeaderAndIsr:
+            elif type(ev) is LeaderAndIsr:
                 key = (ev.cluster, ev.topic, ev.partition)
                 p = partitions.get(key)
                 if p is None:
                     p = partitions[key] = Partition(sys.intern(ev.cluster), sys.intern(ev.topic), ev.partition)
                 become_leader_or_follower(p, ev, lag, out)
-            else:
+            elif type(ev) is Tick:
                 self._tick(ev, out)
             self.stale = True
             done += 1

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 from msgspec import Meta, Struct
@@ -73,7 +73,7 @@ class Tick(_Event, kw_only=True, tag="tick"):
 
 Event = LeaderAndIsr | Fetch | Append | Tick
 
-_decoder = msgspec.json.Decoder(Event)
+_decoder: msgspec.json.Decoder[Event] = msgspec.json.Decoder(Event)
 _FIELD_AT = re.compile(r"at `\$\.([A-Za-z_][A-Za-z0-9_]*)")
 _FIELD_MISSING = re.compile(r"missing required field `([^`]+)`")
 
@@ -111,8 +111,9 @@ class DeadLetter(Struct, kw_only=True):
                 return name
         return "invalid_value"
 
-    def to_record(self) -> dict:
-        record = {"raw": self.raw, "reason": self.reason, "field": self.field}
+    def to_record(self) -> dict[str, Any]:
+        """The SPEC §5 dead-letter record (`ts` only when the input had a usable one)."""
+        record: dict[str, Any] = {"raw": self.raw, "reason": self.reason, "field": self.field}
         if self.ts is not None:
             record["ts"] = self.ts
         return record
@@ -157,8 +158,8 @@ def _text(raw: bytes | str) -> str:
     return raw.decode("utf-8", errors="replace") if isinstance(raw, bytes | bytearray) else raw
 
 
-def event_to_dict(event: Event) -> dict:
+def event_to_dict(event: Event) -> dict[str, Any]:
     """The event as SPEC §3 JSON (without the internal arrival position)."""
-    record = msgspec.to_builtins(event)
+    record: dict[str, Any] = msgspec.to_builtins(event)
     record.pop("_arrival", None)
     return record

@@ -9,7 +9,7 @@ against the names a real server exports.
 from __future__ import annotations
 
 import bisect
-from collections import Counter
+from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -32,7 +32,7 @@ class Metric:
     kind: Kind
     help: str
     labels: tuple[str, ...] = ()
-    tally: str | None = None
+    tally: str = ""  # "" for a gauge, read from the store's current state instead
     buckets: tuple[float, ...] = ()
 
     @property
@@ -117,7 +117,7 @@ CATALOGUE: tuple[Metric, ...] = (
     PROPAGATION_BATCH_SIZE, PROPAGATION_DELAY, STREAM_BATCH_DURATION, STREAM_INPUT_ROWS_PER_SECOND,
     STREAM_STATE_ROWS, STREAM_LAST_BATCH_AGE, STREAM_WATERMARK, STREAM_WATERMARK_LAG,
 )
-TALLIED = {m.tally: m for m in CATALOGUE if m.tally is not None}
+TALLIED = {m.tally: m for m in CATALOGUE if m.tally}
 
 Labels = tuple[tuple[str, str], ...]  # (label, value) pairs sorted by label
 TallyKey = tuple[str, Labels]  # (tally name, labels); histograms: "<tally>_bucket" (with `le`), "_sum", "_count"
@@ -137,7 +137,7 @@ def tallies(decisions: Iterable[Decision], propagations: Iterable[Propagation],
     follower by its reason, expands, decisions by kind, batches by trigger, the batch-size and
     change-to-batch delay histograms, plus the step's `name[.reason]` counters.
     """
-    counts: Counter[TallyKey] = Counter()
+    counts: dict[TallyKey, float] = defaultdict(float)
 
     def add(tally: str, value: float = 1, **labels: object) -> None:
         counts[(tally, tuple(sorted((k, str(v)) for k, v in labels.items())))] += value
@@ -151,7 +151,7 @@ def tallies(decisions: Iterable[Decision], propagations: Iterable[Propagation],
             add(ISR_EXPANDS.tally, broker=d.leader, cluster=d.cluster)
     for p in propagations:
         add(PROPAGATION_BATCHES.tally, broker=p.broker, cluster=p.cluster, trigger=p.trigger)
-        samples = [(PROPAGATION_BATCH_SIZE, len(p.partitions))]
+        samples: list[tuple[Metric, float]] = [(PROPAGATION_BATCH_SIZE, len(p.partitions))]
         if p.first_change_ts is not None:
             samples.append((PROPAGATION_DELAY, (p.ts - p.first_change_ts) / 1000))
         for histogram, value in samples:
@@ -159,9 +159,9 @@ def tallies(decisions: Iterable[Decision], propagations: Iterable[Propagation],
             add(f"{histogram.tally}_sum", value, cluster=p.cluster)
             add(f"{histogram.tally}_count", cluster=p.cluster)
     for name, value in counters.items():
-        tally, _, reason = name.partition(".")
-        if reason:
-            add(tally, value, reason=reason)
+        tally, _, why = name.partition(".")
+        if why:
+            add(tally, value, reason=why)
         else:
             add(tally, value)
     return dict(counts)

@@ -41,7 +41,7 @@ def parse_lines(sources: Iterable[Iterable[bytes | str]], progress: Progress | N
             # The raw text a dead letter keeps is the line without its ending, as the stream frames it.
             text = line.rstrip(b"\r\n") if isinstance(line, bytes) else line.rstrip("\r\n")
             parsed = parse_event(text, line_no, arrival)
-            if type(parsed) is DeadLetter:
+            if isinstance(parsed, DeadLetter):
                 dead.append(parsed)
             else:
                 events.append(parsed)

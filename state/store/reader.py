@@ -124,7 +124,8 @@ class Reader(Database):
             params.append(topic)
         return self._newest_first(Propagation, "propagations", where, params, after, limit)
 
-    def dead_letters(self, *, since: int | None = None, after: Key | None = None, limit: int = 100) -> Page[dict]:
+    def dead_letters(self, *, since: int | None = None, after: Key | None = None,
+                     limit: int = 100) -> Page[dict[str, Any]]:
         """Dead letters newest batch first (a dead letter's ts may be unknown, so the order is arrival)."""
         where, params = _event_filters(since=since)
         if after is not None:
@@ -152,10 +153,10 @@ class Reader(Database):
         items = [decode(r[3]) for r in rows[:limit]]
         return Page(items, tuple(rows[limit - 1][:3]) if len(rows) > limit else None)
 
-    def brokers(self, cluster: str | None = None, broker: int | None = None) -> list[dict]:
+    def brokers(self, cluster: str | None = None, broker: int | None = None) -> list[dict[str, Any]]:
         """Every broker that hosts a replica or has propagation state, with its replica counts."""
         cond, params = _broker_filter(cluster, broker)
-        out: dict[tuple[str, int], dict] = {}
+        out: dict[tuple[str, int], dict[str, Any]] = {}
         for c, b, led, hosted, out_of_sync in self._rows(
                 "SELECT cluster, broker, SUM(is_leader), COUNT(*), SUM(1 - in_sync) FROM replicas" + cond
                 + " GROUP BY broker, cluster", params):
@@ -165,14 +166,14 @@ class Reader(Database):
             out.setdefault(key, _broker(*key)).update(state)
         return [out[k] for k in sorted(out)]
 
-    def broker_propagation(self, cluster: str | None = None, broker: int | None = None) -> list[dict]:
+    def broker_propagation(self, cluster: str | None = None, broker: int | None = None) -> list[dict[str, Any]]:
         """Each broker's pending ISR-change set and last propagation, without touching the replica rows.
 
         `last_propagation_ms` falls back to its last batch in the history when the writer kept no broker
         state (a replay).
         """
         cond, params = _broker_filter(cluster, broker)
-        out: dict[tuple[str, int], dict] = {}
+        out: dict[tuple[str, int], dict[str, Any]] = {}
         for c, b, pending, first, last_change, last_prop in self._rows(
                 "SELECT cluster, broker, pending, first_change_ts, last_isr_change_ms, last_propagation_ms"
                 " FROM brokers" + cond, params):
@@ -182,7 +183,7 @@ class Reader(Database):
             out.setdefault((c, b), _propagation_state(c, b, last_propagation_ms=last_prop))
         return [out[k] for k in sorted(out)]
 
-    def out_of_sync_replicas(self, cluster: str, broker: int, limit: int = 100) -> list[dict]:
+    def out_of_sync_replicas(self, cluster: str, broker: int, limit: int = 100) -> list[dict[str, Any]]:
         """Replicas this broker hosts that are not in their partition's ISR, as the leader last saw them."""
         rows = self._rows("SELECT topic, partition, leo, lag_offsets, last_caught_up_ms FROM replicas"
                           " WHERE cluster = ? AND broker = ? AND in_sync = 0 ORDER BY topic, partition LIMIT ?",
@@ -203,7 +204,7 @@ class Reader(Database):
         return dict(self._rows(f"SELECT cluster, COUNT(*) FROM replicas WHERE {condition} GROUP BY cluster",
                                (bound,)))
 
-    def followers(self, *, order: str, limit: int | None = None, topics: Sequence[str] = ()) -> list[tuple]:
+    def followers(self, *, order: str, limit: int | None = None, topics: Sequence[str] = ()) -> list[tuple[Any, ...]]:
         """Follower rows (cluster, topic, partition, replica, last_caught_up_ms, lag_offsets, behind_in_isr).
 
         `order="caught_up"`: ISR followers behind the leader, longest since caught up first;
@@ -239,18 +240,19 @@ class Reader(Database):
         return [(m, json.loads(labels), float(v))
                 for m, labels, v in self._rows("SELECT metric, labels, value FROM tallies ORDER BY metric, labels")]
 
-    def latest_progress(self) -> dict | None:
+    def latest_progress(self) -> dict[str, Any] | None:
         row = self._one(f"SELECT {', '.join(PROGRESS_FIELDS)} FROM progress ORDER BY batch_id DESC LIMIT 1")
         return None if row is None else dict(zip(PROGRESS_FIELDS, row, strict=True))
 
 
-def _propagation_state(cluster: str, broker: int, pending: list | None = None, first_change_ts: int | None = None,
-                       last_isr_change_ms: int | None = None, last_propagation_ms: int | None = None) -> dict:
+def _propagation_state(cluster: str, broker: int, pending: list[Any] | None = None, first_change_ts: int | None = None,
+                       last_isr_change_ms: int | None = None, last_propagation_ms: int | None = None) -> dict[str, Any]:
     return {"cluster": cluster, "broker": broker, "pending": pending or [], "first_change_ts": first_change_ts,
             "last_isr_change_ms": last_isr_change_ms, "last_propagation_ms": last_propagation_ms}
 
 
-def _broker(cluster: str, broker: int, partitions_led: int = 0, replicas: int = 0, out_of_sync: int = 0) -> dict:
+def _broker(cluster: str, broker: int, partitions_led: int = 0, replicas: int = 0,
+            out_of_sync: int = 0) -> dict[str, Any]:
     return {**_propagation_state(cluster, broker), "partitions_led": partitions_led, "replicas": replicas,
             "out_of_sync_replicas": out_of_sync}
 
@@ -263,7 +265,7 @@ def _shrink_predicted(now_ms: int, window_ms: int | None) -> tuple[str, int]:
     return f"{column} <= ? AND {column} IS NOT NULL", bound
 
 
-def _one_partition(columns: str, topic: str, partition: int, cluster: str | None) -> tuple[str, tuple]:
+def _one_partition(columns: str, topic: str, partition: int, cluster: str | None) -> tuple[str, tuple[Any, ...]]:
     sql = f"SELECT cluster, {columns} FROM partitions WHERE topic = ? AND partition = ?"
     if cluster is None:
         return sql + " ORDER BY cluster", (topic, partition)
@@ -277,7 +279,7 @@ def _equal(*pairs: tuple[str, Any]) -> tuple[list[str], list[Any]]:
     return [f"{column} = ?" for column, _ in given], [str(v) if isinstance(v, StrEnum) else v for _, v in given]
 
 
-def _broker_filter(cluster: str | None, broker: int | None) -> tuple[str, list]:
+def _broker_filter(cluster: str | None, broker: int | None) -> tuple[str, list[Any]]:
     where, params = _equal(("cluster", cluster), ("broker", broker))
     return (" WHERE " + " AND ".join(where)) if where else "", params
 

@@ -223,15 +223,16 @@ class Database:
             sql = self._sql_cache[text] = self.dialect.sql(text)
         return sql
 
-    def _rows(self, text: str, params: Sequence[Any] = ()) -> list[tuple]:
+    def _rows(self, text: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         cur = self._conn().cursor()
         try:
             cur.execute(self._q(text), params)
-            return cur.fetchall()
+            rows: list[tuple[Any, ...]] = cur.fetchall()
+            return rows
         finally:
             cur.close()
 
-    def _one(self, text: str, params: Sequence[Any] = ()) -> tuple | None:
+    def _one(self, text: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
         rows = self._rows(text, params)
         return rows[0] if rows else None
 

@@ -123,7 +123,7 @@ class Writer(Database):
         return None if row is None else bytes(row[0])
 
 
-def _partition_rows(record: PartitionRecord, batch_id: int) -> tuple[tuple, list[tuple]]:
+def _partition_rows(record: PartitionRecord, batch_id: int) -> tuple[tuple[Any, ...], list[tuple[Any, ...]]]:
     """The partitions row and the replicas rows (one per assigned replica) of a SPEC §5 state record."""
     key = (record.cluster, record.topic, record.partition)
     isr = set(record.isr)
@@ -131,7 +131,7 @@ def _partition_rows(record: PartitionRecord, batch_id: int) -> tuple[tuple, list
     row = (*key, leader, record.leader_epoch, _encode(record.isr).decode(), int(record.under_replicated),
            int(record.under_min_isr), int(record.at_min_isr), int(record.offline), _encode(record).decode(), batch_id)
     followers = {f.replica: f for f in record.followers}
-    replicas = []
+    replicas: list[tuple[Any, ...]] = []
     for broker in record.replicas:
         f = followers.get(broker)
         if f is None:  # the leader (or a replica of a partition without an accepted leader)

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
 from state.store import open_store
+from streaming.cli import main as isrwatch
 from tests.api.fleet import Streamed, fleet_lines, stream_into
 from tests.pg import fresh_database
+
+SCENARIO = Path(__file__).parents[1] / "scenarios" / "01-stuck-follower-shrink"
 
 
 @pytest.fixture(scope="session", params=["sqlite", "postgresql"])
@@ -34,3 +38,13 @@ def client(fleet_store: tuple[str, Streamed]) -> Iterator[TestClient]:
     """A client of the API over the fleet store, no token."""
     with TestClient(create_app(fleet_store[0])) as c:
         yield c
+
+
+@pytest.fixture
+def scenario_url(tmp_path: Path) -> str:
+    """Scenario 01 replayed into a SQLite store through `isrwatch replay --store`."""
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    assert isrwatch(["replay", f"{SCENARIO}.events.jsonl", "--config", f"{SCENARIO}.config.json",
+                     "--until", (SCENARIO.parent / f"{SCENARIO.name}.until").read_text().strip(),
+                     "--store", url]) == 0
+    return url

@@ -14,13 +14,15 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from bench.gen import StreamShape, generate
 from state.config import Config
 from state.engine import PartitionEngine
 from state.events import DeadLetter, Event, parse_event
+from state.partition import partition_record
 from state.propagation import PropagationBook
-from state.records import partition_record
+from state.records import shrink_predicted
+from state.step import by_reason, settle
 from state.store import Store
+from streaming.sim.synthetic import StreamShape, generate
 
 S = 1_700_000_000_000
 CONFIG = Config(replica_lag_time_max_ms=10_000, min_insync_replicas=2, schedule_origin_ms=S)
@@ -63,7 +65,7 @@ def fleet_lines() -> list[bytes]:
 
 @dataclass
 class Streamed:
-    """Everything the fleet produced, for comparing what the API serves with what the engine decided."""
+    """Everything the fleet produced, as the JSON the API serves (SPEC §5), for comparing the two."""
 
     decisions: list[dict] = field(default_factory=list)
     propagations: list[dict] = field(default_factory=list)
@@ -88,20 +90,23 @@ def stream_into(store: Store, lines: list[bytes], cuts: tuple[int, ...] = CUTS, 
     previous = None
     for batch_id, cut in enumerate(cuts, start=first_batch):
         engine.add([ev for ev in parsed if (previous is None or ev.ts >= previous) and ev.ts < cut])
-        out = engine.advance(cut)
-        book.add([*out.changes, *out.ticks])
-        propagations = book.advance(cut)
-        states = [partition_record(p, CONFIG) for p in engine.partitions.values()]
-        dead = [d for d in seen.dead_letters if previous is None]
-        counters = {f"ignored_fetches.{k}": v for k, v in out.ignored_fetches.items()}
-        counters.update(Counter(f"dead_letters.{d.category}" for d in dead))
-        store.write_batch(batch_id, decisions=out.decisions, propagations=propagations, partitions=states,
-                          dead_letters=[d.to_record() for d in dead], brokers=book.brokers_view(),
-                          counters=counters, blobs={"propagation_book": book.to_bytes()}, watermark_ms=cut)
-        seen.decisions += out.decisions
-        seen.propagations += propagations
-        seen.ignored_fetches += out.ignored_fetches
-        seen.states = sorted(states, key=lambda s: (s["cluster"], s["topic"], s["partition"]))
-        seen.brokers = book.brokers_view()
+        step = settle(book, [engine.advance(cut)], cut)
+        step.records = [partition_record(p, CONFIG) for p in engine.partitions.values()]
+        if previous is None:
+            step.add_dead_letters(seen.dead_letters)
+        store.write_batch(batch_id, decisions=step.decisions, propagations=step.propagations, partitions=step.records,
+                          dead_letters=step.dead_letters, brokers=step.brokers, counters=+step.counters,
+                          blobs={"propagation_book": book.to_bytes()}, watermark_ms=cut)
+        seen.decisions += msgspec.to_builtins(step.decisions)
+        seen.propagations += msgspec.to_builtins(step.propagations)
+        seen.ignored_fetches += Counter(by_reason(step.counters, "ignored_fetches"))
+        seen.states = sorted(msgspec.to_builtins(step.records),
+                             key=lambda s: (s["cluster"], s["topic"], s["partition"]))
+        seen.brokers = msgspec.to_builtins(step.brokers)
         previous = cut
     return seen
+
+
+def follower_shrink_predicted(follower: dict, now_ms: int | None, window_ms: int | None) -> bool:
+    """`state.records.shrink_predicted` on a follower's JSON form."""
+    return shrink_predicted(follower["shrink_eligible_at_ms"], follower["last_caught_up_ms"], now_ms, window_ms)

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import msgspec
 
@@ -54,12 +55,13 @@ class Outcome:
     decisions: list[dict]
     propagations: list[dict]
     states: list[dict]
+    dead_letters: list[dict]
     summary: dict
 
     @classmethod
     def of(cls, result: ReplayResult) -> Outcome:
         return cls(msgspec.to_builtins(result.decisions), msgspec.to_builtins(result.propagations),
-                   msgspec.to_builtins(result.records), result.summary)
+                   msgspec.to_builtins(result.records), [d.to_record() for d in result.dead_letters], result.summary)
 
 
 Run = Callable[..., Outcome]
@@ -105,6 +107,11 @@ def run_spark(events: list[dict], until: int | None = None, *, tmp: Path, **conf
         path.write_bytes(b"\n".join(lines[i:i + size]) + b"\n")
         paths.append(path)
     return Outcome.of(replay_spark(paths, stream_config(events, config), until, buckets=4))
+
+
+def canonical(rows: Sequence[Any]) -> list[str]:
+    """Records (structs or their JSON) as sorted JSON texts: decisions and propagations compare as multisets."""
+    return sorted(json.dumps(msgspec.to_builtins(r), sort_keys=True) for r in rows)
 
 
 def state_of(result: Outcome, topic: str = "t", partition: int = 0) -> dict:

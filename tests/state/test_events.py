@@ -99,5 +99,5 @@ def test_replay_routes_bad_lines_to_the_dead_letter_and_keeps_the_rest() -> None
     result = replay([lines], Config())
     assert len(result.dead_letters) == 3
     assert result.summary["dead_letters_by_reason"] == {"invalid_json": 2, "missing_field": 1}
-    assert [d["kind"] for d in result.decisions] == ["leader_and_isr", "expand"]
+    assert [d.kind for d in result.decisions] == ["leader_and_isr", "expand"]
     assert result.summary["lines"] == 5  # the blank line is skipped, but counted in line numbers

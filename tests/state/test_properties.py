@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 
-import msgspec
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -15,7 +14,7 @@ from state.partition import Outputs
 from state.replay import replay_events
 from state.schedule import INF
 from streaming.testing import run_stateful
-from tests.state.helpers import lines_of
+from tests.state.helpers import canonical, lines_of
 
 BROKERS = [0, 1, 2, 3]
 PARTITIONS = [("a", 0), ("a", 1), ("b", 0)]
@@ -64,10 +63,6 @@ def config_strategy() -> st.SearchStrategy[Config]:
 
 def parse(events: list[dict]) -> list:
     return [parse_event(json.dumps(ev), seq=i, arrival=i) for i, ev in enumerate(events, start=1)]
-
-
-def canonical(rows: list) -> list[str]:
-    return sorted(json.dumps(msgspec.to_builtins(r), sort_keys=True) for r in rows)
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -91,7 +91,7 @@ def test_missing_events_file_is_a_clear_error(tmp_path: Path) -> None:
 
 
 def test_progress_lines_for_large_inputs(tmp_path: Path) -> None:
-    from bench.gen import StreamShape, generate
+    from streaming.sim.synthetic import StreamShape, generate
 
     path = tmp_path / "big.jsonl"
     with path.open("w") as fh:

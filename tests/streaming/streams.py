@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.gen import StreamShape, generate
+from streaming.sim.synthetic import StreamShape, generate
 
 START_MS = 1_700_000_000_000
 INVALID = [
@@ -101,8 +101,3 @@ def write_files(lines: Sequence[dict | str], directory: Path, files: int) -> lis
         paths.append(path)
     in_order(paths)
     return paths
-
-
-def canonical(rows: Sequence[dict]) -> list[str]:
-    """Rows as sorted JSON texts: decisions and propagations compare as multisets."""
-    return sorted(json.dumps(r, sort_keys=True) for r in rows)

@@ -5,9 +5,8 @@ from __future__ import annotations
 import json
 from collections import Counter
 
-from streaming.buckets import CONTROL_KEY
+from streaming.buckets import CONTROL_KEY, Layout
 from streaming.framing import LATE_HORIZON_MS, frame
-from streaming.buckets import Layout
 
 LAYOUT = Layout.create(16, 2)
 

@@ -14,10 +14,12 @@ from pathlib import Path
 import pytest
 
 from state.config import Config
+from state.events import DeadLetter
 from state.replay import ReplayResult, replay
 from streaming.cli import main
 from streaming.replay_spark import replay_spark
-from tests.streaming.streams import START_MS, Mix, canonical, events, write_files
+from tests.state.helpers import canonical
+from tests.streaming.streams import START_MS, Mix, events, write_files
 
 SCENARIOS = Path(__file__).parents[1] / "scenarios"
 
@@ -27,14 +29,14 @@ def local(paths: list[Path], config: Config, until: int | None = None) -> Replay
         return replay([stack.enter_context(open(p, "rb")) for p in paths], config, until)
 
 
-def dead(rows: list[dict]) -> list[str]:
-    return canonical([{**d, "raw": d["raw"].strip()} for d in rows])
+def dead(rows: list[DeadLetter]) -> list[str]:
+    return canonical([{**d, "raw": d["raw"].strip()} for d in (r.to_record() for r in rows)])
 
 
 def assert_same(spark_run: ReplayResult, local_run: ReplayResult) -> None:
     assert canonical(spark_run.decisions) == canonical(local_run.decisions)
     assert canonical(spark_run.propagations) == canonical(local_run.propagations)
-    assert spark_run.states == local_run.states
+    assert spark_run.records == local_run.records
     assert spark_run.brokers == local_run.brokers
     assert dead(spark_run.dead_letters) == dead(local_run.dead_letters)
     for key in ("lines", "events", "events_after_until", "until", "decisions_by_kind", "shrinks_by_reason",
@@ -106,5 +108,5 @@ def test_ties_on_time_and_line_number_follow_the_file_order(spark, tmp_path, ord
         paths[-1].write_text("".join(json.dumps(ev) + "\n" for ev in files[name]))
     config = Config(replica_lag_time_max_ms=10_000)
     spark_run = replay_spark(paths, config, 3000)
-    assert spark_run.states[0]["followers"][0]["leo"] == (80 if order[-1] == "a" else 50)
+    assert spark_run.records[0].followers[0].leo == (80 if order[-1] == "a" else 50)
     assert_same(spark_run, local(paths, config, 3000))

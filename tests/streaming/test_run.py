@@ -13,16 +13,18 @@ import zlib
 from collections.abc import Callable
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from state.config import Config, ConfigError
 from state.replay import ReplayResult, replay
 from state.store import Page, open_store
+from streaming.buckets import LAYOUT_FILE
 from streaming.cli import build_parser
 from streaming.job import JobOptions, StreamJob, describe_failure
-from streaming.buckets import LAYOUT_FILE
 from streaming.sources import SourceError, parse_source, read_stream
-from tests.streaming.streams import START_MS, Mix, canonical, events, in_order, write_files
+from tests.state.helpers import canonical
+from tests.streaming.streams import START_MS, Mix, events, in_order, write_files
 
 CONFIG = Config(replica_lag_time_max_ms=10_000, allowed_lateness_ms=3000)
 
@@ -65,10 +67,10 @@ def run_job(inbox: Path, store: str, checkpoint: Path | str, **options) -> None:
 def assert_store_is_the_replay(got: dict, expected: ReplayResult) -> None:
     assert got["decisions"] == canonical(expected.decisions)
     assert got["propagations"] == canonical(expected.propagations)
-    assert got["partitions"] == expected.states
-    assert got["brokers"] == expected.brokers
+    assert got["partitions"] == expected.records
+    assert got["brokers"] == msgspec.to_builtins(expected.brokers)
     assert got["dead_letters"] == canonical([{**d, "raw": d["raw"].rstrip("\n"), "ts": d.get("ts")}
-                                             for d in expected.dead_letters])
+                                             for d in (d.to_record() for d in expected.dead_letters)])
     tallies = {(metric, json.dumps(labels, sort_keys=True)): value for metric, labels, value in got["tallies"]}
     s = expected.summary
     for name, key in (("dead_letters", "dead_letters_by_reason"), ("ignored_fetches", "ignored_fetches_by_reason"),
@@ -121,7 +123,7 @@ def test_late_events_are_dead_letters_and_change_nothing(spark, tmp_path):
     tallies = {(m, labels.get("reason")): v for m, labels, v in got["tallies"]}
     assert tallies[("dead_letters", "late")] == 2 and tallies[("late_events", None)] == 2
     assert got["decisions"] == canonical(expected.decisions)
-    assert got["partitions"] == expected.states
+    assert got["partitions"] == expected.records
 
 
 def test_kafka_python_source_and_kafka_output(spark, tmp_path, tansu_broker):
@@ -149,7 +151,7 @@ def test_kafka_python_source_and_kafka_output(spark, tmp_path, tansu_broker):
     source = tmp_path / "events.jsonl"
     source.write_text("".join(json.dumps(ev) + "\n" for ev in rows))
     expected = local([source], got["watermark"] - 1)
-    assert got["decisions"] == canonical(expected.decisions) and got["partitions"] == expected.states
+    assert got["decisions"] == canonical(expected.decisions) and got["partitions"] == expected.records
     assert [json.loads(d)["raw"] for d in got["dead_letters"]] == ["{broken"]
     with open_store(url) as store:
         assert store.last_batch_id() >= 3

@@ -12,7 +12,7 @@ from api.app import create_app
 from state.store import open_store
 from streaming.cli import main as isrwatch
 
-SCENARIOS = Path(__file__).parents[1] / "scenarios"
+SCENARIOS = Path(__file__).parents[2] / "scenarios"
 
 
 def _replay(name: str, *args: str) -> int:

@@ -10,8 +10,10 @@ import sys
 import urllib.request
 from pathlib import Path
 
+import msgspec
+
 from state.store import open_store
-from streaming.demo import descendants, running
+from streaming.sim.processes import descendants, running
 from tests.net import free_port
 
 LINGER, CHECK = 5000, 2500
@@ -55,8 +57,8 @@ def test_demo_shows_a_stall_becoming_a_shrink_its_batch_and_an_expand_then_stops
     assert not left, output
 
     with open_store(f"sqlite:///{workdir / 'isrwatch.db'}") as store:
-        decisions = store.decisions(limit=1000).items
-        batches = sorted(store.propagations(limit=1000).items, key=lambda b: b["ts"])
+        decisions = msgspec.to_builtins(store.decisions(limit=1000).items)
+        batches = sorted(msgspec.to_builtins(store.propagations(limit=1000).items), key=lambda b: b["ts"])
     start = min(d["ts"] for d in decisions)
     shrinks = [d for d in decisions if d["kind"] == "shrink" and d["reasons"] == {"2": "stuck"}]
     expands = [d for d in decisions if d["kind"] == "expand" and d["replicas_changed"] == [2]]

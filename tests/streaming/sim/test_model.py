@@ -11,18 +11,11 @@ import msgspec
 import pytest
 
 from state.config import Config, ConfigError
-from state.replay import ReplayResult, replay
-from streaming.simulator import (
-    DEFAULT_TOPICS,
-    Fault,
-    SimConfig,
-    TopicSpec,
-    assign_replicas,
-    parse_duration,
-    parse_fault,
-    simulate,
-    with_scenario,
-)
+from state.replay import replay
+from streaming.sim.config import DEFAULT_TOPICS, SimConfig, TopicSpec
+from streaming.sim.faults import Fault, parse_duration, parse_fault
+from streaming.sim.model import assign_replicas, simulate, with_scenario
+from tests.state.helpers import Outcome
 
 LAG = 10_000
 INTERVAL = LAG // 2
@@ -36,7 +29,7 @@ class Run:
     config: SimConfig
     faults: list[Fault]
     events: list[dict]
-    result: ReplayResult
+    result: Outcome
 
     def fault(self, kind: str) -> Fault:
         return next(f for f in self.faults if f.kind == kind)
@@ -67,7 +60,7 @@ def run(scenario: str | None = None, faults: tuple[Fault, ...] = (), seed: int =
     if scenario:
         config, chosen = with_scenario(config, scenario)
     events = list(simulate(config, chosen, seed))
-    result = replay([[msgspec.json.encode(e) for e in events]], config.kafka)
+    result = Outcome.of(replay([[msgspec.json.encode(e) for e in events]], config.kafka))
     assert result.dead_letters == []
     assert result.summary["ignored_fetches_by_reason"] == {}
     return Run(config, chosen, events, result)

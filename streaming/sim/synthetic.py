@@ -1,4 +1,4 @@
-"""A realistic, deterministic event stream for benchmarks and parity tests.
+"""A synthetic steady stream: the fast, deterministic traffic benchmarks and parity tests are built on.
 
 Partitions with RF replicas, producers appending to leaders, followers fetching every
 `fetch_interval_ms` the way Kafka followers do (fetch_offset = the follower's LEO, which is the

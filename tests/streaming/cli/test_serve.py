@@ -16,7 +16,7 @@ import pytest
 from streaming.cli import main as isrwatch
 from tests.net import free_port
 
-SCENARIO = Path(__file__).parents[1] / "scenarios" / "01-stuck-follower-shrink"
+SCENARIO = Path(__file__).parents[2] / "scenarios" / "01-stuck-follower-shrink"
 
 
 def _listening_addresses(port: int) -> set[str]:

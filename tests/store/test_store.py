@@ -9,11 +9,17 @@ from __future__ import annotations
 import sqlite3
 from collections import Counter
 from pathlib import Path
+from types import SimpleNamespace
 
+import msgspec
 import pytest
 
-from state.store import StoreError, follower_shrink_predicted, open_store
-from tests.api.fleet import END, S, Streamed, fleet_lines, stream_into
+from state.events import DeadLetter
+from state.records import Decision, PartitionRecord
+from state.store import StoreError, open_store
+from tests.api.fleet import END, S, Streamed, fleet_lines, follower_shrink_predicted, stream_into
+
+j = msgspec.to_builtins  # typed records as the JSON the engine's records are compared in
 
 
 @pytest.fixture
@@ -22,8 +28,8 @@ def filled(store_url: str):
         yield store, stream_into(store, fleet_lines())
 
 
-def _keys(records: list[dict]) -> list[tuple]:
-    return [(r["cluster"], r["topic"], r["partition"]) for r in records]
+def _keys(records: list) -> list[tuple]:
+    return [(r["cluster"], r["topic"], r["partition"]) for r in j(records)]
 
 
 def _all_pages(read, page_size: int) -> list[dict]:
@@ -31,16 +37,17 @@ def _all_pages(read, page_size: int) -> list[dict]:
     while True:
         page = read(after=after, limit=page_size)
         assert len(page.items) <= page_size
-        items += page.items
+        items += j(page.items)
         if page.next_key is None:
             return items
         after = page.next_key
 
 
 def test_write_batch_is_idempotent_per_batch_id(store_url: str) -> None:
-    decision = {"ts": 5, "cluster": "c", "topic": "t", "partition": 0, "kind": "rejected", "leader": None,
-                "leader_epoch": -1, "isr_before": [], "isr_after": [], "replicas_changed": [], "reasons": {},
-                "error": "STALE_CONTROLLER_EPOCH", "hw": 0, "leader_leo": 0}
+    decision = msgspec.convert(
+        {"ts": 5, "cluster": "c", "topic": "t", "partition": 0, "kind": "rejected", "leader": None,
+         "leader_epoch": -1, "isr_before": [], "isr_after": [], "replicas_changed": [], "reasons": {},
+         "error": "STALE_CONTROLLER_EPOCH", "hw": 0, "leader_leo": 0}, Decision)
     with open_store(store_url) as store:
         assert store.last_batch_id() is None
         assert store.write_batch(3, decisions=[decision], counters={"late_events": 2}, watermark_ms=10)
@@ -60,8 +67,8 @@ def test_write_batch_is_idempotent_per_batch_id(store_url: str) -> None:
 def test_a_failing_batch_commits_nothing(store_url: str) -> None:
     with open_store(store_url) as store:
         store.write_batch(0, blobs={"book": b"v1"}, watermark_ms=1)
-        broken = {"ts": 7, "cluster": "c"}  # a decision without its fields fails half-way through
-        with pytest.raises(KeyError):
+        broken = SimpleNamespace(ts=7, cluster="c")  # a decision without its fields fails half-way through
+        with pytest.raises(AttributeError):
             store.write_batch(1, blobs={"book": b"v2"}, counters={"late_events": 1}, decisions=[broken],
                               watermark_ms=8)
         assert store.last_batch_id() == 0
@@ -94,12 +101,12 @@ def test_partitions_are_upserted_with_their_replicas(filled) -> None:
     assert _keys(_all_pages(store.partitions, 1000)) == _keys(seen.states)
     east = next(s for s in seen.states if _keys([s])[0] == ("east", "topic-0", 0))
     west = next(s for s in seen.states if _keys([s])[0] == ("west", "topic-0", 0))
-    assert store.partition("topic-0", 0, "east") == [east]
-    assert store.partition("topic-0", 0) == [east, west]  # no cluster named: every cluster's
+    assert j(store.partition("topic-0", 0, "east")) == [east]
+    assert j(store.partition("topic-0", 0)) == [east, west]  # no cluster named: every cluster's
     # Reassign east topic-0/0 to other brokers: the old replicas stop matching the broker filter.
     moved = {**east, "replicas": [7, 8], "isr": [7, 8], "leader": 7, "followers": []}
-    assert store.write_batch(99, partitions=[moved])
-    assert store.partition("topic-0", 0, "east") == [moved]
+    assert store.write_batch(99, partitions=[msgspec.convert(moved, PartitionRecord)])
+    assert j(store.partition("topic-0", 0, "east")) == [moved]
     for broker in east["replicas"]:
         assert ("east", "topic-0", 0) not in _keys(store.partitions(broker=broker, limit=1000).items)
     assert _keys(store.partitions(broker=8, limit=1000).items) == [("east", "topic-0", 0)]
@@ -134,7 +141,7 @@ def test_shrink_predicted_is_judged_at_the_watermark(filled, window_ms: int | No
     now = store.stream_position().watermark_ms
     assert now == END + 1
     expected = [s for s in seen.states if any(follower_shrink_predicted(f, now, window_ms) for f in s["followers"])]
-    got = store.partitions(state="shrink_predicted", now_ms=now, window_ms=window_ms, limit=1000).items
+    got = j(store.partitions(state="shrink_predicted", now_ms=now, window_ms=window_ms, limit=1000).items)
     assert _keys(got) == _keys(expected)
     followers = sum(follower_shrink_predicted(f, now, window_ms) for s in seen.states for f in s["followers"])
     assert sum(store.followers_predicted_to_shrink(now, window_ms).values()) == followers
@@ -165,7 +172,7 @@ def test_decisions_newest_first_with_filters(filled) -> None:
 def test_propagations_with_filters(filled) -> None:
     store, seen = filled
     assert len(seen.propagations) >= 2
-    assert sorted(map(str, store.propagations(limit=100).items)) == sorted(map(str, seen.propagations))
+    assert sorted(map(str, j(store.propagations(limit=100).items))) == sorted(map(str, seen.propagations))
     one = seen.propagations[0]
     topic = one["partitions"][0]["topic"]
     for kwargs, keep in (({"broker": one["broker"]}, lambda p: p["broker"] == one["broker"]),
@@ -173,7 +180,8 @@ def test_propagations_with_filters(filled) -> None:
                          ({"trigger": "max_delay"}, lambda p: p["trigger"] == "max_delay"),
                          ({"since": one["ts"] + 1}, lambda p: p["ts"] > one["ts"])):
         expected = [p for p in seen.propagations if keep(p)]
-        assert sorted(map(str, store.propagations(**kwargs, limit=100).items)) == sorted(map(str, expected)), kwargs
+        assert sorted(map(str, j(store.propagations(**kwargs, limit=100).items))) == sorted(map(str, expected)), \
+            kwargs
 
 
 def test_brokers_keep_the_pending_set_and_replica_counts(filled) -> None:
@@ -207,7 +215,7 @@ def test_dead_letters_keep_any_input(store_url: str) -> None:
     """Garbage input (NUL bytes, broken UTF-8) is stored and served as received, on both databases."""
     raws = ["\x00\ufffd garbage", '{"type": "tick", "ts": 1}\x00', "plain"]
     with open_store(store_url) as store:
-        store.write_batch(0, dead_letters=[{"raw": raw, "reason": "invalid JSON", "field": None} for raw in raws])
+        store.write_batch(0, dead_letters=[DeadLetter(raw=raw, reason="invalid JSON", field=None) for raw in raws])
         assert [d["raw"] for d in store.dead_letters().items] == raws[::-1]
 
 

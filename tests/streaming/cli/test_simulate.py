@@ -12,8 +12,11 @@ from kafka import KafkaConsumer
 from state.config import Config
 from state.events import parse_event
 from streaming.cli import main
-from streaming.simulate_cmd import DirectorySink, Pacer, run
-from streaming.simulator import SimConfig, parse_fault, simulate, simulate_events, with_scenario
+from streaming.sim.config import SimConfig
+from streaming.sim.faults import parse_fault
+from streaming.sim.model import simulate, simulate_events, with_scenario
+from streaming.sim.pacing import Pacer, run
+from streaming.sim.sinks import DirectorySink
 
 LAG = ["--set", "replica_lag_time_max_ms=10000"]
 
