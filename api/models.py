@@ -1,14 +1,19 @@
 """Response schemas: they document the API (OpenAPI, with examples) and schemathesis checks replies against them.
 
 The routes build plain dicts and render them directly; these models are the contract those dicts
-must meet, not a conversion step on the hot path.
+must meet, not a conversion step on the hot path. The SPEC §5 records are not retyped here: their
+models are built from the core's structs (`state.records`), field for field.
 """
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+import types
+from typing import Any, Union, get_args, get_origin
 
-from state.records import DecisionKind, ShrinkReason, Trigger
+import msgspec
+from pydantic import BaseModel, ConfigDict, Field, create_model
+
+from state import records
 
 
 def _example(example: dict) -> ConfigDict:
@@ -39,27 +44,44 @@ class ErrorBody(BaseModel):
     detail: str = Field(description="what went wrong; for invalid_parameter it starts with the parameter")
 
 
-class TopicPartition(BaseModel):
-    topic: str
-    partition: int
+_MODELS: dict[type, type[BaseModel]] = {}
 
 
-class Follower(BaseModel):
-    """The leader's record of one follower (SPEC §5) plus how it looks as of the watermark."""
+def _pydantic(annotation: Any) -> Any:
+    """A struct's field type with every nested struct replaced by its model."""
+    if annotation in _MODELS:
+        return _MODELS[annotation]
+    origin, args = get_origin(annotation), get_args(annotation)
+    if origin in (Union, types.UnionType):
+        return Union[tuple(_pydantic(a) for a in args)]  # noqa: UP007 - built from a runtime tuple
+    if origin is not None and args:
+        return origin[tuple(_pydantic(a) for a in args)]
+    return annotation
 
-    model_config = _example(_FOLLOWER)
-    replica: int
-    leo: int = Field(description="the follower's log end offset as last fetched (-1 = unknown)")
-    log_start_offset: int
-    last_caught_up_ms: int = Field(description="event time the follower was last caught up with the leader's LEO")
-    last_fetch_leader_leo: int
-    last_fetch_ms: int
-    in_sync: bool
-    lag_offsets: int | None = Field(description="leader LEO minus follower LEO (null while the LEO is unknown)")
-    shrink_eligible_at_ms: int | None = Field(description="when an isr-expiration check may remove it")
-    predicted_shrink_at_ms: int | None = Field(description="the first scheduled isr-expiration check from then")
-    time_since_caught_up_ms: int | None = Field(description="watermark minus last_caught_up_ms")
-    shrink_predicted: bool = Field(description="in the ISR and past or within the window of its lag limit")
+
+def _from_struct(struct: type[msgspec.Struct], example: dict | None = None, doc: str | None = None,
+                 described: dict[str, str] | None = None, **extra: Any) -> type[BaseModel]:
+    """The model of a core record: its fields in order, with descriptions, plus `extra` (name: (type, Field))."""
+    described = described or {}
+    fields: dict[str, Any] = {f.name: (_pydantic(f.type), Field(description=described.get(f.name)))
+                              for f in msgspec.structs.fields(struct)}
+    model = create_model(struct.__name__.removesuffix("Record"), __config__=_example(example) if example else None,
+                         __doc__=doc or struct.__doc__, **fields, **extra)
+    _MODELS[struct] = model
+    return model
+
+
+TopicPartition = _from_struct(records.TopicPartition)
+Follower = _from_struct(
+    records.FollowerRecord, _FOLLOWER, "The leader's record of one follower (SPEC §5) plus how it looks as of the "
+    "watermark.", {
+        "leo": "the follower's log end offset as last fetched (-1 = unknown)",
+        "last_caught_up_ms": "event time the follower was last caught up with the leader's LEO",
+        "lag_offsets": "leader LEO minus follower LEO (null while the LEO is unknown)",
+        "shrink_eligible_at_ms": "when an isr-expiration check may remove it",
+        "predicted_shrink_at_ms": "the first scheduled isr-expiration check from then"},
+    time_since_caught_up_ms=(int | None, Field(description="watermark minus last_caught_up_ms")),
+    shrink_predicted=(bool, Field(description="in the ISR and past or within the window of its lag limit")))
 
 
 class PartitionSummary(BaseModel):
@@ -112,24 +134,8 @@ class PartitionIsr(BaseModel):
     isr: list[int]
 
 
-class Decision(BaseModel):
-    """A SPEC §5 decision record."""
-
-    model_config = _example(_DECISION)
-    ts: int
-    cluster: str
-    topic: str
-    partition: int
-    kind: DecisionKind
-    leader: int | None
-    leader_epoch: int
-    isr_before: list[int]
-    isr_after: list[int]
-    replicas_changed: list[int]
-    reasons: dict[str, ShrinkReason] = Field(description="why each removed replica left the ISR (shrinks)")
-    error: str | None
-    hw: int
-    leader_leo: int
+Decision = _from_struct(records.Decision, _DECISION, "A SPEC §5 decision record.",
+                        {"reasons": "why each removed replica left the ISR (shrinks)"})
 
 
 class DecisionPage(BaseModel):
@@ -138,17 +144,9 @@ class DecisionPage(BaseModel):
     next_page_token: str | None
 
 
-class Propagation(BaseModel):
-    """A SPEC §5 propagation record: one ISR-change batch a leader broker sent."""
-
-    model_config = _example(_PROPAGATION)
-    ts: int
-    cluster: str
-    broker: int
-    partitions: list[TopicPartition]
-    trigger: Trigger = Field(description="linger: changes were quiet; max_delay: the last batch was too long ago")
-    first_change_ts: int | None
-    last_change_ts: int
+Propagation = _from_struct(
+    records.Propagation, _PROPAGATION, "A SPEC §5 propagation record: one ISR-change batch a leader broker sent.",
+    {"trigger": "linger: changes were quiet; max_delay: the last batch was too long ago"})
 
 
 class PropagationPage(BaseModel):

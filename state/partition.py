@@ -70,28 +70,32 @@ class Partition(Struct, array_like=True, gc=False):
         return self.leader is not None and self.leader >= 0
 
 
-class IsrChange(Struct, array_like=True, frozen=True, tag="c"):
-    """A leader ISR write (expand or shrink) to propagate; the first five fields are its `Order`."""
+class Ordered(Struct, array_like=True, frozen=True):
+    """What the propagation book receives from the engine: its first five fields are its `Order`."""
 
     ts: int
     phase: int
     seq: int
     arrival: int
     half: int
+
+    @property
+    def order(self) -> Order:
+        return Order(self.ts, self.phase, self.seq, self.arrival, self.half)
+
+
+class IsrChange(Ordered, frozen=True, tag="c"):
+    """A leader ISR write (expand or shrink) to propagate."""
+
     cluster: str
     broker: int
     topic: str
     partition: int
 
 
-class PropagationTick(Struct, array_like=True, frozen=True, tag="t"):
-    """An explicit isr-change-propagation run for one cluster, ordered like an `IsrChange`."""
+class PropagationTick(Ordered, frozen=True, tag="t"):
+    """An explicit isr-change-propagation run for one cluster."""
 
-    ts: int
-    phase: int
-    seq: int
-    arrival: int
-    half: int
     cluster: str
 
 

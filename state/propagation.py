@@ -8,11 +8,12 @@ to W": fed ISR changes and explicit ticks in any order and cut, it gives the bat
 
 from __future__ import annotations
 
+from operator import attrgetter
+
 import msgspec
 from msgspec import Struct
 
 from .config import Config
-from .order import Order
 from .partition import IsrChange, PropagationTick
 from .records import BrokerRecord, Propagation, TopicPartition, Trigger
 from .schedule import INF, first_at_or_after
@@ -41,10 +42,6 @@ class _BookState(Struct, array_like=True):
 
 _encoder = msgspec.msgpack.Encoder()
 _decoder = msgspec.msgpack.Decoder(_BookState)
-
-
-def _order(item: IsrChange | PropagationTick) -> Order:
-    return Order(item.ts, item.phase, item.seq, item.arrival, item.half)
 
 
 class PropagationBook:
@@ -87,7 +84,7 @@ class PropagationBook:
         out: list[Propagation] = []
         if until <= self.applied_until:
             return out
-        self.buffer.sort(key=_order)
+        self.buffer.sort(key=attrgetter("order"))
         done = 0
         for item in self.buffer:
             if item.ts >= until:

@@ -13,6 +13,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 import msgspec
+from fastapi.testclient import TestClient
 
 from state.config import Config
 from state.engine import PartitionEngine
@@ -31,6 +32,7 @@ EAST = StreamShape(partitions=24, brokers=6, topics=3, stuck_followers=2, slow_f
 WEST = StreamShape(partitions=12, brokers=4, topics=2, stuck_followers=1, slow_followers=1, start_ms=S + 13_000,
                    cluster="west")
 END = S + 24_000
+NOW = END + 1  # the last batch's watermark: event-time "now" for every derived value
 # The batches a streaming sink would commit: settled watermarks (exclusive upper bounds).
 CUTS = (S + 9_000, S + 21_000, S + 23_000, END + 1)
 OFFLINE = ("topic-1", 2)  # east: leader -1 from S+20000
@@ -110,3 +112,25 @@ def stream_into(store: Store, lines: list[bytes], cuts: tuple[int, ...] = CUTS, 
 def follower_shrink_predicted(follower: dict, now_ms: int | None, window_ms: int | None) -> bool:
     """`state.records.shrink_predicted` on a follower's JSON form."""
     return shrink_predicted(follower["shrink_eligible_at_ms"], follower["last_caught_up_ms"], now_ms, window_ms)
+
+
+def key(r: dict) -> tuple:
+    return (r["cluster"], r["topic"], r["partition"])
+
+
+def pages(client: TestClient, path: str, field: str, page_size: int, **params) -> list[dict]:
+    """Follow next_page_token to the end; every page but the last is full."""
+    items: list[dict] = []
+    token = None
+    while True:
+        query = {**params, "page_size": page_size, **({"page_token": token} if token else {})}
+        body = client.get(path, params=query).json()
+        items += body[field]
+        token = body["next_page_token"]
+        if token is None:
+            return items
+        assert len(body[field]) == page_size
+
+
+def state_record(fleet: Streamed, cluster: str, topic: str, partition: int) -> dict:
+    return next(s for s in fleet.states if key(s) == (cluster, topic, partition))

@@ -4,31 +4,7 @@ from __future__ import annotations
 
 from fastapi.testclient import TestClient
 
-from tests.api.fleet import END, OFFLINE, REELECTED, Streamed
-
-NOW = END + 1  # the last batch's watermark: event-time "now" for every derived value
-
-
-def _key(r: dict) -> tuple:
-    return (r["cluster"], r["topic"], r["partition"])
-
-
-def _pages(client: TestClient, path: str, field: str, page_size: int, **params) -> list[dict]:
-    """Follow next_page_token to the end; every page but the last is full."""
-    items: list[dict] = []
-    token = None
-    while True:
-        query = {**params, "page_size": page_size, **({"page_token": token} if token else {})}
-        body = client.get(path, params=query).json()
-        items += body[field]
-        token = body["next_page_token"]
-        if token is None:
-            return items
-        assert len(body[field]) == page_size
-
-
-def _state(fleet: Streamed, cluster: str, topic: str, partition: int) -> dict:
-    return next(s for s in fleet.states if _key(s) == (cluster, topic, partition))
+from tests.api.fleet import NOW, OFFLINE, REELECTED, Streamed, state_record
 
 
 def test_brokers_list(client: TestClient, fleet: Streamed) -> None:
@@ -62,7 +38,7 @@ def test_broker_detail(client: TestClient, fleet: Streamed) -> None:
     r = client.get(f"/v1/brokers/{removed}", params={"cluster": "east"}).json()
     out = {(f["topic"], f["partition"]): f for f in r["out_of_sync_followers"]}
     follower = out[(shrink["topic"], shrink["partition"])]
-    state = _state(fleet, "east", shrink["topic"], shrink["partition"])
+    state = state_record(fleet, "east", shrink["topic"], shrink["partition"])
     record = next(f for f in state["followers"] if f["replica"] == removed)
     assert follower["lag_offsets"] == record["lag_offsets"]
     assert follower["time_since_caught_up_ms"] == NOW - record["last_caught_up_ms"]

