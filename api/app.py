@@ -47,8 +47,9 @@ def create_app(store_url: str, settings: Settings | None = None, **overrides: An
         yield
         store.close()
 
-    app = FastAPI(title="isrwatch", version="1", description=DESCRIPTION, default_response_class=JSON,
-                  lifespan=lifespan)
+    app = FastAPI(
+        title="isrwatch", version="1", description=DESCRIPTION, default_response_class=JSON, lifespan=lifespan
+    )
     app.state.store = store
     app.state.settings = settings
     app.state.registry = registry_for(store, settings)
@@ -57,6 +58,10 @@ def create_app(store_url: str, settings: Settings | None = None, **overrides: An
         app.include_router(module.router)
     app.mount("/static", StatusPageFiles(directory=settings.static_dir, check_dir=False), name="static")
     if settings.cors_origins:
-        app.add_middleware(CORSMiddleware, allow_origins=list(settings.cors_origins), allow_methods=["GET"],
-                           allow_headers=["Authorization"])
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=list(settings.cors_origins),
+            allow_methods=["GET"],
+            allow_headers=["Authorization"],
+        )
     return app

@@ -41,8 +41,9 @@ NowDep = Annotated[int | None, Depends(event_time_now)]
 _bearer = HTTPBearer(auto_error=False, description="set when the API runs with --token / ISRWATCH_API_TOKEN")
 
 
-async def require_token(settings: SettingsDep,
-                        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> None:
+async def require_token(
+    settings: SettingsDep, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+) -> None:
     """Bearer-token check for every data route (health probes and the status page stay open)."""
     expected = settings.token
     if expected is None:

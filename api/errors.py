@@ -15,15 +15,23 @@ from state.store import StoreError
 
 log = logging.getLogger("isrwatch.api")
 
-_CODES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found", 405: "method_not_allowed",
-          422: "invalid_parameter", 503: "unavailable"}
+_CODES = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    422: "invalid_parameter",
+    503: "unavailable",
+}
 
 
 class ApiError(Exception):
     """A failure with its HTTP status, machine-readable code and human-readable detail."""
 
-    def __init__(self, status: int, detail: str, code: str | None = None,
-                 headers: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, status: int, detail: str, code: str | None = None, headers: dict[str, str] | None = None
+    ) -> None:
         super().__init__(detail)
         self.status = status
         self.code = code or _CODES.get(status, "error")
@@ -69,8 +77,9 @@ def install(app: FastAPI) -> None:
         detail = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
         if exc.status_code == 404 and detail == "Not Found":
             detail = f"no route {request.url.path}"
-        return error_response(exc.status_code, _CODES.get(exc.status_code, "error"), detail,
-                              getattr(exc, "headers", None))
+        return error_response(
+            exc.status_code, _CODES.get(exc.status_code, "error"), detail, getattr(exc, "headers", None)
+        )
 
     async def _store_down(request: Request, exc: Exception) -> JSONResponse:
         log.warning("store error on %s: %s", request.url.path, exc)

@@ -65,8 +65,11 @@ class StoreCollector(Collector):
         topics = self.settings.partition_metrics_topics
         if not topics:
             return
-        isr, assigned, under = (_gauge(m.PARTITION_IN_SYNC_REPLICAS), _gauge(m.PARTITION_REPLICAS),
-                                _gauge(m.PARTITION_UNDER_REPLICATED))
+        isr, assigned, under = (
+            _gauge(m.PARTITION_IN_SYNC_REPLICAS),
+            _gauge(m.PARTITION_REPLICAS),
+            _gauge(m.PARTITION_UNDER_REPLICATED),
+        )
         for record in self.store.topic_partitions(topics):
             labels = [record.cluster, record.topic, str(record.partition)]
             isr.add_metric(labels, len(record.isr))
@@ -106,8 +109,11 @@ class StoreCollector(Collector):
         yield since
 
     def _tallies(self) -> Iterator[Metric]:
-        counters = {metric.tally: CounterMetricFamily(metric.name, metric.help, labels=list(metric.labels))
-                    for metric in m.CATALOGUE if metric.kind is m.Kind.COUNTER}
+        counters = {
+            metric.tally: CounterMetricFamily(metric.name, metric.help, labels=list(metric.labels))
+            for metric in m.CATALOGUE
+            if metric.kind is m.Kind.COUNTER
+        }
         histograms = [metric for metric in m.CATALOGUE if metric.kind is m.Kind.HISTOGRAM]
         # histogram tally -> cluster -> {le: count}, and -> cluster -> sum
         buckets: dict[str, dict[str, dict[str, float]]] = defaultdict(lambda: defaultdict(dict))

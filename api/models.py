@@ -20,22 +20,73 @@ def _example(example: dict) -> ConfigDict:
     return ConfigDict(populate_by_name=True, json_schema_extra={"examples": [example]})
 
 
-_DECISION = {"ts": 15000, "cluster": "default", "topic": "orders", "partition": 0, "kind": "shrink", "leader": 1,
-             "leader_epoch": 0, "isr_before": [1, 2, 3], "isr_after": [1, 2], "replicas_changed": [3],
-             "reasons": {"3": "stuck"}, "error": None, "hw": 150, "leader_leo": 150}
-_PROPAGATION = {"ts": 22500, "cluster": "default", "broker": 1, "partitions": [{"topic": "orders", "partition": 0}],
-                "trigger": "linger", "first_change_ts": 15000, "last_change_ts": 15000}
-_FOLLOWER = {"replica": 2, "leo": 140, "log_start_offset": 0, "last_caught_up_ms": 21000,
-             "last_fetch_leader_leo": 150, "last_fetch_ms": 22000, "in_sync": True, "lag_offsets": 10,
-             "shrink_eligible_at_ms": 31001, "predicted_shrink_at_ms": 35000, "time_since_caught_up_ms": 4000,
-             "shrink_predicted": False}
-_SUMMARY = {"cluster": "default", "topic": "orders", "partition": 0, "leader": 1, "leader_epoch": 0,
-            "replicas": [1, 2, 3], "in-sync": [1, 2], "out-of-sync": [3], "hw": 140, "leader_leo": 150,
-            "offline": False, "under_replicated": True, "under_min_isr": False, "at_min_isr": False,
-            "shrink_predicted": False}
-_BROKER = {"cluster": "default", "broker": 1, "partitions_led": 12, "replicas": 30, "out_of_sync_replicas": 1,
-           "pending_isr_change_count": 1, "last_isr_change_ms": 15000, "last_propagation_ms": 10000,
-           "time_since_last_propagation_ms": 15000}
+_DECISION = {
+    "ts": 15000,
+    "cluster": "default",
+    "topic": "orders",
+    "partition": 0,
+    "kind": "shrink",
+    "leader": 1,
+    "leader_epoch": 0,
+    "isr_before": [1, 2, 3],
+    "isr_after": [1, 2],
+    "replicas_changed": [3],
+    "reasons": {"3": "stuck"},
+    "error": None,
+    "hw": 150,
+    "leader_leo": 150,
+}
+_PROPAGATION = {
+    "ts": 22500,
+    "cluster": "default",
+    "broker": 1,
+    "partitions": [{"topic": "orders", "partition": 0}],
+    "trigger": "linger",
+    "first_change_ts": 15000,
+    "last_change_ts": 15000,
+}
+_FOLLOWER = {
+    "replica": 2,
+    "leo": 140,
+    "log_start_offset": 0,
+    "last_caught_up_ms": 21000,
+    "last_fetch_leader_leo": 150,
+    "last_fetch_ms": 22000,
+    "in_sync": True,
+    "lag_offsets": 10,
+    "shrink_eligible_at_ms": 31001,
+    "predicted_shrink_at_ms": 35000,
+    "time_since_caught_up_ms": 4000,
+    "shrink_predicted": False,
+}
+_SUMMARY = {
+    "cluster": "default",
+    "topic": "orders",
+    "partition": 0,
+    "leader": 1,
+    "leader_epoch": 0,
+    "replicas": [1, 2, 3],
+    "in-sync": [1, 2],
+    "out-of-sync": [3],
+    "hw": 140,
+    "leader_leo": 150,
+    "offline": False,
+    "under_replicated": True,
+    "under_min_isr": False,
+    "at_min_isr": False,
+    "shrink_predicted": False,
+}
+_BROKER = {
+    "cluster": "default",
+    "broker": 1,
+    "partitions_led": 12,
+    "replicas": 30,
+    "out_of_sync_replicas": 1,
+    "pending_isr_change_count": 1,
+    "last_isr_change_ms": 15000,
+    "last_propagation_ms": 10000,
+    "time_since_last_propagation_ms": 15000,
+}
 
 
 class ErrorBody(BaseModel):
@@ -59,29 +110,44 @@ def _pydantic(annotation: Any) -> Any:
     return annotation
 
 
-def _from_struct(struct: type[msgspec.Struct], example: dict | None = None, doc: str | None = None,
-                 described: dict[str, str] | None = None, **extra: Any) -> type[BaseModel]:
+def _from_struct(
+    struct: type[msgspec.Struct],
+    example: dict | None = None,
+    doc: str | None = None,
+    described: dict[str, str] | None = None,
+    **extra: Any,
+) -> type[BaseModel]:
     """The model of a core record: its fields in order, with descriptions, plus `extra` (name: (type, Field))."""
     described = described or {}
-    fields: dict[str, Any] = {f.name: (_pydantic(f.type), Field(description=described.get(f.name)))
-                              for f in msgspec.structs.fields(struct)}
-    model = create_model(struct.__name__.removesuffix("Record"), __config__=_example(example) if example else None,
-                         __doc__=doc or struct.__doc__, **fields, **extra)
+    fields: dict[str, Any] = {
+        f.name: (_pydantic(f.type), Field(description=described.get(f.name))) for f in msgspec.structs.fields(struct)
+    }
+    model = create_model(
+        struct.__name__.removesuffix("Record"),
+        __config__=_example(example) if example else None,
+        __doc__=doc or struct.__doc__,
+        **fields,
+        **extra,
+    )
     _MODELS[struct] = model
     return model
 
 
 TopicPartition = _from_struct(records.TopicPartition)
 Follower = _from_struct(
-    records.FollowerRecord, _FOLLOWER, "The leader's record of one follower (SPEC §5) plus how it looks as of the "
-    "watermark.", {
+    records.FollowerRecord,
+    _FOLLOWER,
+    "The leader's record of one follower (SPEC §5) plus how it looks as of the watermark.",
+    {
         "leo": "the follower's log end offset as last fetched (-1 = unknown)",
         "last_caught_up_ms": "event time the follower was last caught up with the leader's LEO",
         "lag_offsets": "leader LEO minus follower LEO (null while the LEO is unknown)",
         "shrink_eligible_at_ms": "when an isr-expiration check may remove it",
-        "predicted_shrink_at_ms": "the first scheduled isr-expiration check from then"},
+        "predicted_shrink_at_ms": "the first scheduled isr-expiration check from then",
+    },
     time_since_caught_up_ms=(int | None, Field(description="watermark minus last_caught_up_ms")),
-    shrink_predicted=(bool, Field(description="in the ISR and past or within the window of its lag limit")))
+    shrink_predicted=(bool, Field(description="in the ISR and past or within the window of its lag limit")),
+)
 
 
 class PartitionSummary(BaseModel):
@@ -106,8 +172,17 @@ class PartitionSummary(BaseModel):
 
 
 class PartitionDetail(PartitionSummary):
-    model_config = _example({**_SUMMARY, "controller_epoch": 1, "partition_epoch": 1, "isr": [1, 2],
-                             "leader_epoch_start_offset": 100, "followers": [_FOLLOWER], "as_of_ms": 25001})
+    model_config = _example(
+        {
+            **_SUMMARY,
+            "controller_epoch": 1,
+            "partition_epoch": 1,
+            "isr": [1, 2],
+            "leader_epoch_start_offset": 100,
+            "followers": [_FOLLOWER],
+            "as_of_ms": 25001,
+        }
+    )
     controller_epoch: int
     partition_epoch: int
     isr: list[int]
@@ -124,8 +199,9 @@ class PartitionPage(BaseModel):
 
 
 class PartitionIsr(BaseModel):
-    model_config = _example({"cluster": "default", "topic": "orders", "partition": 0, "leader": 1,
-                             "leader_epoch": 0, "isr": [1, 2]})
+    model_config = _example(
+        {"cluster": "default", "topic": "orders", "partition": 0, "leader": 1, "leader_epoch": 0, "isr": [1, 2]}
+    )
     cluster: str
     topic: str
     partition: int
@@ -134,8 +210,12 @@ class PartitionIsr(BaseModel):
     isr: list[int]
 
 
-Decision = _from_struct(records.Decision, _DECISION, "A SPEC §5 decision record.",
-                        {"reasons": "why each removed replica left the ISR (shrinks)"})
+Decision = _from_struct(
+    records.Decision,
+    _DECISION,
+    "A SPEC §5 decision record.",
+    {"reasons": "why each removed replica left the ISR (shrinks)"},
+)
 
 
 class DecisionPage(BaseModel):
@@ -145,8 +225,11 @@ class DecisionPage(BaseModel):
 
 
 Propagation = _from_struct(
-    records.Propagation, _PROPAGATION, "A SPEC §5 propagation record: one ISR-change batch a leader broker sent.",
-    {"trigger": "linger: changes were quiet; max_delay: the last batch was too long ago"})
+    records.Propagation,
+    _PROPAGATION,
+    "A SPEC §5 propagation record: one ISR-change batch a leader broker sent.",
+    {"trigger": "linger: changes were quiet; max_delay: the last batch was too long ago"},
+)
 
 
 class PropagationPage(BaseModel):
@@ -163,8 +246,12 @@ class DeadLetter(BaseModel):
 
 
 class DeadLetterPage(BaseModel):
-    model_config = _example({"dead_letters": [{"raw": "{\"type\": \"fetch\"", "reason": "invalid JSON: ...",
-                                               "field": None, "ts": None}], "next_page_token": None})
+    model_config = _example(
+        {
+            "dead_letters": [{"raw": '{"type": "fetch"', "reason": "invalid JSON: ...", "field": None, "ts": None}],
+            "next_page_token": None,
+        }
+    )
     dead_letters: list[DeadLetter]
     next_page_token: str | None
 
@@ -198,12 +285,25 @@ class OutOfSyncReplica(BaseModel):
 
 
 class BrokerDetail(BrokerSummary):
-    model_config = _example({**_BROKER, "pending_isr_changes": [{"topic": "orders", "partition": 0}],
-                             "first_change_ts": 15000,
-                             "out_of_sync_followers": [{"topic": "orders", "partition": 0, "leo": 100,
-                                                        "lag_offsets": 50, "last_caught_up_ms": 1600,
-                                                        "time_since_caught_up_ms": 23401}],
-                             "recent_batches": [_PROPAGATION], "as_of_ms": 25001})
+    model_config = _example(
+        {
+            **_BROKER,
+            "pending_isr_changes": [{"topic": "orders", "partition": 0}],
+            "first_change_ts": 15000,
+            "out_of_sync_followers": [
+                {
+                    "topic": "orders",
+                    "partition": 0,
+                    "leo": 100,
+                    "lag_offsets": 50,
+                    "last_caught_up_ms": 1600,
+                    "time_since_caught_up_ms": 23401,
+                }
+            ],
+            "recent_batches": [_PROPAGATION],
+            "as_of_ms": 25001,
+        }
+    )
     pending_isr_changes: list[TopicPartition]
     first_change_ts: int | None
     out_of_sync_followers: list[OutOfSyncReplica] = Field(description="the first 100, by topic and partition")
@@ -216,8 +316,15 @@ class Health(BaseModel):
 
 
 class Readiness(BaseModel):
-    model_config = _example({"status": "ready", "last_batch_id": 42, "last_batch_age_seconds": 3.2,
-                             "watermark_ms": 1700000000000, "watermark_lag_seconds": 8.1})
+    model_config = _example(
+        {
+            "status": "ready",
+            "last_batch_id": 42,
+            "last_batch_age_seconds": 3.2,
+            "watermark_ms": 1700000000000,
+            "watermark_lag_seconds": 8.1,
+        }
+    )
     status: str
     last_batch_id: int
     last_batch_age_seconds: float

@@ -41,8 +41,9 @@ def decode_page_token(token: str | None, shape: tuple[type, ...]) -> Key | None:
         key = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
     except (binascii.Error, ValueError):
         raise invalid("page_token", "not a token this API issued") from None
-    if not (isinstance(key, list) and len(key) == len(shape)
-            and all(_fits(v, t) for v, t in zip(key, shape, strict=True))):
+    if not (
+        isinstance(key, list) and len(key) == len(shape) and all(_fits(v, t) for v, t in zip(key, shape, strict=True))
+    ):
         raise invalid("page_token", "not a token of this endpoint")
     return tuple(key)
 

@@ -25,8 +25,15 @@ class JSON(JSONResponse):
         return msgspec.json.encode(content)
 
 
-ClusterQ = Annotated[str | None, Query(min_length=1, max_length=CLUSTER_MAX_LENGTH, pattern=CLUSTER_PATTERN,
-                                       description="cluster name; optional when only one cluster has the object")]
+ClusterQ = Annotated[
+    str | None,
+    Query(
+        min_length=1,
+        max_length=CLUSTER_MAX_LENGTH,
+        pattern=CLUSTER_PATTERN,
+        description="cluster name; optional when only one cluster has the object",
+    ),
+]
 TopicQ = Annotated[str | None, Query(min_length=1, max_length=TOPIC_MAX_LENGTH, pattern=TOPIC_PATTERN)]
 BrokerQ = Annotated[int | None, Query(ge=0, le=MAX_ID, description="broker id")]
 SinceQ = Annotated[int | None, Query(ge=0, le=MAX_MS, description="only records with ts >= since (epoch ms)")]
@@ -36,8 +43,12 @@ BrokerP = Annotated[int, Path(ge=0, le=MAX_ID)]
 
 ERRORS: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorBody, "description": text}
-    for status, text in ((401, "missing or wrong bearer token"), (422, "a parameter is invalid; the detail names it"),
-                         (503, "the store did not answer"))}
+    for status, text in (
+        (401, "missing or wrong bearer token"),
+        (422, "a parameter is invalid; the detail names it"),
+        (503, "the store did not answer"),
+    )
+}
 NOT_FOUND: dict[int | str, dict[str, Any]] = {**ERRORS, 404: {"model": ErrorBody, "description": "no such object"}}
 
 

@@ -22,43 +22,70 @@ def partition_summary(record: PartitionRecord, now_ms: int | None, window_ms: in
     """Cruise Control's partition state shape plus the SPEC §5 health flags and the shrink outlook."""
     members = set(record.isr)
     return {
-        "cluster": record.cluster, "topic": record.topic, "partition": record.partition, "leader": record.leader,
-        "leader_epoch": record.leader_epoch, "replicas": record.replicas, "in-sync": record.isr,
-        "out-of-sync": [r for r in record.replicas if r not in members], "hw": record.hw,
-        "leader_leo": record.leader_leo, "offline": record.offline, "under_replicated": record.under_replicated,
-        "under_min_isr": record.under_min_isr, "at_min_isr": record.at_min_isr,
+        "cluster": record.cluster,
+        "topic": record.topic,
+        "partition": record.partition,
+        "leader": record.leader,
+        "leader_epoch": record.leader_epoch,
+        "replicas": record.replicas,
+        "in-sync": record.isr,
+        "out-of-sync": [r for r in record.replicas if r not in members],
+        "hw": record.hw,
+        "leader_leo": record.leader_leo,
+        "offline": record.offline,
+        "under_replicated": record.under_replicated,
+        "under_min_isr": record.under_min_isr,
+        "at_min_isr": record.at_min_isr,
         "shrink_predicted": any(_predicted(f, now_ms, window_ms) for f in record.followers),
     }
 
 
 def partition_detail(record: PartitionRecord, now_ms: int | None, window_ms: int | None) -> dict:
     """The full SPEC §5 record, each follower with how long ago it caught up and its shrink outlook."""
-    followers = [{**msgspec.structs.asdict(f), "time_since_caught_up_ms": _since(now_ms, f.last_caught_up_ms),
-                  "shrink_predicted": _predicted(f, now_ms, window_ms)} for f in record.followers]
+    followers = [
+        {
+            **msgspec.structs.asdict(f),
+            "time_since_caught_up_ms": _since(now_ms, f.last_caught_up_ms),
+            "shrink_predicted": _predicted(f, now_ms, window_ms),
+        }
+        for f in record.followers
+    ]
     return {
         **partition_summary(record, now_ms, window_ms),
-        "controller_epoch": record.controller_epoch, "partition_epoch": record.partition_epoch, "isr": record.isr,
-        "leader_epoch_start_offset": record.leader_epoch_start_offset, "followers": followers, "as_of_ms": now_ms,
+        "controller_epoch": record.controller_epoch,
+        "partition_epoch": record.partition_epoch,
+        "isr": record.isr,
+        "leader_epoch_start_offset": record.leader_epoch_start_offset,
+        "followers": followers,
+        "as_of_ms": now_ms,
     }
 
 
 def broker_summary(broker: Mapping[str, Any], now_ms: int | None) -> dict:
     return {
-        "cluster": broker["cluster"], "broker": broker["broker"], "partitions_led": broker["partitions_led"],
-        "replicas": broker["replicas"], "out_of_sync_replicas": broker["out_of_sync_replicas"],
-        "pending_isr_change_count": len(broker["pending"]), "last_isr_change_ms": broker["last_isr_change_ms"],
+        "cluster": broker["cluster"],
+        "broker": broker["broker"],
+        "partitions_led": broker["partitions_led"],
+        "replicas": broker["replicas"],
+        "out_of_sync_replicas": broker["out_of_sync_replicas"],
+        "pending_isr_change_count": len(broker["pending"]),
+        "last_isr_change_ms": broker["last_isr_change_ms"],
         "last_propagation_ms": broker["last_propagation_ms"],
         "time_since_last_propagation_ms": _since(now_ms, broker["last_propagation_ms"]),
     }
 
 
-def broker_detail(broker: Mapping[str, Any], out_of_sync: list[dict], recent_batches: list[Propagation],
-                  now_ms: int | None) -> dict:
+def broker_detail(
+    broker: Mapping[str, Any], out_of_sync: list[dict], recent_batches: list[Propagation], now_ms: int | None
+) -> dict:
     """A broker's replica duties, its pending ISR-change set and its recent batches."""
     return {
-        **broker_summary(broker, now_ms), "pending_isr_changes": broker["pending"],
+        **broker_summary(broker, now_ms),
+        "pending_isr_changes": broker["pending"],
         "first_change_ts": broker["first_change_ts"],
-        "out_of_sync_followers": [{**r, "time_since_caught_up_ms": _since(now_ms, r["last_caught_up_ms"])}
-                                  for r in out_of_sync],
-        "recent_batches": recent_batches, "as_of_ms": now_ms,
+        "out_of_sync_followers": [
+            {**r, "time_since_caught_up_ms": _since(now_ms, r["last_caught_up_ms"])} for r in out_of_sync
+        ],
+        "recent_batches": recent_batches,
+        "as_of_ms": now_ms,
     }

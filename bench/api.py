@@ -48,11 +48,18 @@ def fill(url: str, partitions: int, seed: int) -> tuple[list[tuple[str, int]], i
     result = replay([lines], Config(replica_lag_time_max_ms=10_000))
     with open_store(url) as store:
         last = store.last_batch_id()
-        store.write_batch(0 if last is None else last + 1, decisions=result.decisions,
-                          propagations=result.propagations, partitions=result.records,
-                          dead_letters=result.dead_letters, watermark_ms=result.summary["until"] + 1)
-    print(f"store:   {len(result.records):,} partitions, {len(result.decisions):,} decisions from {len(lines):,} "
-          f"events (replay + write {time.perf_counter() - started:.1f} s)")
+        store.write_batch(
+            0 if last is None else last + 1,
+            decisions=result.decisions,
+            propagations=result.propagations,
+            partitions=result.records,
+            dead_letters=result.dead_letters,
+            watermark_ms=result.summary["until"] + 1,
+        )
+    print(
+        f"store:   {len(result.records):,} partitions, {len(result.decisions):,} decisions from {len(lines):,} "
+        f"events (replay + write {time.perf_counter() - started:.1f} s)"
+    )
     return [(s.topic, s.partition) for s in result.records], sum(s.under_replicated for s in result.records)
 
 
@@ -78,8 +85,9 @@ def _free_port() -> int:
 
 
 def _serve(url: str, port: int) -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, "-m", "streaming.cli", "serve", "--store", url, "--port", str(port),
-                             "--log-level", "warning"])
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streaming.cli", "serve", "--store", url, "--port", str(port), "--log-level", "warning"]
+    )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
@@ -108,8 +116,9 @@ async def _get(conn: tuple[asyncio.StreamReader, asyncio.StreamWriter], path: st
     return int(head[9:12])
 
 
-async def _load(host: str, port: int, paths: list[str], rate: float, seconds: float,
-                connections: int = 32) -> tuple[list[float], int, float]:
+async def _load(
+    host: str, port: int, paths: list[str], rate: float, seconds: float, connections: int = 32
+) -> tuple[list[float], int, float]:
     """Open-loop load: request k is due at start + k/rate and its latency counts from then, including any
     wait for a free connection (so queueing behind a slow reply is charged, not hidden)."""
     free: asyncio.Queue = asyncio.Queue()
@@ -152,11 +161,13 @@ def _timed(client: httpx.Client, path: str, n: int) -> list[float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="isrwatch bench api", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="isrwatch bench api", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--partitions", type=int, default=100_000, help="partitions in the store (default 100,000)")
-    parser.add_argument("--store", metavar="URL",
-                        help="store to serve, filled first if empty (default: a new SQLite file)")
+    parser.add_argument(
+        "--store", metavar="URL", help="store to serve, filled first if empty (default: a new SQLite file)"
+    )
     parser.add_argument("--rate", type=float, default=500, help="GET .../isr requests per second (default 500)")
     parser.add_argument("--seconds", type=float, default=20, help="length of the load run (default 20)")
     parser.add_argument("--seed", type=int, default=7)
@@ -172,8 +183,10 @@ def main(argv: list[str] | None = None) -> int:
         rng = random.Random(args.seed)
         paths = [f"/v1/partitions/{t}/{p}/isr?cluster=bench" for t, p in rng.sample(keys, min(len(keys), 20_000))]
         latencies, errors, achieved = asyncio.run(_load("127.0.0.1", port, paths, args.rate, args.seconds))
-        print(f"isr:     {len(latencies):,} requests at {achieved:,.0f}/s (target {args.rate:g}/s), {errors} errors; "
-              f"{_quantiles(latencies)}")
+        print(
+            f"isr:     {len(latencies):,} requests at {achieved:,.0f}/s (target {args.rate:g}/s), {errors} errors; "
+            f"{_quantiles(latencies)}"
+        )
         with httpx.Client(base_url=base, timeout=30) as client:
             metrics = _timed(client, "/metrics", 20)
             size = len(client.get("/metrics").content)

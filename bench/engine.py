@@ -29,8 +29,9 @@ def _rss_mb() -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="isrwatch bench engine", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="isrwatch bench engine", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--events", type=int, default=1_000_000, help="events to generate (default 1,000,000)")
     parser.add_argument("--partitions", type=int, default=10_000, help="partitions, RF 3 (default 10,000)")
     parser.add_argument("--seed", type=int, default=7)
@@ -47,8 +48,10 @@ def main(argv: list[str] | None = None) -> int:
             fh.write(encode(ev))
             fh.write(b"\n")
     size_mb = os.path.getsize(path) / 2**20
-    print(f"generated {path}: {size_mb:,.0f} MiB in {time.perf_counter() - started:.1f} s "
-          f"({args.partitions:,} partitions x RF 3, fetch every 500 ms, lag 10 s)")
+    print(
+        f"generated {path}: {size_mb:,.0f} MiB in {time.perf_counter() - started:.1f} s "
+        f"({args.partitions:,} partitions x RF 3, fetch every 500 ms, lag 10 s)"
+    )
 
     with open(path, "rb") as fh:
         events, dead, lines = parse_lines([fh])
@@ -69,8 +72,10 @@ def main(argv: list[str] | None = None) -> int:
     kinds: dict[str, int] = {}
     for d in out.decisions:
         kinds[str(d.kind)] = kinds.get(str(d.kind), 0) + 1
-    print(f"engine:  {len(events) / engine_s:>10,.0f} events/s  ({len(events):,} events in {engine_s:.2f} s; "
-          f"decisions {kinds}, {len(propagations)} propagation batches)")
+    print(
+        f"engine:  {len(events) / engine_s:>10,.0f} events/s  ({len(events):,} events in {engine_s:.2f} s; "
+        f"decisions {kinds}, {len(propagations)} propagation batches)"
+    )
 
     blob = engine.to_bytes()
     per_partition = len(blob) / len(engine.partitions)
@@ -86,8 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     gc.collect()
     in_memory = tracemalloc.get_traced_memory()[0] / len(probe.partitions)
     tracemalloc.stop()
-    print(f"state:   {per_partition:,.0f} B/partition serialised (msgpack), "
-          f"{in_memory:,.0f} B/partition in memory")
+    print(f"state:   {per_partition:,.0f} B/partition serialised (msgpack), {in_memory:,.0f} B/partition in memory")
     del probe
     gc.collect()
 
@@ -95,8 +99,10 @@ def main(argv: list[str] | None = None) -> int:
     with open(path, "rb") as fh:
         result = replay([fh], config)
     replay_s = time.perf_counter() - started
-    print(f"replay:  {lines / replay_s:>10,.0f} events/s  (JSONL -> parse -> engine -> records, {replay_s:.2f} s; "
-          f"{result.summary['decisions']} decisions)")
+    print(
+        f"replay:  {lines / replay_s:>10,.0f} events/s  (JSONL -> parse -> engine -> records, {replay_s:.2f} s; "
+        f"{result.summary['decisions']} decisions)"
+    )
     print(f"peak RSS {_rss_mb():,.0f} MiB")
     if not args.keep:
         os.remove(path)

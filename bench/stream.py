@@ -61,8 +61,11 @@ def _tree_rss_mb(root: int) -> float:
     total = 0
     for pid in _tree(root):
         with contextlib.suppress(OSError, StopIteration):
-            total += next(int(line.split()[1]) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
-                          if line.startswith("VmRSS:"))
+            total += next(
+                int(line.split()[1])
+                for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+                if line.startswith("VmRSS:")
+            )
     return total / 1024
 
 
@@ -88,13 +91,16 @@ class _Recorder:
         self.feeder: int | None = None  # a process of the tree that is not the job (real-time mode)
 
     def on_batch(self, batch_id: int, result: Settled, written: bool) -> None:
-        self.commits[batch_id] = (time.time(), [d.ts for d in result.decisions],
-                                  _tree_cpu_s(os.getpid(), self.feeder))
+        self.commits[batch_id] = (time.time(), [d.ts for d in result.decisions], _tree_cpu_s(os.getpid(), self.feeder))
 
     def on_progress(self, raw: dict) -> None:
         watermark = (raw.get("eventTime") or {}).get("watermark")
-        self.progress[raw["batchId"]] = (iso_ms(raw["timestamp"]) / 1000, iso_ms(watermark) if watermark else 0,
-                                         raw.get("batchDuration", 0), input_lines(raw))
+        self.progress[raw["batchId"]] = (
+            iso_ms(raw["timestamp"]) / 1000,
+            iso_ms(watermark) if watermark else 0,
+            raw.get("batchDuration", 0),
+            input_lines(raw),
+        )
 
     def latencies(self, since: int = 0) -> list[float]:
         """For each decision committed from batch `since` on: its batch's commit time minus the start of the
@@ -117,13 +123,22 @@ def _pct(values: list[float], q: float) -> float:
 
 
 def _job(args: argparse.Namespace, work: Path, recorder: _Recorder, **overrides: object) -> StreamJob:
-    options = JobOptions(source=f"files:{work / 'inbox'}", store=f"sqlite:///{work / 'store.db'}",
-                         checkpoint=str(work / "checkpoint"), config=CONFIG, buckets=args.buckets,
-                         trigger_seconds=args.trigger,
-                         spark=SparkSettings(state_store=args.state_store, driver_memory=args.driver_memory),
-                         **overrides)
-    return StreamJob(options, echo=(lambda m: print(f"  {m}", flush=True)) if args.verbose else None,
-                     on_batch=recorder.on_batch, on_progress=recorder.on_progress)
+    options = JobOptions(
+        source=f"files:{work / 'inbox'}",
+        store=f"sqlite:///{work / 'store.db'}",
+        checkpoint=str(work / "checkpoint"),
+        config=CONFIG,
+        buckets=args.buckets,
+        trigger_seconds=args.trigger,
+        spark=SparkSettings(state_store=args.state_store, driver_memory=args.driver_memory),
+        **overrides,
+    )
+    return StreamJob(
+        options,
+        echo=(lambda m: print(f"  {m}", flush=True)) if args.verbose else None,
+        on_batch=recorder.on_batch,
+        on_progress=recorder.on_progress,
+    )
 
 
 def _report(recorder: _Recorder, trigger: float | None, skip: int) -> None:
@@ -133,20 +148,31 @@ def _report(recorder: _Recorder, trigger: float | None, skip: int) -> None:
         events = sum(recorder.progress[b][3] for b in steady[1:])
         seconds = recorder.commits[steady[-1]][0] - recorder.commits[steady[0]][0]
         cpu = recorder.commits[steady[-1]][2] - recorder.commits[steady[0]][2]
-        print(f"stream:  {events / seconds:>10,.0f} events/s sustained ({events:,} events in batches "
-              f"{steady[1]}..{steady[-1]}, after {skip} warm-up batches; load average {os.getloadavg()[0]:.1f})")
-        print(f"cpu:     {cpu / events * 1e6:>10.1f} us per event over driver, JVM and Python workers = "
-              f"{2 * events / cpu:,.0f} events/s on 2 otherwise idle cores")
+        print(
+            f"stream:  {events / seconds:>10,.0f} events/s sustained ({events:,} events in batches "
+            f"{steady[1]}..{steady[-1]}, after {skip} warm-up batches; load average {os.getloadavg()[0]:.1f})"
+        )
+        print(
+            f"cpu:     {cpu / events * 1e6:>10.1f} us per event over driver, JVM and Python workers = "
+            f"{2 * events / cpu:,.0f} events/s on 2 otherwise idle cores"
+        )
         durations = [recorder.progress[b][2] / 1000 for b in steady]
-        print(f"batches: {len(batches)} with input; duration p50 {statistics.median(durations):.2f} s, "
-              f"max {max(durations):.2f} s; {statistics.mean(recorder.progress[b][3] for b in steady):,.0f} "
-              f"events per batch")
+        print(
+            f"batches: {len(batches)} with input; duration p50 {statistics.median(durations):.2f} s, "
+            f"max {max(durations):.2f} s; {statistics.mean(recorder.progress[b][3] for b in steady):,.0f} "
+            f"events per batch"
+        )
     for label, lat in (("all", recorder.latencies()), ("steady", recorder.latencies(steady[1] if steady[1:] else 0))):
         if lat:
-            target = "a backlog: each batch passes a batch of decisions" if trigger is None else \
-                f"target p99 <= trigger {trigger:g} s + 2 s"
-            print(f"latency: decision p50 {_pct(lat, 50):.2f} s, p99 {_pct(lat, 99):.2f} s, max {max(lat):.2f} s "
-                  f"over {len(lat):,} decisions ({label}; {target})")
+            target = (
+                "a backlog: each batch passes a batch of decisions"
+                if trigger is None
+                else f"target p99 <= trigger {trigger:g} s + 2 s"
+            )
+            print(
+                f"latency: decision p50 {_pct(lat, 50):.2f} s, p99 {_pct(lat, 99):.2f} s, max {max(lat):.2f} s "
+                f"over {len(lat):,} decisions ({label}; {target})"
+            )
 
 
 def _generate(args: argparse.Namespace, staging: Path) -> list[Path]:
@@ -165,8 +191,10 @@ def _generate(args: argparse.Namespace, staging: Path) -> list[Path]:
     if chunk:
         paths.append(staging / f"gen-{len(paths):05d}.jsonl")
         _write(paths[-1], chunk)
-    print(f"generated {args.events:,}+ events into {len(paths)} files in {time.perf_counter() - started:.1f} s "
-          f"({args.partitions:,} partitions x RF 3, fetch every 500 ms, lag 10 s)")
+    print(
+        f"generated {args.events:,}+ events into {len(paths)} files in {time.perf_counter() - started:.1f} s "
+        f"({args.partitions:,} partitions x RF 3, fetch every 500 ms, lag 10 s)"
+    )
     return paths
 
 
@@ -191,8 +219,10 @@ def backlog(args: argparse.Namespace, work: Path) -> None:
         started = time.perf_counter()
         replay_events(events, CONFIG)
         engine_s = time.perf_counter() - started
-        print(f"local:   {lines / elapsed:>10,.0f} events/s replay (JSONL -> records, one process), "
-              f"{len(events) / engine_s:,.0f} events/s pure engine on parsed events")
+        print(
+            f"local:   {lines / elapsed:>10,.0f} events/s replay (JSONL -> records, one process), "
+            f"{len(events) / engine_s:,.0f} events/s pure engine on parsed events"
+        )
         del events, result
 
     inbox.mkdir(exist_ok=True)
@@ -216,8 +246,10 @@ def backlog(args: argparse.Namespace, work: Path) -> None:
     started = time.perf_counter()
     job.run()
     done.set()
-    print(f"run:     {time.perf_counter() - started:.1f} s wall for all files, incl. Spark start; "
-          f"peak RSS {peak[0]:,.0f} MiB (driver + JVM + Python workers)")
+    print(
+        f"run:     {time.perf_counter() - started:.1f} s wall for all files, incl. Spark start; "
+        f"peak RSS {peak[0]:,.0f} MiB (driver + JVM + Python workers)"
+    )
     _report(recorder, None, skip=1)
 
 
@@ -245,7 +277,8 @@ def realtime(args: argparse.Namespace, work: Path) -> None:
     recorder = _Recorder()
     job = _job(args, work, recorder, until_idle=30)
     feeder = multiprocessing.get_context("spawn").Process(
-        target=_feed, args=(str(inbox), args.partitions, args.duration, args.seed), daemon=True)
+        target=_feed, args=(str(inbox), args.partitions, args.duration, args.seed), daemon=True
+    )
     job.start()
     feeder.start()
     recorder.feeder = feeder.pid
@@ -262,22 +295,38 @@ def realtime(args: argparse.Namespace, work: Path) -> None:
     if samples:
         minute = [s for s in samples if s[0] <= 60] or samples[:1]
         tail = [s for s in samples if s[0] >= samples[-1][0] - 60]
-        print(f"memory:  RSS {statistics.mean(m for _, m in minute):,.0f} MiB in the first minute, "
-              f"{statistics.mean(m for _, m in tail):,.0f} MiB in the last, peak {max(m for _, m in samples):,.0f} "
-              f"MiB (driver + JVM + Python workers)")
+        print(
+            f"memory:  RSS {statistics.mean(m for _, m in minute):,.0f} MiB in the first minute, "
+            f"{statistics.mean(m for _, m in tail):,.0f} MiB in the last, peak {max(m for _, m in samples):,.0f} "
+            f"MiB (driver + JVM + Python workers)"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="isrwatch bench stream", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--events", type=int, default=5_000_000,
-                        help="backlog events (default 5,000,000: the JVM's JIT needs a minute to settle)")
+    parser = argparse.ArgumentParser(
+        prog="isrwatch bench stream", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--events",
+        type=int,
+        default=5_000_000,
+        help="backlog events (default 5,000,000: the JVM's JIT needs a minute to settle)",
+    )
     parser.add_argument("--partitions", type=int, default=10_000, help="partitions, RF 3 (default 10,000)")
     parser.add_argument("--files", type=int, default=100, help="backlog files (default 100)")
-    parser.add_argument("--files-per-batch", type=int, default=8,
-                        help="backlog files per micro-batch (default 8: 400,000 events, a 5 s trigger at 80k/s)")
-    parser.add_argument("--duration", type=float, default=0, metavar="SECONDS",
-                        help="real-time mode for this long instead of the backlog (600 = the memory run)")
+    parser.add_argument(
+        "--files-per-batch",
+        type=int,
+        default=8,
+        help="backlog files per micro-batch (default 8: 400,000 events, a 5 s trigger at 80k/s)",
+    )
+    parser.add_argument(
+        "--duration",
+        type=float,
+        default=0,
+        metavar="SECONDS",
+        help="real-time mode for this long instead of the backlog (600 = the memory run)",
+    )
     parser.add_argument("--trigger", type=float, default=5.0, help="real-time trigger interval (default 5 s)")
     parser.add_argument("--buckets", type=int, default=16, help="state keys (default 16)")
     parser.add_argument("--state-store", choices=["hdfs", "rocksdb"], default="hdfs")

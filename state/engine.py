@@ -84,8 +84,17 @@ class PartitionEngine:
 
     def to_bytes(self) -> bytes:
         """The compact serialised form (msgpack, version first) a Spark state row keeps."""
-        return _encoder.encode(_GroupState(STATE_VERSION, list(self.partitions.values()), self.buffer,
-                                           self.applied_until, self.next_check, self.stale, self.next_eligible))
+        return _encoder.encode(
+            _GroupState(
+                STATE_VERSION,
+                list(self.partitions.values()),
+                self.buffer,
+                self.applied_until,
+                self.next_check,
+                self.stale,
+                self.next_eligible,
+            )
+        )
 
     def add(self, events: list[Event]) -> int:
         """Buffer events; returns how many were late (before what was already applied) and dropped."""
@@ -141,8 +150,9 @@ class PartitionEngine:
         if self.interval > 0:
             if self.stale:
                 lag = self.lag
-                self.next_eligible = min((next_shrink_eligible_at(p, lag) for p in self.partitions.values()),
-                                         default=INF)
+                self.next_eligible = min(
+                    (next_shrink_eligible_at(p, lag) for p in self.partitions.values()), default=INF
+                )
                 self.stale = False
             due = min(due, max(self.next_check, first_at_or_after(self.next_eligible, self.origin, self.interval)))
         return due

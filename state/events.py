@@ -128,8 +128,7 @@ def parse_event(raw: bytes | str, seq: int, arrival: int = 0) -> Event | DeadLet
     except msgspec.DecodeError as exc:
         return DeadLetter(raw=_text(raw), reason=f"invalid JSON: {exc}", field=None)
     if type(event) is LeaderAndIsr and len(set(event.replicas)) != len(event.replicas):
-        return DeadLetter(raw=_text(raw), reason="replicas must be distinct broker ids", field="replicas",
-                          ts=event.ts)
+        return DeadLetter(raw=_text(raw), reason="replicas must be distinct broker ids", field="replicas", ts=event.ts)
     if event.seq is None:
         event.seq = seq
     event.arrival = arrival

@@ -48,74 +48,158 @@ _BROKER = ("cluster", "broker")
 # Partitions
 PARTITIONS = Metric("isrwatch_partitions", Kind.GAUGE, "Partitions by state (total = all known)", ("cluster", "state"))
 PARTITION_FLAGS = ("under_replicated", "under_min_isr", "at_min_isr", "offline")  # the flag columns, in store order
-PARTITIONS_BY_FLAG = {flag: Metric(f"isrwatch_{flag}_partitions", Kind.GAUGE, f"Partitions {flag.replace('_', ' ')}",
-                                   ("cluster",)) for flag in PARTITION_FLAGS}
-FOLLOWERS_PREDICTED_TO_SHRINK = Metric("isrwatch_followers_predicted_to_shrink", Kind.GAUGE,
-                                       "ISR followers past or near their lag limit", ("cluster",))
-PARTITION_IN_SYNC_REPLICAS = Metric("isrwatch_partition_in_sync_replicas", Kind.GAUGE,
-                                    "ISR size (allow-listed topics)", _PARTITION)
-PARTITION_REPLICAS = Metric("isrwatch_partition_replicas", Kind.GAUGE, "Assigned replicas (allow-listed topics)",
-                            _PARTITION)
-PARTITION_UNDER_REPLICATED = Metric("isrwatch_partition_under_replicated", Kind.GAUGE,
-                                    "1 when under-replicated (allow-listed topics)", _PARTITION)
+PARTITIONS_BY_FLAG = {
+    flag: Metric(f"isrwatch_{flag}_partitions", Kind.GAUGE, f"Partitions {flag.replace('_', ' ')}", ("cluster",))
+    for flag in PARTITION_FLAGS
+}
+FOLLOWERS_PREDICTED_TO_SHRINK = Metric(
+    "isrwatch_followers_predicted_to_shrink", Kind.GAUGE, "ISR followers past or near their lag limit", ("cluster",)
+)
+PARTITION_IN_SYNC_REPLICAS = Metric(
+    "isrwatch_partition_in_sync_replicas", Kind.GAUGE, "ISR size (allow-listed topics)", _PARTITION
+)
+PARTITION_REPLICAS = Metric(
+    "isrwatch_partition_replicas", Kind.GAUGE, "Assigned replicas (allow-listed topics)", _PARTITION
+)
+PARTITION_UNDER_REPLICATED = Metric(
+    "isrwatch_partition_under_replicated", Kind.GAUGE, "1 when under-replicated (allow-listed topics)", _PARTITION
+)
 # Followers (top N, plus every follower of allow-listed topics)
-FOLLOWER_TIME_SINCE_CAUGHT_UP = Metric("isrwatch_follower_time_since_caught_up_seconds", Kind.GAUGE,
-                                       "Event time since an ISR follower behind the leader last caught up (top N)",
-                                       _FOLLOWER)
-FOLLOWER_LAG_OFFSETS = Metric("isrwatch_follower_lag_offsets", Kind.GAUGE, "Leader LEO minus follower LEO (top N)",
-                              _FOLLOWER)
+FOLLOWER_TIME_SINCE_CAUGHT_UP = Metric(
+    "isrwatch_follower_time_since_caught_up_seconds",
+    Kind.GAUGE,
+    "Event time since an ISR follower behind the leader last caught up (top N)",
+    _FOLLOWER,
+)
+FOLLOWER_LAG_OFFSETS = Metric(
+    "isrwatch_follower_lag_offsets", Kind.GAUGE, "Leader LEO minus follower LEO (top N)", _FOLLOWER
+)
 # Brokers
-BROKER_PENDING_ISR_CHANGES = Metric("isrwatch_broker_pending_isr_changes", Kind.GAUGE,
-                                    "Partitions in a leader broker's ISR-change set not yet propagated", _BROKER)
-BROKER_SECONDS_SINCE_LAST_PROPAGATION = Metric("isrwatch_broker_seconds_since_last_propagation", Kind.GAUGE,
-                                               "Event time since a broker's last ISR-change batch", _BROKER)
+BROKER_PENDING_ISR_CHANGES = Metric(
+    "isrwatch_broker_pending_isr_changes",
+    Kind.GAUGE,
+    "Partitions in a leader broker's ISR-change set not yet propagated",
+    _BROKER,
+)
+BROKER_SECONDS_SINCE_LAST_PROPAGATION = Metric(
+    "isrwatch_broker_seconds_since_last_propagation",
+    Kind.GAUGE,
+    "Event time since a broker's last ISR-change batch",
+    _BROKER,
+)
 # Counters, tallied by the store at write time
-ISR_SHRINKS = Metric("isrwatch_isr_shrinks", Kind.COUNTER, "Followers removed from an ISR, by the leader that removed "
-                     "them", ("cluster", "broker", "reason"), tally="isr_shrinks")
-ISR_EXPANDS = Metric("isrwatch_isr_expands", Kind.COUNTER, "Followers added back to an ISR, by leader",
-                     ("cluster", "broker"), tally="isr_expands")
-DECISIONS = Metric("isrwatch_decisions", Kind.COUNTER, "Decisions made, by kind", ("cluster", "kind"),
-                   tally="decisions")
-PROPAGATION_BATCHES = Metric("isrwatch_propagation_batches", Kind.COUNTER,
-                             "ISR-change batches sent, by leader broker and trigger", ("cluster", "broker", "trigger"),
-                             tally="propagation_batches")
-DEAD_LETTERS = Metric("isrwatch_dead_letters", Kind.COUNTER, "Inputs rejected to the dead letter, by reason",
-                      ("reason",), tally="dead_letters")
-IGNORED_FETCHES = Metric("isrwatch_ignored_fetches", Kind.COUNTER,
-                         "Fetches ignored without a state change, by reason", ("reason",), tally="ignored_fetches")
-IGNORED_APPENDS = Metric("isrwatch_ignored_appends", Kind.COUNTER,
-                         "Appends ignored without a state change, by reason", ("reason",), tally="ignored_appends")
-LATE_EVENTS = Metric("isrwatch_late_events", Kind.COUNTER, "Events at or behind the watermark, counted and dropped",
-                     tally="late_events")
-STREAM_INPUT_ROWS = Metric("isrwatch_stream_input_rows", Kind.COUNTER, "Input rows the streaming query read",
-                           tally="stream_input_rows")
+ISR_SHRINKS = Metric(
+    "isrwatch_isr_shrinks",
+    Kind.COUNTER,
+    "Followers removed from an ISR, by the leader that removed them",
+    ("cluster", "broker", "reason"),
+    tally="isr_shrinks",
+)
+ISR_EXPANDS = Metric(
+    "isrwatch_isr_expands",
+    Kind.COUNTER,
+    "Followers added back to an ISR, by leader",
+    ("cluster", "broker"),
+    tally="isr_expands",
+)
+DECISIONS = Metric(
+    "isrwatch_decisions", Kind.COUNTER, "Decisions made, by kind", ("cluster", "kind"), tally="decisions"
+)
+PROPAGATION_BATCHES = Metric(
+    "isrwatch_propagation_batches",
+    Kind.COUNTER,
+    "ISR-change batches sent, by leader broker and trigger",
+    ("cluster", "broker", "trigger"),
+    tally="propagation_batches",
+)
+DEAD_LETTERS = Metric(
+    "isrwatch_dead_letters",
+    Kind.COUNTER,
+    "Inputs rejected to the dead letter, by reason",
+    ("reason",),
+    tally="dead_letters",
+)
+IGNORED_FETCHES = Metric(
+    "isrwatch_ignored_fetches",
+    Kind.COUNTER,
+    "Fetches ignored without a state change, by reason",
+    ("reason",),
+    tally="ignored_fetches",
+)
+IGNORED_APPENDS = Metric(
+    "isrwatch_ignored_appends",
+    Kind.COUNTER,
+    "Appends ignored without a state change, by reason",
+    ("reason",),
+    tally="ignored_appends",
+)
+LATE_EVENTS = Metric(
+    "isrwatch_late_events", Kind.COUNTER, "Events at or behind the watermark, counted and dropped", tally="late_events"
+)
+STREAM_INPUT_ROWS = Metric(
+    "isrwatch_stream_input_rows", Kind.COUNTER, "Input rows the streaming query read", tally="stream_input_rows"
+)
 # Histograms, tallied per bucket by the store
-PROPAGATION_BATCH_SIZE = Metric("isrwatch_propagation_batch_size_partitions", Kind.HISTOGRAM,
-                                "Partitions per ISR-change batch", ("cluster",), tally="propagation_batch_size",
-                                buckets=(1, 2, 5, 10, 20, 50, 100, 200, 500, 1000))
-PROPAGATION_DELAY = Metric("isrwatch_propagation_delay_seconds", Kind.HISTOGRAM,
-                           "Event time from the first ISR change of a batch to the batch", ("cluster",),
-                           tally="propagation_delay", buckets=(1, 2.5, 5, 6, 7.5, 10, 15, 30, 60, 62.5, 70, 90, 120))
+PROPAGATION_BATCH_SIZE = Metric(
+    "isrwatch_propagation_batch_size_partitions",
+    Kind.HISTOGRAM,
+    "Partitions per ISR-change batch",
+    ("cluster",),
+    tally="propagation_batch_size",
+    buckets=(1, 2, 5, 10, 20, 50, 100, 200, 500, 1000),
+)
+PROPAGATION_DELAY = Metric(
+    "isrwatch_propagation_delay_seconds",
+    Kind.HISTOGRAM,
+    "Event time from the first ISR change of a batch to the batch",
+    ("cluster",),
+    tally="propagation_delay",
+    buckets=(1, 2.5, 5, 6, 7.5, 10, 15, 30, 60, 62.5, 70, 90, 120),
+)
 # Stream health, from the last micro-batch
-STREAM_BATCH_DURATION = Metric("isrwatch_stream_batch_duration_seconds", Kind.GAUGE,
-                               "Duration of the last micro-batch")
-STREAM_INPUT_ROWS_PER_SECOND = Metric("isrwatch_stream_input_rows_per_second", Kind.GAUGE,
-                                      "Input rate of the last micro-batch")
+STREAM_BATCH_DURATION = Metric("isrwatch_stream_batch_duration_seconds", Kind.GAUGE, "Duration of the last micro-batch")
+STREAM_INPUT_ROWS_PER_SECOND = Metric(
+    "isrwatch_stream_input_rows_per_second", Kind.GAUGE, "Input rate of the last micro-batch"
+)
 STREAM_STATE_ROWS = Metric("isrwatch_stream_state_rows", Kind.GAUGE, "Rows in the streaming state store")
-STREAM_LAST_BATCH_AGE = Metric("isrwatch_stream_last_batch_age_seconds", Kind.GAUGE,
-                               "Wall-clock time since the last batch committed")
-STREAM_WATERMARK = Metric("isrwatch_stream_watermark_seconds", Kind.GAUGE,
-                          "The settled watermark (event time, epoch seconds)")
-STREAM_WATERMARK_LAG = Metric("isrwatch_stream_watermark_lag_seconds", Kind.GAUGE,
-                              "Wall clock minus the settled watermark")
+STREAM_LAST_BATCH_AGE = Metric(
+    "isrwatch_stream_last_batch_age_seconds", Kind.GAUGE, "Wall-clock time since the last batch committed"
+)
+STREAM_WATERMARK = Metric(
+    "isrwatch_stream_watermark_seconds", Kind.GAUGE, "The settled watermark (event time, epoch seconds)"
+)
+STREAM_WATERMARK_LAG = Metric(
+    "isrwatch_stream_watermark_lag_seconds", Kind.GAUGE, "Wall clock minus the settled watermark"
+)
 
 CATALOGUE: tuple[Metric, ...] = (
-    PARTITIONS, *PARTITIONS_BY_FLAG.values(), FOLLOWERS_PREDICTED_TO_SHRINK, PARTITION_IN_SYNC_REPLICAS,
-    PARTITION_REPLICAS, PARTITION_UNDER_REPLICATED, FOLLOWER_TIME_SINCE_CAUGHT_UP, FOLLOWER_LAG_OFFSETS,
-    BROKER_PENDING_ISR_CHANGES, BROKER_SECONDS_SINCE_LAST_PROPAGATION, ISR_SHRINKS, ISR_EXPANDS, DECISIONS,
-    PROPAGATION_BATCHES, DEAD_LETTERS, IGNORED_FETCHES, IGNORED_APPENDS, LATE_EVENTS, STREAM_INPUT_ROWS,
-    PROPAGATION_BATCH_SIZE, PROPAGATION_DELAY, STREAM_BATCH_DURATION, STREAM_INPUT_ROWS_PER_SECOND,
-    STREAM_STATE_ROWS, STREAM_LAST_BATCH_AGE, STREAM_WATERMARK, STREAM_WATERMARK_LAG,
+    PARTITIONS,
+    *PARTITIONS_BY_FLAG.values(),
+    FOLLOWERS_PREDICTED_TO_SHRINK,
+    PARTITION_IN_SYNC_REPLICAS,
+    PARTITION_REPLICAS,
+    PARTITION_UNDER_REPLICATED,
+    FOLLOWER_TIME_SINCE_CAUGHT_UP,
+    FOLLOWER_LAG_OFFSETS,
+    BROKER_PENDING_ISR_CHANGES,
+    BROKER_SECONDS_SINCE_LAST_PROPAGATION,
+    ISR_SHRINKS,
+    ISR_EXPANDS,
+    DECISIONS,
+    PROPAGATION_BATCHES,
+    DEAD_LETTERS,
+    IGNORED_FETCHES,
+    IGNORED_APPENDS,
+    LATE_EVENTS,
+    STREAM_INPUT_ROWS,
+    PROPAGATION_BATCH_SIZE,
+    PROPAGATION_DELAY,
+    STREAM_BATCH_DURATION,
+    STREAM_INPUT_ROWS_PER_SECOND,
+    STREAM_STATE_ROWS,
+    STREAM_LAST_BATCH_AGE,
+    STREAM_WATERMARK,
+    STREAM_WATERMARK_LAG,
 )
 TALLIED = {m.tally: m for m in CATALOGUE if m.tally}
 
@@ -129,8 +213,9 @@ def bucket_label(value: float, bounds: Sequence[float]) -> str:
     return f"{bounds[i]:g}" if i < len(bounds) else "+Inf"
 
 
-def tallies(decisions: Iterable[Decision], propagations: Iterable[Propagation],
-            counters: Mapping[str, int]) -> dict[TallyKey, float]:
+def tallies(
+    decisions: Iterable[Decision], propagations: Iterable[Propagation], counters: Mapping[str, int]
+) -> dict[TallyKey, float]:
     """The cumulative-counter increments one batch contributes.
 
     Counted once at write time, so /metrics never scans the decision history: shrinks per removed

@@ -112,13 +112,35 @@ class Outputs:
         self.ignored_appends: Counter[str] = Counter()
         self.touched: set[PartitionKey] = set()
 
-    def decide(self, p: Partition, ts: int, kind: DecisionKind, isr_before: tuple[int, ...], changed: list[int],
-               reasons: dict[str, ShrinkReason] | None = None, error: str | None = None) -> None:
+    def decide(
+        self,
+        p: Partition,
+        ts: int,
+        kind: DecisionKind,
+        isr_before: tuple[int, ...],
+        changed: list[int],
+        reasons: dict[str, ShrinkReason] | None = None,
+        error: str | None = None,
+    ) -> None:
         self.touched.add(p.key)
-        self.decisions.append(Decision(
-            ts=ts, cluster=p.cluster, topic=p.topic, partition=p.partition, kind=kind, leader=p.leader,
-            leader_epoch=p.leader_epoch, isr_before=list(isr_before), isr_after=list(p.isr), replicas_changed=changed,
-            reasons=reasons or {}, error=error, hw=p.hw, leader_leo=p.leader_leo))
+        self.decisions.append(
+            Decision(
+                ts=ts,
+                cluster=p.cluster,
+                topic=p.topic,
+                partition=p.partition,
+                kind=kind,
+                leader=p.leader,
+                leader_epoch=p.leader_epoch,
+                isr_before=list(isr_before),
+                isr_after=list(p.isr),
+                replicas_changed=changed,
+                reasons=reasons or {},
+                error=error,
+                hw=p.hw,
+                leader_leo=p.leader_leo,
+            )
+        )
 
 
 def shrink_eligible_at(p: Partition, f: Follower, lag: int) -> int:
@@ -319,17 +341,42 @@ def partition_record(p: Partition, config: Config) -> PartitionRecord:
     for f in p.followers:
         at = shrink_eligible_at(p, f, lag)
         eligible = None if at >= INF else at
-        scheduled = INF if eligible is None else first_at_or_after(eligible, config.schedule_origin_ms,
-                                                                   config.expiration_interval_ms)
-        followers.append(FollowerRecord(
-            replica=f.replica, leo=f.leo, log_start_offset=f.log_start_offset, last_caught_up_ms=f.last_caught_up_ms,
-            last_fetch_leader_leo=f.last_fetch_leader_leo, last_fetch_ms=f.last_fetch_ms, in_sync=f.replica in isr,
-            lag_offsets=p.leader_leo - f.leo if f.leo >= 0 else None, shrink_eligible_at_ms=eligible,
-            predicted_shrink_at_ms=None if scheduled >= INF else scheduled))
+        scheduled = (
+            INF
+            if eligible is None
+            else first_at_or_after(eligible, config.schedule_origin_ms, config.expiration_interval_ms)
+        )
+        followers.append(
+            FollowerRecord(
+                replica=f.replica,
+                leo=f.leo,
+                log_start_offset=f.log_start_offset,
+                last_caught_up_ms=f.last_caught_up_ms,
+                last_fetch_leader_leo=f.last_fetch_leader_leo,
+                last_fetch_ms=f.last_fetch_ms,
+                in_sync=f.replica in isr,
+                lag_offsets=p.leader_leo - f.leo if f.leo >= 0 else None,
+                shrink_eligible_at_ms=eligible,
+                predicted_shrink_at_ms=None if scheduled >= INF else scheduled,
+            )
+        )
     min_isr = config.min_isr(p.topic)
     return PartitionRecord(
-        cluster=p.cluster, topic=p.topic, partition=p.partition, leader=p.leader, leader_epoch=p.leader_epoch,
-        controller_epoch=p.controller_epoch, partition_epoch=p.partition_epoch, replicas=list(p.replicas),
-        isr=list(isr), hw=p.hw, leader_leo=p.leader_leo, leader_epoch_start_offset=p.leader_epoch_start_offset,
-        offline=p.leader == -1, under_replicated=len(isr) < len(p.replicas), under_min_isr=len(isr) < min_isr,
-        at_min_isr=len(isr) == min_isr, followers=followers)
+        cluster=p.cluster,
+        topic=p.topic,
+        partition=p.partition,
+        leader=p.leader,
+        leader_epoch=p.leader_epoch,
+        controller_epoch=p.controller_epoch,
+        partition_epoch=p.partition_epoch,
+        replicas=list(p.replicas),
+        isr=list(isr),
+        hw=p.hw,
+        leader_leo=p.leader_leo,
+        leader_epoch_start_offset=p.leader_epoch_start_offset,
+        offline=p.leader == -1,
+        under_replicated=len(isr) < len(p.replicas),
+        under_min_isr=len(isr) < min_isr,
+        at_min_isr=len(isr) == min_isr,
+        followers=followers,
+    )

@@ -66,8 +66,9 @@ class PropagationBook:
         self._pending = {key for key, b in self.brokers.items() if b.pending}
 
     def to_bytes(self) -> bytes:
-        return _encoder.encode(_BookState(STATE_VERSION, list(self.brokers.values()), self.buffer,
-                                          self.applied_until, self.next_check))
+        return _encoder.encode(
+            _BookState(STATE_VERSION, list(self.brokers.values()), self.buffer, self.applied_until, self.next_check)
+        )
 
     def add(self, items: list[IsrChange | PropagationTick]) -> int:
         """Buffer changes and ticks; returns how many were too late (before what was already applied)."""
@@ -104,23 +105,28 @@ class PropagationBook:
         """The earliest time at which advancing could emit a batch or apply a buffered item."""
         due = min((item.ts for item in self.buffer), default=INF)
         if self._pending:
-            due = min(due, max(self.next_check, first_at_or_after(self._deadline() + 1, self.origin,
-                                                                     self.interval)))
+            due = min(due, max(self.next_check, first_at_or_after(self._deadline() + 1, self.origin, self.interval)))
         return due
 
     def brokers_view(self) -> list[BrokerRecord]:
         """Every broker's throttle state and pending set, for live views."""
-        return [BrokerRecord(cluster=b.cluster, broker=b.broker, pending=_partitions(b.pending),
-                             first_change_ts=b.first_change_ts, last_isr_change_ms=b.last_isr_change_ms,
-                             last_propagation_ms=b.last_propagation_ms)
-                for b in sorted(self.brokers.values(), key=lambda b: (b.cluster, b.broker))]
+        return [
+            BrokerRecord(
+                cluster=b.cluster,
+                broker=b.broker,
+                pending=_partitions(b.pending),
+                first_change_ts=b.first_change_ts,
+                last_isr_change_ms=b.last_isr_change_ms,
+                last_propagation_ms=b.last_propagation_ms,
+            )
+            for b in sorted(self.brokers.values(), key=lambda b: (b.cluster, b.broker))
+        ]
 
     def _record(self, change: IsrChange) -> None:
         key = (change.cluster, change.broker)
         broker = self.brokers.get(key)
         if broker is None:
-            broker = self.brokers[key] = Broker(change.cluster, change.broker, set(), None,
-                                                self.origin, self.origin)
+            broker = self.brokers[key] = Broker(change.cluster, change.broker, set(), None, self.origin, self.origin)
         broker.pending.add((change.topic, change.partition))
         if broker.first_change_ts is None:
             broker.first_change_ts = change.ts
@@ -129,8 +135,10 @@ class PropagationBook:
 
     def _deadline(self) -> int:
         c = self.config
-        return min(min(b.last_isr_change_ms + c.isr_change_linger_ms, b.last_propagation_ms + c.isr_change_max_delay_ms)
-                   for b in (self.brokers[k] for k in self._pending))
+        return min(
+            min(b.last_isr_change_ms + c.isr_change_linger_ms, b.last_propagation_ms + c.isr_change_max_delay_ms)
+            for b in (self.brokers[k] for k in self._pending)
+        )
 
     def _run_checks_before(self, limit: int, out: list[Propagation]) -> None:
         """Run the scheduled checks before `limit`, jumping over the ones that cannot emit anything."""
@@ -152,10 +160,17 @@ class PropagationBook:
             quiet = broker.last_isr_change_ms + c.isr_change_linger_ms < now
             overdue = broker.last_propagation_ms + c.isr_change_max_delay_ms < now
             if quiet or overdue:
-                out.append(Propagation(
-                    ts=now, cluster=broker.cluster, broker=broker.broker, partitions=_partitions(broker.pending),
-                    trigger=Trigger.LINGER if quiet else Trigger.MAX_DELAY, first_change_ts=broker.first_change_ts,
-                    last_change_ts=broker.last_isr_change_ms))
+                out.append(
+                    Propagation(
+                        ts=now,
+                        cluster=broker.cluster,
+                        broker=broker.broker,
+                        partitions=_partitions(broker.pending),
+                        trigger=Trigger.LINGER if quiet else Trigger.MAX_DELAY,
+                        first_change_ts=broker.first_change_ts,
+                        last_change_ts=broker.last_isr_change_ms,
+                    )
+                )
                 broker.pending = set()
                 broker.first_change_ts = None
                 broker.last_propagation_ms = now

@@ -140,8 +140,9 @@ def shrink_warning_at(eligible_ms: int, last_caught_up_ms: int, window_ms: int |
     return eligible_ms - window_ms
 
 
-def shrink_predicted(eligible_ms: int | None, last_caught_up_ms: int, now_ms: int | None,
-                     window_ms: int | None) -> bool:
+def shrink_predicted(
+    eligible_ms: int | None, last_caught_up_ms: int, now_ms: int | None, window_ms: int | None
+) -> bool:
     """An ISR follower past its lag limit, or within `window_ms` of it, as of event time `now_ms`."""
     if eligible_ms is None or now_ms is None:
         return False

@@ -27,8 +27,9 @@ class ReplayResult(Settled):
     summary: dict[str, Any] = field(default_factory=dict)
 
 
-def parse_lines(sources: Iterable[Iterable[bytes | str]], progress: Progress | None = None,
-                every: int = 500_000) -> tuple[list[Event], list[DeadLetter], int]:
+def parse_lines(
+    sources: Iterable[Iterable[bytes | str]], progress: Progress | None = None, every: int = 500_000
+) -> tuple[list[Event], list[DeadLetter], int]:
     """Parse every non-blank line; a missing `seq` is the line's number in its file (1-based)."""
     events: list[Event] = []
     dead: list[DeadLetter] = []
@@ -50,8 +51,13 @@ def parse_lines(sources: Iterable[Iterable[bytes | str]], progress: Progress | N
     return events, dead, arrival
 
 
-def replay_events(events: list[Event], config: Config, until: int | None = None,
-                  dead: Iterable[DeadLetter] = (), clock: Clock | None = None) -> ReplayResult:
+def replay_events(
+    events: list[Event],
+    config: Config,
+    until: int | None = None,
+    dead: Iterable[DeadLetter] = (),
+    clock: Clock | None = None,
+) -> ReplayResult:
     """Apply `events` and every scheduled check up to `until` inclusive (default: the last event time)."""
     started = clock() if clock else 0.0
     if until is None:
@@ -61,19 +67,32 @@ def replay_events(events: list[Event], config: Config, until: int | None = None,
     book = PropagationBook(config)
     settled = settle(book, [engine.advance(until + 1)], until + 1)
     result = ReplayResult(
-        decisions=settled.decisions, propagations=settled.propagations,
+        decisions=settled.decisions,
+        propagations=settled.propagations,
         records=[partition_record(p, config) for p in sorted(engine.partitions.values(), key=lambda p: p.key)],
-        brokers=settled.brokers, counters=settled.counters, watermark=settled.watermark)
+        brokers=settled.brokers,
+        counters=settled.counters,
+        watermark=settled.watermark,
+    )
     result.add_dead_letters(dead)
-    result.summary = {"events": len(events), "events_after_until": len(engine.buffer), "until": until,
-                      **summarize(result, len(engine.partitions), book)}
+    result.summary = {
+        "events": len(events),
+        "events_after_until": len(engine.buffer),
+        "until": until,
+        **summarize(result, len(engine.partitions), book),
+    }
     if clock:
         result.summary["engine_seconds"] = round(clock() - started, 3)
     return result
 
 
-def replay(sources: Iterable[Iterable[bytes | str]], config: Config, until: int | None = None,
-           progress: Progress | None = None, clock: Clock | None = None) -> ReplayResult:
+def replay(
+    sources: Iterable[Iterable[bytes | str]],
+    config: Config,
+    until: int | None = None,
+    progress: Progress | None = None,
+    clock: Clock | None = None,
+) -> ReplayResult:
     """Parse and replay; the summary adds the line count, the configuration and, given a clock, the rates."""
     started = clock() if clock else 0.0
     events, dead, lines = parse_lines(sources, progress)

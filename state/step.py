@@ -92,7 +92,7 @@ def settle(book: PropagationBook, outputs: Iterable[StepOutputs], until: int | N
 def by_reason(counters: Mapping[str, int], name: str) -> dict[str, int]:
     """The `name.<reason>` counters as {reason: count}, sorted, zeros left out."""
     prefix = name + "."
-    return dict(sorted((k[len(prefix):], v) for k, v in counters.items() if v and k.startswith(prefix)))
+    return dict(sorted((k[len(prefix) :], v) for k, v in counters.items() if v and k.startswith(prefix)))
 
 
 def summarize(settled: Settled, partitions: int, book: PropagationBook) -> dict[str, Any]:

@@ -80,8 +80,10 @@ class Layout:
             saved = json.loads(text)
             layout = cls(saved["buckets"], saved["shuffle_partitions"], tuple(saved["ids"]))
             if buckets is not None and buckets != layout.buckets:
-                raise ConfigError(f"checkpoint {checkpoint.uri} keeps its state in {layout.buckets} buckets; "
-                                  f"use --buckets {layout.buckets} or a new --checkpoint for {buckets}")
+                raise ConfigError(
+                    f"checkpoint {checkpoint.uri} keeps its state in {layout.buckets} buckets; "
+                    f"use --buckets {layout.buckets} or a new --checkpoint for {buckets}"
+                )
             return layout
         layout = cls.create(buckets or DEFAULT_BUCKETS, shuffle_partitions)
         checkpoint.write_text(LAYOUT_FILE, json.dumps(asdict(layout)) + "\n")

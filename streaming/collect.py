@@ -82,13 +82,23 @@ class ReplayCollector:
         last = settle(book, [engine.advance(end + 1) for engine in engines], end + 1)
         partitions = sorted((p for engine in engines for p in engine.partitions.values()), key=lambda p: p.key)
         result = ReplayResult(
-            decisions=total.decisions + last.decisions, propagations=total.propagations + last.propagations,
-            records=[partition_record(p, self.config) for p in partitions], brokers=last.brokers,
-            dead_letters=total.dead_letters, counters=total.counters + last.counters, watermark=end + 1)
+            decisions=total.decisions + last.decisions,
+            propagations=total.propagations + last.propagations,
+            records=[partition_record(p, self.config) for p in partitions],
+            brokers=last.brokers,
+            dead_letters=total.dead_letters,
+            counters=total.counters + last.counters,
+            watermark=end + 1,
+        )
         buffered = sum(len(engine.buffer) for engine in engines)
         summary: dict[str, Any] = {
-            "events": self.events + self.after_until, "events_after_until": self.after_until + buffered, "until": end,
-            **summarize(result, len(partitions), book), "late_events": result.counters["late_events"],
-            "micro_batches": self.batches, "config": self.config.to_dict()}
+            "events": self.events + self.after_until,
+            "events_after_until": self.after_until + buffered,
+            "until": end,
+            **summarize(result, len(partitions), book),
+            "late_events": result.counters["late_events"],
+            "micro_batches": self.batches,
+            "config": self.config.to_dict(),
+        }
         result.summary = summary
         return result

@@ -39,8 +39,7 @@ def _hash31(*cols: Column) -> Column:
     return F.xxhash64(*cols).bitwiseAND(F.lit(0x7FFFFFFF))
 
 
-def frame(raw: DataFrame, layout: Layout, ranks: dict[str, int] | None = None,
-          until: int | None = None) -> DataFrame:
+def frame(raw: DataFrame, layout: Layout, ranks: dict[str, int] | None = None, until: int | None = None) -> DataFrame:
     """Source rows (value, origin, part, offset) to (bucket, ts, seq, arrival, raw, shared, event_time).
 
     `part` < 0 marks a whole file named `origin`, otherwise one Kafka record of topic `origin`.
@@ -52,21 +51,29 @@ def frame(raw: DataFrame, layout: Layout, ranks: dict[str, int] | None = None,
     is_file = F.col("part") < 0
     text = F.col("value").cast("string")
     lines = raw.select(
-        "origin", "part", "offset",
-        F.posexplode(F.when(is_file, F.split(text, "\n")).otherwise(F.array(text))).alias("pos", "line"))
+        "origin",
+        "part",
+        "offset",
+        F.posexplode(F.when(is_file, F.split(text, "\n")).otherwise(F.array(text))).alias("pos", "line"),
+    )
     lines = lines.where(F.col("line").rlike(r"\S")).observe(INPUT_METRICS, F.count(F.lit(1)).alias("lines"))
     line_no = F.col("pos") + 1
-    rank = (F.element_at(F.create_map(*[F.lit(x) for kv in ranks.items() for x in kv]), F.col("origin"))
-            if ranks else _hash31(F.col("origin")))
+    rank = (
+        F.element_at(F.create_map(*[F.lit(x) for kv in ranks.items() for x in kv]), F.col("origin"))
+        if ranks
+        else _hash31(F.col("origin"))
+    )
     file_arrival = F.shiftleft(rank.cast("long"), 32).bitwiseOR(line_no)
     record_arrival = F.shiftleft(_hash31(F.concat_ws(":", "origin", "part")), 32).bitwiseOR(
-        F.col("offset").bitwiseAND(F.lit(0xFFFFFFFF)))
+        F.col("offset").bitwiseAND(F.lit(0xFFFFFFFF))
+    )
     # One projection computes the JSON read once; the routing below only reads its fields.
     parsed = lines.select(
         F.when(is_file, line_no).otherwise(F.col("offset")).cast("long").alias("seq"),
         F.when(is_file, file_arrival).otherwise(record_arrival).alias("arrival"),
         F.col("line").cast("binary").alias("raw"),
-        F.from_json("line", KEY_SCHEMA).alias("j"))
+        F.from_json("line", KEY_SCHEMA).alias("j"),
+    )
     ts = F.col("j.ts")
     timed = ts.isNotNull() & (ts >= 0) & (ts <= MAX_STREAM_TS)
     if until is not None:
@@ -75,11 +82,22 @@ def frame(raw: DataFrame, layout: Layout, ranks: dict[str, int] | None = None,
     tick = timed & (kind == "tick")
     keyed = timed & kind.isin(*PARTITION_TYPES) & F.col("j.topic").isNotNull() & (F.col("j.partition") >= 0)
     ids = list(layout.ids)
-    slot = F.pmod(F.xxhash64(F.coalesce(F.col("j.cluster"), F.lit(DEFAULT_CLUSTER)), F.col("j.topic"),
-                             F.col("j.partition")), len(ids))
+    slot = F.pmod(
+        F.xxhash64(F.coalesce(F.col("j.cluster"), F.lit(DEFAULT_CLUSTER)), F.col("j.topic"), F.col("j.partition")),
+        len(ids),
+    )
     every = F.array(*[F.lit(b) for b in ids])
-    targets = (F.when(tick, every).when(keyed, F.array(F.element_at(every, (slot + 1).cast("int"))))
-               .otherwise(F.array(F.lit(CONTROL_KEY))))
-    routed = parsed.select(F.explode(targets).alias("bucket"), F.when(tick | keyed, ts).alias("ts"),
-                           "seq", "arrival", "raw", tick.alias("shared"))
+    targets = (
+        F.when(tick, every)
+        .when(keyed, F.array(F.element_at(every, (slot + 1).cast("int"))))
+        .otherwise(F.array(F.lit(CONTROL_KEY)))
+    )
+    routed = parsed.select(
+        F.explode(targets).alias("bucket"),
+        F.when(tick | keyed, ts).alias("ts"),
+        "seq",
+        "arrival",
+        "raw",
+        tick.alias("shared"),
+    )
     return routed.withColumn("event_time", F.timestamp_millis(F.col("ts") + LATE_HORIZON_MS))

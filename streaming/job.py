@@ -71,8 +71,13 @@ def _utc(ms: int | None) -> str:
 class StreamJob:
     """One streaming query plus its store, listener and optional Kafka output."""
 
-    def __init__(self, options: JobOptions, echo: Echo | None = None, on_batch: Callable[..., None] | None = None,
-                 on_progress: ProgressHook | None = None) -> None:
+    def __init__(
+        self,
+        options: JobOptions,
+        echo: Echo | None = None,
+        on_batch: Callable[..., None] | None = None,
+        on_progress: ProgressHook | None = None,
+    ) -> None:
         self.options = options
         self.echo = echo
         self.on_batch = on_batch
@@ -101,11 +106,15 @@ class StreamJob:
         fresh = not checkpoint.has_entries("offsets")
         last = store.last_batch_id()
         if fresh and last is not None:
-            raise ConfigError(f"store {o.store} already holds batches up to {last} from another checkpoint; "
-                              f"give the --checkpoint that wrote them, or a new store")
+            raise ConfigError(
+                f"store {o.store} already holds batches up to {last} from another checkpoint; "
+                f"give the --checkpoint that wrote them, or a new store"
+            )
         if not fresh and last is None:
-            self._say(f"warning: checkpoint {o.checkpoint} has run before but store {o.store} is empty: "
-                      "earlier batches' outputs and the brokers' pending sets are not in it")
+            self._say(
+                f"warning: checkpoint {o.checkpoint} has run before but store {o.store} is empty: "
+                "earlier batches' outputs and the brokers' pending sets are not in it"
+            )
         layout = Layout.for_checkpoint(checkpoint, o.buckets, int(spark.conf.get("spark.sql.shuffle.partitions")))
         reports = plan(read_stream(spark, self.source, o.max_per_batch, o.starting), o.config, layout)
         if o.kafka_output:
@@ -114,13 +123,18 @@ class StreamJob:
         self.name = f"isrwatch-{checkpoint.name}-{id(self):x}"
         writer = reports.writeStream.queryName(self.name).foreachBatch(sink)
         writer = writer.option("checkpointLocation", checkpoint.uri)
-        writer = writer.trigger(availableNow=True) if o.available_now else \
-            writer.trigger(processingTime=f"{int(o.trigger_seconds * 1000)} milliseconds")
+        writer = (
+            writer.trigger(availableNow=True)
+            if o.available_now
+            else writer.trigger(processingTime=f"{int(o.trigger_seconds * 1000)} milliseconds")
+        )
         self._listener = ProgressListener(self.name, self._progress)
         spark.streams.addListener(self._listener)
-        self._say(f"{self.source} -> {o.store}; checkpoint {o.checkpoint}, {layout.buckets} buckets over "
-                  f"{layout.shuffle_partitions} shuffle partitions, {o.spark.state_store} state store, "
-                  + ("available data only" if o.available_now else f"trigger {o.trigger_seconds:g} s"))
+        self._say(
+            f"{self.source} -> {o.store}; checkpoint {o.checkpoint}, {layout.buckets} buckets over "
+            f"{layout.shuffle_partitions} shuffle partitions, {o.spark.state_store} state store, "
+            + ("available data only" if o.available_now else f"trigger {o.trigger_seconds:g} s")
+        )
         self._last_input = time.monotonic()
         self.query = writer.start()
         return self.query
@@ -132,8 +146,7 @@ class StreamJob:
         while query.isActive and not self._stopping.is_set():
             query.awaitTermination(0.5)
             idle = self.options.until_idle
-            if idle is not None and time.monotonic() - self._last_input > idle \
-                    and not query.status["isTriggerActive"]:
+            if idle is not None and time.monotonic() - self._last_input > idle and not query.status["isTriggerActive"]:
                 self._say(f"no new input for {idle:g} s: stopping")
                 break
 
@@ -204,12 +217,16 @@ class StreamJob:
             self.on_progress(raw)
         if result is None and not record["input_rows"]:
             return  # an idle trigger or a no-data batch that settled nothing new
-        line = (f"batch {record['batch_id']}: {record['input_rows']:,} events in "
-                f"{record['batch_duration_ms'] / 1000:.1f} s ({record['processed_rows_per_second']:,.0f}/s), "
-                f"watermark {_utc(record['watermark_ms'])}")
+        line = (
+            f"batch {record['batch_id']}: {record['input_rows']:,} events in "
+            f"{record['batch_duration_ms'] / 1000:.1f} s ({record['processed_rows_per_second']:,.0f}/s), "
+            f"watermark {_utc(record['watermark_ms'])}"
+        )
         if result is not None:
-            line += (f"; {len(result.decisions):,} decisions, {len(result.propagations):,} propagations, "
-                     f"{len(result.records):,} partitions updated, {len(result.dead_letters):,} dead letters")
+            line += (
+                f"; {len(result.decisions):,} decisions, {len(result.propagations):,} propagations, "
+                f"{len(result.records):,} partitions updated, {len(result.dead_letters):,} dead letters"
+            )
             late = result.counters.get("late_events", 0)
             line += f" ({late:,} late)" if late else ""
         self._say(line)

@@ -33,8 +33,9 @@ class KafkaRange(InputPartition):
 def _consumer(bootstrap: str, **settings: Any) -> Any:
     from kafka import KafkaConsumer
 
-    return KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None,
-                         auto_offset_reset="earliest", **settings)
+    return KafkaConsumer(
+        bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None, auto_offset_reset="earliest", **settings
+    )
 
 
 class KafkaPythonSource(DataSource):
@@ -66,8 +67,11 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
         consumer = _consumer(self.bootstrap, max_partition_fetch_bytes=1, fetch_max_wait_ms=10)
         try:
-            tps = [TopicPartition(topic, p) for topic in self.topics
-                   for p in sorted(consumer.partitions_for_topic(topic) or ())]
+            tps = [
+                TopicPartition(topic, p)
+                for topic in self.topics
+                for p in sorted(consumer.partitions_for_topic(topic) or ())
+            ]
             if not tps:
                 return {t: {} for t in self.topics}
             consumer.assign(tps)
@@ -110,8 +114,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def latestOffset(self, start: Offsets, limit: ReadLimit) -> Offsets:
         ends = self._probe(start)
         if self.target is not None:
-            ends = {t: {p: min(o, self.target.get(t, {}).get(p, 0)) for p, o in parts.items()}
-                    for t, parts in ends.items()}
+            ends = {
+                t: {p: min(o, self.target.get(t, {}).get(p, 0)) for p, o in parts.items()} for t, parts in ends.items()
+            }
         if isinstance(limit, ReadMaxRows):
             ends = _cap(start, ends, limit.max_rows)
         return ends
@@ -146,10 +151,14 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 rows = [r for r in records if r.offset < partition.end]
                 if rows:
                     yield pa.RecordBatch.from_arrays(
-                        [pa.array([r.value for r in rows], pa.binary()),
-                         pa.array([partition.topic] * len(rows), pa.string()),
-                         pa.array([partition.partition] * len(rows), pa.int32()),
-                         pa.array([r.offset for r in rows], pa.int64())], schema=_ARROW)
+                        [
+                            pa.array([r.value for r in rows], pa.binary()),
+                            pa.array([partition.topic] * len(rows), pa.string()),
+                            pa.array([partition.partition] * len(rows), pa.int32()),
+                            pa.array([r.offset for r in rows], pa.int64()),
+                        ],
+                        schema=_ARROW,
+                    )
         finally:
             consumer.close()
 

@@ -11,8 +11,9 @@ class JsonProducer:
     def __init__(self, bootstrap: str, acks: int | str = "all", linger_ms: int = 20, **settings: Any) -> None:
         from kafka import KafkaProducer
 
-        self.producer = KafkaProducer(bootstrap_servers=bootstrap.split(","), acks=acks, linger_ms=linger_ms,
-                                      **settings)
+        self.producer = KafkaProducer(
+            bootstrap_servers=bootstrap.split(","), acks=acks, linger_ms=linger_ms, **settings
+        )
 
     def send(self, topic: str, key: bytes, value: bytes) -> None:
         self.producer.send(topic, key=key, value=value)

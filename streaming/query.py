@@ -15,13 +15,23 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 
-def plan(raw: DataFrame, config: Config, layout: Layout, ranks: dict[str, int] | None = None,
-         until: int | None = None, keep_blobs: bool = False) -> DataFrame:
+def plan(
+    raw: DataFrame,
+    config: Config,
+    layout: Layout,
+    ranks: dict[str, int] | None = None,
+    until: int | None = None,
+    keep_blobs: bool = False,
+) -> DataFrame:
     """Reports (bucket int, report binary) from source rows; see `framing` and `stateful`."""
     from pyspark.sql.streaming.state import GroupStateTimeout
 
     delay = LATE_HORIZON_MS + config.allowed_lateness_ms
     framed = frame(raw, layout, ranks, until).withWatermark("event_time", f"{delay} milliseconds")
     return framed.groupBy("bucket").applyInPandasWithState(
-        state_function(config, list(layout.ids), until, keep_blobs), REPORT_SCHEMA, STATE_SCHEMA, "append",
-        GroupStateTimeout.EventTimeTimeout)
+        state_function(config, list(layout.ids), until, keep_blobs),
+        REPORT_SCHEMA,
+        STATE_SCHEMA,
+        "append",
+        GroupStateTimeout.EventTimeTimeout,
+    )

@@ -51,8 +51,10 @@ class _Batches:
     def __call__(self, df: object, batch_id: int) -> None:
         settled = self.collector.add(collect(df))
         if self.progress:
-            self.progress(f"batch {batch_id}: {len(settled.decisions):,} decisions, "
-                          f"{len(settled.propagations):,} propagations, watermark {settled.watermark}")
+            self.progress(
+                f"batch {batch_id}: {len(settled.decisions):,} decisions, "
+                f"{len(settled.propagations):,} propagations, watermark {settled.watermark}"
+            )
 
 
 def _stage(paths: Sequence[str | os.PathLike], inbox: Path) -> dict[str, int]:
@@ -71,9 +73,15 @@ def _stage(paths: Sequence[str | os.PathLike], inbox: Path) -> dict[str, int]:
     return ranks
 
 
-def replay_spark(paths: Sequence[str | os.PathLike], config: Config, until: int | None = None,
-                 progress: Progress | None = None, files_per_batch: int = 1, buckets: int = DEFAULT_BUCKETS,
-                 settings: SparkSettings | None = None) -> ReplayResult:
+def replay_spark(
+    paths: Sequence[str | os.PathLike],
+    config: Config,
+    until: int | None = None,
+    progress: Progress | None = None,
+    files_per_batch: int = 1,
+    buckets: int = DEFAULT_BUCKETS,
+    settings: SparkSettings | None = None,
+) -> ReplayResult:
     """Replay files through the streaming query; the result has the local replay's shape and summary keys."""
     started = time.perf_counter()
     spark = session(settings)
@@ -83,14 +91,25 @@ def replay_spark(paths: Sequence[str | os.PathLike], config: Config, until: int 
         ranks = _stage(paths, inbox)
         layout = Layout.create(buckets, int(spark.conf.get("spark.sql.shuffle.partitions")))
         batches = _Batches(ReplayCollector(config, layout.ids[0]), progress)
-        reports = plan(read_stream(spark, Source("files", str(inbox)), files_per_batch), config, layout,
-                       ranks=ranks, until=until, keep_blobs=True)
+        reports = plan(
+            read_stream(spark, Source("files", str(inbox)), files_per_batch),
+            config,
+            layout,
+            ranks=ranks,
+            until=until,
+            keep_blobs=True,
+        )
         name = f"isrwatch-replay-{os.getpid()}-{id(batches):x}"
         listener = ProgressListener(name, batches.on_progress)
         spark.streams.addListener(listener)
         try:
-            query = (reports.writeStream.queryName(name).foreachBatch(batches)
-                     .option("checkpointLocation", str(Path(tmp, "checkpoint"))).trigger(availableNow=True).start())
+            query = (
+                reports.writeStream.queryName(name)
+                .foreachBatch(batches)
+                .option("checkpointLocation", str(Path(tmp, "checkpoint")))
+                .trigger(availableNow=True)
+                .start()
+            )
             query.awaitTermination()
             batches.await_progress(query.lastProgress)
         finally:
@@ -98,8 +117,14 @@ def replay_spark(paths: Sequence[str | os.PathLike], config: Config, until: int 
     streamed = time.perf_counter()
     result = batches.collector.finish(until)
     elapsed = time.perf_counter() - started
-    result.summary.update({
-        "engine": "spark", "lines": batches.lines, "buckets": layout.buckets,
-        "stream_seconds": round(streamed - started, 3), "seconds": round(elapsed, 3),
-        "events_per_second": round(batches.lines / elapsed) if elapsed > 0 else None})
+    result.summary.update(
+        {
+            "engine": "spark",
+            "lines": batches.lines,
+            "buckets": layout.buckets,
+            "stream_seconds": round(streamed - started, 3),
+            "seconds": round(elapsed, 3),
+            "events_per_second": round(batches.lines / elapsed) if elapsed > 0 else None,
+        }
+    )
     return result

@@ -39,8 +39,9 @@ def collect(df: DataFrame) -> list[Report]:
     return [decode_report(b) for b in table.column(0).to_pylist()]
 
 
-def settle_reports(config: Config, reports: Iterable[Report],
-                   book_blob: bytes | None) -> tuple[Settled, PropagationBook]:
+def settle_reports(
+    config: Config, reports: Iterable[Report], book_blob: bytes | None
+) -> tuple[Settled, PropagationBook]:
     """One batch's reports as one settled step (the batch's watermark is the newest a key reported), and the
     propagation book it leaves behind; pure, so a replay can run it without a store."""
     reports = list(reports)
@@ -60,8 +61,9 @@ BatchHook = Callable[[int, Settled, bool], None]
 class StoreSink:
     """`foreachBatch` target: settle each batch against the store's book and commit it atomically."""
 
-    def __init__(self, config: Config, store: Store, kafka: KafkaOutput | None = None,
-                 on_batch: BatchHook | None = None) -> None:
+    def __init__(
+        self, config: Config, store: Store, kafka: KafkaOutput | None = None, on_batch: BatchHook | None = None
+    ) -> None:
         self.config = config
         self.store = store
         self.kafka = kafka
@@ -76,9 +78,16 @@ class StoreSink:
         if self.kafka is not None:
             self.kafka.send(settled)  # before the commit: at-least-once on a crash in between
         written = self.store.write_batch(
-            batch_id, decisions=settled.decisions, propagations=settled.propagations, partitions=settled.records,
-            dead_letters=settled.dead_letters, brokers=settled.brokers, counters=+settled.counters,
-            blobs={BOOK_BLOB: book.to_bytes()}, watermark_ms=settled.watermark)
+            batch_id,
+            decisions=settled.decisions,
+            propagations=settled.propagations,
+            partitions=settled.records,
+            dead_letters=settled.dead_letters,
+            brokers=settled.brokers,
+            counters=+settled.counters,
+            blobs={BOOK_BLOB: book.to_bytes()},
+            watermark_ms=settled.watermark,
+        )
         if self.on_batch is not None:
             self.on_batch(batch_id, settled, written)
 
@@ -86,8 +95,12 @@ class StoreSink:
 class KafkaOutput:
     """Decisions and propagation batches as JSON Kafka records, keyed by partition and by broker."""
 
-    def __init__(self, bootstrap: str, decisions_topic: str = "isrwatch.decisions",
-                 propagations_topic: str = "isrwatch.propagations") -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        decisions_topic: str = "isrwatch.decisions",
+        propagations_topic: str = "isrwatch.propagations",
+    ) -> None:
         self.producer = JsonProducer(bootstrap, acks="all")
         self.decisions_topic = decisions_topic
         self.propagations_topic = propagations_topic

@@ -50,8 +50,9 @@ class Source:
 def parse_source(spec: str) -> Source:
     kind, sep, rest = spec.partition(":")
     if not sep or not rest:
-        raise SourceError(f"--source {spec!r}: expected files:DIR, kafka:BOOTSTRAP/TOPICS or "
-                          "kafka-python:BOOTSTRAP/TOPICS")
+        raise SourceError(
+            f"--source {spec!r}: expected files:DIR, kafka:BOOTSTRAP/TOPICS or kafka-python:BOOTSTRAP/TOPICS"
+        )
     if kind == "files":
         return Source("files", rest)
     if kind in ("kafka", "kafka-python"):
@@ -63,36 +64,53 @@ def parse_source(spec: str) -> Source:
     raise SourceError(f"--source {spec!r}: unknown source kind {kind!r} (files, kafka, kafka-python)")
 
 
-def read_stream(spark: SparkSession, source: Source, max_per_batch: int | None = None,
-                starting: str = "earliest") -> DataFrame:
+def read_stream(
+    spark: SparkSession, source: Source, max_per_batch: int | None = None, starting: str = "earliest"
+) -> DataFrame:
     """The source as a streaming DataFrame of framing rows; `max_per_batch` = files or Kafka records."""
     from pyspark.sql import functions as F
 
     if source.kind == "files":
         Path(source.location).mkdir(parents=True, exist_ok=True)
         reader = spark.readStream.format("text").option("wholetext", True)
-        reader = reader.option("maxFilesPerTrigger", max_per_batch) if max_per_batch else \
-            reader.option("maxBytesPerTrigger", MAX_BATCH_BYTES)
+        reader = (
+            reader.option("maxFilesPerTrigger", max_per_batch)
+            if max_per_batch
+            else reader.option("maxBytesPerTrigger", MAX_BATCH_BYTES)
+        )
         df = reader.load(str(Path(source.location).resolve()))
-        return df.select(F.col("value").cast("binary").alias("value"), F.col("_metadata.file_name").alias("origin"),
-                         F.lit(-1).alias("part"), F.lit(-1).cast("long").alias("offset"))
+        return df.select(
+            F.col("value").cast("binary").alias("value"),
+            F.col("_metadata.file_name").alias("origin"),
+            F.lit(-1).alias("part"),
+            F.lit(-1).cast("long").alias("offset"),
+        )
     if source.kind == "kafka":
         return _spark_kafka(spark, source, max_per_batch, starting)
     from .kafka_source import NAME, KafkaPythonSource
 
     spark.dataSource.register(KafkaPythonSource)
-    return (spark.readStream.format(NAME).option("bootstrap", source.location)
-            .option("topics", ",".join(source.topics)).option("starting", starting)
-            .option("max_records_per_batch", max_per_batch or MAX_BATCH_RECORDS).load())
+    return (
+        spark.readStream.format(NAME)
+        .option("bootstrap", source.location)
+        .option("topics", ",".join(source.topics))
+        .option("starting", starting)
+        .option("max_records_per_batch", max_per_batch or MAX_BATCH_RECORDS)
+        .load()
+    )
 
 
 def _spark_kafka(spark: SparkSession, source: Source, max_per_batch: int | None, starting: str) -> DataFrame:
     from pyspark.errors import AnalysisException
     from pyspark.sql import functions as F
 
-    reader = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", source.location)
-              .option("subscribe", ",".join(source.topics)).option("startingOffsets", starting)
-              .option("failOnDataLoss", "false"))
+    reader = (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", source.location)
+        .option("subscribe", ",".join(source.topics))
+        .option("startingOffsets", starting)
+        .option("failOnDataLoss", "false")
+    )
     reader = reader.option("maxOffsetsPerTrigger", max_per_batch or MAX_BATCH_RECORDS)
     try:
         df = reader.load()

@@ -36,8 +36,14 @@ UNREADABLE = "the stream could not read its type, ts, topic or partition (Spark 
 
 def _rows(frames: Iterator[pd.DataFrame]) -> Iterator[Line]:
     for frame in frames:
-        yield from map(Line, frame["ts"].tolist(), frame["seq"].tolist(), frame["arrival"].tolist(),
-                       frame["raw"].tolist(), frame["shared"].tolist())
+        yield from map(
+            Line,
+            frame["ts"].tolist(),
+            frame["seq"].tolist(),
+            frame["arrival"].tolist(),
+            frame["raw"].tolist(),
+            frame["shared"].tolist(),
+        )
 
 
 def count_events(events: list, first: bool) -> tuple[int, int]:
@@ -51,8 +57,12 @@ def _late(line: Line, watermark: int, lateness: int) -> DeadLetter:
     ev = parse_event(line.raw, line.seq, line.arrival)
     if type(ev) is DeadLetter:
         return ev
-    return DeadLetter(raw=line.raw.decode("utf-8", "replace"), field="ts", ts=ev.ts,
-                      reason=f"late: at or behind the watermark {watermark} (allowed_lateness_ms {lateness})")
+    return DeadLetter(
+        raw=line.raw.decode("utf-8", "replace"),
+        field="ts",
+        ts=ev.ts,
+        reason=f"late: at or behind the watermark {watermark} (allowed_lateness_ms {lateness})",
+    )
 
 
 def _emit(report: Report) -> Iterator[pd.DataFrame]:
@@ -70,15 +80,21 @@ def _control(frames: Iterator[pd.DataFrame], watermark: int, until: int | None) 
         elif until is not None and ev.ts > until:
             report.after_until += 1
         elif ev.ts > MAX_STREAM_TS:
-            report.dead.append(DeadLetter(raw=raw.decode("utf-8", "replace"), field="ts", reason=(
-                f"Expected `int` <= {MAX_STREAM_TS} - at `$.ts` (the stream's event-time limit)")))
+            report.dead.append(
+                DeadLetter(
+                    raw=raw.decode("utf-8", "replace"),
+                    field="ts",
+                    reason=(f"Expected `int` <= {MAX_STREAM_TS} - at `$.ts` (the stream's event-time limit)"),
+                )
+            )
         else:
             report.dead.append(DeadLetter(raw=raw.decode("utf-8", "replace"), reason=UNREADABLE, ts=ev.ts))
     return _emit(report)
 
 
-def state_function(config: Config, bucket_ids: list[int], until: int | None = None,
-                   keep_blobs: bool = False) -> StateFunction:
+def state_function(
+    config: Config, bucket_ids: list[int], until: int | None = None, keep_blobs: bool = False
+) -> StateFunction:
     """The function for `applyInPandasWithState`; `keep_blobs` adds each bucket's state to its report."""
     first = bucket_ids[0]
 

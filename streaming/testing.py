@@ -85,13 +85,20 @@ def route(raw: bytes, number: int, buckets: list[int]) -> list[tuple[int, Line, 
 
 def _frames(lines: list[Line]) -> Iterator[pd.DataFrame]:
     if lines:
-        yield pd.DataFrame({"ts": [line.ts for line in lines], "seq": [line.seq for line in lines],
-                            "arrival": [line.arrival for line in lines], "raw": [line.raw for line in lines],
-                            "shared": [line.shared for line in lines]})
+        yield pd.DataFrame(
+            {
+                "ts": [line.ts for line in lines],
+                "seq": [line.seq for line in lines],
+                "arrival": [line.arrival for line in lines],
+                "raw": [line.raw for line in lines],
+                "shared": [line.shared for line in lines],
+            }
+        )
 
 
-def run_stateful(lines: Iterable[bytes], cuts: Iterable[int], config: Config, buckets: int = 4,
-                 until: int | None = None) -> ReplayResult:
+def run_stateful(
+    lines: Iterable[bytes], cuts: Iterable[int], config: Config, buckets: int = 4, until: int | None = None
+) -> ReplayResult:
     """Feed `lines` (seq = position, 1-based) to the real state function in micro-batches cut before each index in
     `cuts`, then finish at `until` as `isrwatch replay --engine spark` does."""
     raw_lines = list(lines)
@@ -119,8 +126,9 @@ def run_stateful(lines: Iterable[bytes], cuts: Iterable[int], config: Config, bu
     return collector.finish(until)
 
 
-def _call(step: StateFunction, batch: dict[int, list[Line]], blobs: dict[int, bytes], timeouts: dict[int, int],
-          watermark: int) -> list[Report]:
+def _call(
+    step: StateFunction, batch: dict[int, list[Line]], blobs: dict[int, bytes], timeouts: dict[int, int], watermark: int
+) -> list[Report]:
     """One micro-batch: every key with rows, and every key whose timeout the watermark has passed."""
     due = {key for key, at in timeouts.items() if at < watermark}
     reports = []

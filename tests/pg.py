@@ -30,8 +30,10 @@ class PostgresUnavailable(RuntimeError):
 def _bin_dir() -> Path:
     found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), key=lambda p: int(p.split("/")[4]))
     if not found:
-        raise PostgresUnavailable("no /usr/lib/postgresql/*/bin/initdb: run `bash scripts/provision.sh` "
-                                  "(installs the Debian package postgresql)")
+        raise PostgresUnavailable(
+            "no /usr/lib/postgresql/*/bin/initdb: run `bash scripts/provision.sh` "
+            "(installs the Debian package postgresql)"
+        )
     return Path(found[-1]).parent
 
 
@@ -60,18 +62,50 @@ def postgres_server() -> Iterator[str]:
     port = free_port()
     started = False
     try:
-        _run([str(bin_dir / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust", "-E", "UTF8",
-              "--no-instructions", "--no-sync"], "initdb")
-        options = (f"-h 127.0.0.1 -p {port} -k {root} -c fsync=off -c synchronous_commit=off "
-                   "-c full_page_writes=off -c max_connections=200")
-        _run([str(bin_dir / "pg_ctl"), "-D", str(data), "-l", str(root / "log"), "-o", options, "-w", "-t", "60",
-              "start"], "pg_ctl start")
+        _run(
+            [
+                str(bin_dir / "initdb"),
+                "-D",
+                str(data),
+                "-U",
+                "postgres",
+                "--auth=trust",
+                "-E",
+                "UTF8",
+                "--no-instructions",
+                "--no-sync",
+            ],
+            "initdb",
+        )
+        options = (
+            f"-h 127.0.0.1 -p {port} -k {root} -c fsync=off -c synchronous_commit=off "
+            "-c full_page_writes=off -c max_connections=200"
+        )
+        _run(
+            [
+                str(bin_dir / "pg_ctl"),
+                "-D",
+                str(data),
+                "-l",
+                str(root / "log"),
+                "-o",
+                options,
+                "-w",
+                "-t",
+                "60",
+                "start",
+            ],
+            "pg_ctl start",
+        )
         started = True
         yield f"postgresql://postgres@127.0.0.1:{port}/postgres"
     finally:
         if started:
-            subprocess.run(_as_server_user([str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w",
-                                            "stop"]), capture_output=True, timeout=60)
+            subprocess.run(
+                _as_server_user([str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"]),
+                capture_output=True,
+                timeout=60,
+            )
         shutil.rmtree(root, ignore_errors=True)
 
 

@@ -16,18 +16,27 @@ OUT_OF_SYNC_SHOWN = 100
 router = APIRouter(prefix="/v1/brokers", tags=["brokers"], dependencies=[Depends(require_token)])
 
 
-@router.get("", response_model=BrokerList, responses=ERRORS,
-            summary="Every broker: partitions led, replicas out of sync, pending ISR changes, last propagation")
+@router.get(
+    "",
+    response_model=BrokerList,
+    responses=ERRORS,
+    summary="Every broker: partitions led, replicas out of sync, pending ISR changes, last propagation",
+)
 def list_brokers(store: StoreDep, now: NowDep, cluster: ClusterQ = None) -> Response:
     return JSON({"brokers": [views.broker_summary(b, now) for b in store.brokers(cluster=cluster)], "as_of_ms": now})
 
 
-@router.get("/{broker}", response_model=BrokerDetail, responses=NOT_FOUND,
-            summary="One broker: its out-of-sync followers, pending ISR-change set and recent batches")
+@router.get(
+    "/{broker}",
+    response_model=BrokerDetail,
+    responses=NOT_FOUND,
+    summary="One broker: its out-of-sync followers, pending ISR-change set and recent batches",
+)
 def get_broker(store: StoreDep, now: NowDep, broker: BrokerP, cluster: ClusterQ = None) -> Response:
     found = store.brokers(cluster=cluster, broker=broker)
     entry = only(found, [b["cluster"] for b in found], cluster, f"broker {broker}")
     cluster = entry["cluster"]
     batches = store.propagations(cluster=cluster, broker=broker, limit=RECENT_BATCHES).items
-    return JSON(views.broker_detail(entry, store.out_of_sync_replicas(cluster, broker, OUT_OF_SYNC_SHOWN),
-                                    batches, now))
+    return JSON(
+        views.broker_detail(entry, store.out_of_sync_replicas(cluster, broker, OUT_OF_SYNC_SHOWN), batches, now)
+    )

@@ -21,8 +21,12 @@ async def healthz() -> Response:
     return JSON({"status": "ok"})
 
 
-@router.get("/readyz", response_model=Readiness, summary="The store answers and the stream is fresh",
-            responses={503: {"model": ErrorBody, "description": "not ready; the detail says why"}})
+@router.get(
+    "/readyz",
+    response_model=Readiness,
+    summary="The store answers and the stream is fresh",
+    responses={503: {"model": ErrorBody, "description": "not ready; the detail says why"}},
+)
 async def readyz(store: StoreDep, settings: SettingsDep) -> Response:
     position = store.stream_position()
     if position is None:
@@ -32,19 +36,27 @@ async def readyz(store: StoreDep, settings: SettingsDep) -> Response:
     lag_s = None if position.watermark_ms is None else (wall_ms - position.watermark_ms) / 1000
     problems = []
     if settings.ready_max_batch_age_s and age_s > settings.ready_max_batch_age_s:
-        problems.append(f"last batch {position.batch_id} committed {age_s:.1f} s ago "
-                        f"(limit {settings.ready_max_batch_age_s:g} s)")
+        problems.append(
+            f"last batch {position.batch_id} committed {age_s:.1f} s ago (limit {settings.ready_max_batch_age_s:g} s)"
+        )
     if settings.ready_max_watermark_lag_s:
         if lag_s is None:
             problems.append("no watermark committed yet")
         elif lag_s > settings.ready_max_watermark_lag_s:
-            problems.append(f"watermark lags the wall clock by {lag_s:.1f} s "
-                            f"(limit {settings.ready_max_watermark_lag_s:g} s)")
+            problems.append(
+                f"watermark lags the wall clock by {lag_s:.1f} s (limit {settings.ready_max_watermark_lag_s:g} s)"
+            )
     if problems:
         raise ApiError(503, "; ".join(problems), code="not_ready")
-    return JSON({"status": "ready", "last_batch_id": position.batch_id, "last_batch_age_seconds": round(age_s, 3),
-                 "watermark_ms": position.watermark_ms,
-                 "watermark_lag_seconds": None if lag_s is None else round(lag_s, 3)})
+    return JSON(
+        {
+            "status": "ready",
+            "last_batch_id": position.batch_id,
+            "last_batch_age_seconds": round(age_s, 3),
+            "watermark_ms": position.watermark_ms,
+            "watermark_lag_seconds": None if lag_s is None else round(lag_s, 3),
+        }
+    )
 
 
 @router.get("/", include_in_schema=False)

@@ -19,35 +19,65 @@ router = APIRouter(prefix="/v1", tags=["history"], dependencies=[Depends(require
 
 
 @router.get("/decisions", response_model=DecisionPage, responses=ERRORS, summary="ISR decisions, newest first")
-def list_decisions(store: StoreDep, cluster: ClusterQ = None, topic: TopicQ = None,
-                   broker: Annotated[int | None, Query(
-                       ge=0, le=MAX_ID, description="the deciding leader or a replica added or removed")] = None,
-                   kind: DecisionKind | None = None, since: SinceQ = None, page_size: PageSizeQ = 100,
-                   page_token: PageTokenQ = None) -> Response:
+def list_decisions(
+    store: StoreDep,
+    cluster: ClusterQ = None,
+    topic: TopicQ = None,
+    broker: Annotated[
+        int | None, Query(ge=0, le=MAX_ID, description="the deciding leader or a replica added or removed")
+    ] = None,
+    kind: DecisionKind | None = None,
+    since: SinceQ = None,
+    page_size: PageSizeQ = 100,
+    page_token: PageTokenQ = None,
+) -> Response:
     after = decode_page_token(page_token, EVENT_KEY)
-    page = store.decisions(cluster=cluster, topic=topic, kind=kind, broker=broker, since=since, after=after,
-                           limit=page_size)
+    page = store.decisions(
+        cluster=cluster, topic=topic, kind=kind, broker=broker, since=since, after=after, limit=page_size
+    )
     return JSON({"decisions": page.items, "next_page_token": encode_page_token(page.next_key)})
 
 
-@router.get("/propagations", response_model=PropagationPage, responses=ERRORS,
-            summary="ISR-change batches sent by leader brokers, newest first")
-def list_propagations(store: StoreDep, cluster: ClusterQ = None,
-                      topic: Annotated[str | None, Query(min_length=1, max_length=TOPIC_MAX_LENGTH,
-                                                         pattern=TOPIC_PATTERN,
-                                                         description="batches carrying a partition of it")] = None,
-                      broker: BrokerQ = None, trigger: Trigger | None = None, since: SinceQ = None,
-                      page_size: PageSizeQ = 100, page_token: PageTokenQ = None) -> Response:
+@router.get(
+    "/propagations",
+    response_model=PropagationPage,
+    responses=ERRORS,
+    summary="ISR-change batches sent by leader brokers, newest first",
+)
+def list_propagations(
+    store: StoreDep,
+    cluster: ClusterQ = None,
+    topic: Annotated[
+        str | None,
+        Query(
+            min_length=1,
+            max_length=TOPIC_MAX_LENGTH,
+            pattern=TOPIC_PATTERN,
+            description="batches carrying a partition of it",
+        ),
+    ] = None,
+    broker: BrokerQ = None,
+    trigger: Trigger | None = None,
+    since: SinceQ = None,
+    page_size: PageSizeQ = 100,
+    page_token: PageTokenQ = None,
+) -> Response:
     after = decode_page_token(page_token, EVENT_KEY)
-    page = store.propagations(cluster=cluster, topic=topic, broker=broker, trigger=trigger, since=since, after=after,
-                              limit=page_size)
+    page = store.propagations(
+        cluster=cluster, topic=topic, broker=broker, trigger=trigger, since=since, after=after, limit=page_size
+    )
     return JSON({"propagations": page.items, "next_page_token": encode_page_token(page.next_key)})
 
 
-@router.get("/dead-letters", response_model=DeadLetterPage, responses=ERRORS,
-            summary="Inputs that changed nothing, with the reason and field, newest first")
-def list_dead_letters(store: StoreDep, since: SinceQ = None, page_size: PageSizeQ = 100,
-                      page_token: PageTokenQ = None) -> Response:
+@router.get(
+    "/dead-letters",
+    response_model=DeadLetterPage,
+    responses=ERRORS,
+    summary="Inputs that changed nothing, with the reason and field, newest first",
+)
+def list_dead_letters(
+    store: StoreDep, since: SinceQ = None, page_size: PageSizeQ = 100, page_token: PageTokenQ = None
+) -> Response:
     after = decode_page_token(page_token, DEAD_LETTER_KEY)
     page = store.dead_letters(since=since, after=after, limit=page_size)
     return JSON({"dead_letters": page.items, "next_page_token": encode_page_token(page.next_key)})

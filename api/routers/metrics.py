@@ -12,7 +12,11 @@ from ..params import ERRORS
 router = APIRouter(tags=["metrics"], dependencies=[Depends(require_token)])
 
 
-@router.get("/metrics", summary="Prometheus exposition, read from the store at scrape time",
-            response_class=Response, responses={200: {"content": {CONTENT_TYPE_LATEST: {}}}, **ERRORS})
+@router.get(
+    "/metrics",
+    summary="Prometheus exposition, read from the store at scrape time",
+    response_class=Response,
+    responses={200: {"content": {CONTENT_TYPE_LATEST: {}}}, **ERRORS},
+)
 def metrics(request: Request) -> Response:
     return Response(generate_latest(request.app.state.registry), media_type=CONTENT_TYPE_LATEST)

@@ -19,45 +19,97 @@ from ..params import ERRORS, JSON, NOT_FOUND, ClusterQ, PartitionP, TopicP, Topi
 router = APIRouter(prefix="/v1/partitions", tags=["partitions"], dependencies=[Depends(require_token)])
 
 
-@router.get("", response_model=PartitionPage, responses=ERRORS,
-            summary="Partitions, filtered, in (cluster, topic, partition) order")
-def list_partitions(store: StoreDep, settings: SettingsDep, now: NowDep, cluster: ClusterQ = None,
-                    topic: TopicQ = None,
-                    broker: Annotated[int | None, Query(ge=0, le=MAX_ID, description="leader or replica")] = None,
-                    state: Annotated[PartitionState | None, Query(
-                        description="shrink_predicted: an ISR follower past or near its lag limit")] = None,
-                    page_size: PageSizeQ = 100, page_token: PageTokenQ = None) -> Response:
+@router.get(
+    "",
+    response_model=PartitionPage,
+    responses=ERRORS,
+    summary="Partitions, filtered, in (cluster, topic, partition) order",
+)
+def list_partitions(
+    store: StoreDep,
+    settings: SettingsDep,
+    now: NowDep,
+    cluster: ClusterQ = None,
+    topic: TopicQ = None,
+    broker: Annotated[int | None, Query(ge=0, le=MAX_ID, description="leader or replica")] = None,
+    state: Annotated[
+        PartitionState | None, Query(description="shrink_predicted: an ISR follower past or near its lag limit")
+    ] = None,
+    page_size: PageSizeQ = 100,
+    page_token: PageTokenQ = None,
+) -> Response:
     after = decode_page_token(page_token, PARTITION_KEY)
     window = settings.shrink_window_ms
-    page = store.partitions(cluster=cluster, topic=topic, broker=broker, state=state, now_ms=now, window_ms=window,
-                            after=after, limit=page_size)
-    return JSON({"partitions": [views.partition_summary(r, now, window) for r in page.items],
-                 "next_page_token": encode_page_token(page.next_key), "as_of_ms": now})
+    page = store.partitions(
+        cluster=cluster,
+        topic=topic,
+        broker=broker,
+        state=state,
+        now_ms=now,
+        window_ms=window,
+        after=after,
+        limit=page_size,
+    )
+    return JSON(
+        {
+            "partitions": [views.partition_summary(r, now, window) for r in page.items],
+            "next_page_token": encode_page_token(page.next_key),
+            "as_of_ms": now,
+        }
+    )
 
 
-@router.get("/{topic}/{partition}", response_model=PartitionDetail, responses=NOT_FOUND,
-            summary="A partition's full state: leader, epochs, ISR, HW and every follower")
-async def get_partition(store: StoreDep, settings: SettingsDep, now: NowDep, topic: TopicP, partition: PartitionP,
-                        cluster: ClusterQ = None) -> Response:
+@router.get(
+    "/{topic}/{partition}",
+    response_model=PartitionDetail,
+    responses=NOT_FOUND,
+    summary="A partition's full state: leader, epochs, ISR, HW and every follower",
+)
+async def get_partition(
+    store: StoreDep, settings: SettingsDep, now: NowDep, topic: TopicP, partition: PartitionP, cluster: ClusterQ = None
+) -> Response:
     found = store.partition(topic, partition, cluster)
     record = only(found, [r.cluster for r in found], cluster, f"partition {topic}-{partition}")
     return JSON(views.partition_detail(record, now, settings.shrink_window_ms))
 
 
-@router.get("/{topic}/{partition}/isr", response_model=PartitionIsr, responses=NOT_FOUND,
-            summary="Leader, leader epoch and ISR only: the cheap query to poll")
-async def get_partition_isr(store: StoreDep, topic: TopicP, partition: PartitionP,
-                            cluster: ClusterQ = None) -> Response:
+@router.get(
+    "/{topic}/{partition}/isr",
+    response_model=PartitionIsr,
+    responses=NOT_FOUND,
+    summary="Leader, leader epoch and ISR only: the cheap query to poll",
+)
+async def get_partition_isr(
+    store: StoreDep, topic: TopicP, partition: PartitionP, cluster: ClusterQ = None
+) -> Response:
     found = store.partition_isr(topic, partition, cluster)
     cluster, leader, leader_epoch, isr = only(found, [r[0] for r in found], cluster, f"partition {topic}-{partition}")
-    return JSON({"cluster": cluster, "topic": topic, "partition": partition, "leader": leader,
-                 "leader_epoch": leader_epoch, "isr": isr})
+    return JSON(
+        {
+            "cluster": cluster,
+            "topic": topic,
+            "partition": partition,
+            "leader": leader,
+            "leader_epoch": leader_epoch,
+            "isr": isr,
+        }
+    )
 
 
-@router.get("/{topic}/{partition}/history", response_model=DecisionPage, responses=NOT_FOUND,
-            summary="A partition's decisions, newest first")
-def get_partition_history(store: StoreDep, topic: TopicP, partition: PartitionP, cluster: ClusterQ = None,
-                          page_size: PageSizeQ = 100, page_token: PageTokenQ = None) -> Response:
+@router.get(
+    "/{topic}/{partition}/history",
+    response_model=DecisionPage,
+    responses=NOT_FOUND,
+    summary="A partition's decisions, newest first",
+)
+def get_partition_history(
+    store: StoreDep,
+    topic: TopicP,
+    partition: PartitionP,
+    cluster: ClusterQ = None,
+    page_size: PageSizeQ = 100,
+    page_token: PageTokenQ = None,
+) -> Response:
     after = decode_page_token(page_token, EVENT_KEY)
     found = store.partition_isr(topic, partition, cluster)
     cluster = only(found, [r[0] for r in found], cluster, f"partition {topic}-{partition}")[0]

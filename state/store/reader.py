@@ -22,8 +22,10 @@ from .schema import PROGRESS_FIELDS, Database
 
 _decode = msgspec.json.decode
 _partition = msgspec.json.Decoder(PartitionRecord).decode
-_decoders: dict[type, Any] = {Decision: msgspec.json.Decoder(Decision).decode,
-                              Propagation: msgspec.json.Decoder(Propagation).decode}
+_decoders: dict[type, Any] = {
+    Decision: msgspec.json.Decoder(Decision).decode,
+    Propagation: msgspec.json.Decoder(Propagation).decode,
+}
 T = TypeVar("T")
 # Fixed SQL per flag: a literal (not a parameter) so both planners can use the partial indexes.
 _FLAG_FILTERS = {flag: f"p.{flag} = 1" for flag in PARTITION_FLAGS}
@@ -55,9 +57,18 @@ class Reader(Database):
         row = self._one("SELECT batch_id, committed_wall_ms, watermark_ms FROM batches ORDER BY batch_id DESC LIMIT 1")
         return None if row is None else StreamPosition(*row)
 
-    def partitions(self, *, cluster: str | None = None, topic: str | None = None, broker: int | None = None,
-                   state: PartitionState | None = None, now_ms: int | None = None, window_ms: int | None = None,
-                   after: Key | None = None, limit: int = 100) -> Page[PartitionRecord]:
+    def partitions(
+        self,
+        *,
+        cluster: str | None = None,
+        topic: str | None = None,
+        broker: int | None = None,
+        state: PartitionState | None = None,
+        now_ms: int | None = None,
+        window_ms: int | None = None,
+        after: Key | None = None,
+        limit: int = 100,
+    ) -> Page[PartitionRecord]:
         """Partition state records in (cluster, topic, partition) order, filtered like GET /v1/partitions.
 
         `state="shrink_predicted"` needs the event-time `now_ms`: an ISR follower whose eligible time is
@@ -65,15 +76,19 @@ class Reader(Database):
         """
         where, params = _equal(("p.cluster", cluster), ("p.topic", topic))
         if broker is not None:
-            where.append("EXISTS (SELECT 1 FROM replicas r WHERE r.cluster = p.cluster AND r.topic = p.topic"
-                         " AND r.partition = p.partition AND r.broker = ?)")
+            where.append(
+                "EXISTS (SELECT 1 FROM replicas r WHERE r.cluster = p.cluster AND r.topic = p.topic"
+                " AND r.partition = p.partition AND r.broker = ?)"
+            )
             params.append(broker)
         if state == PartitionState.SHRINK_PREDICTED:
             if now_ms is None:
                 return Page([], None)
             condition, bound = _shrink_predicted(now_ms, window_ms)
-            where.append(f"(p.cluster, p.topic, p.partition) IN (SELECT cluster, topic, partition FROM replicas"
-                         f" WHERE {condition})")
+            where.append(
+                f"(p.cluster, p.topic, p.partition) IN (SELECT cluster, topic, partition FROM replicas"
+                f" WHERE {condition})"
+            )
             params.append(bound)
         elif state is not None:
             where.append(_FLAG_FILTERS[state])
@@ -93,39 +108,68 @@ class Reader(Database):
         """The state record of this topic-partition in every cluster that has it (or only in `cluster`)."""
         return [_partition(r[1]) for r in self._rows(*_one_partition("record", topic, partition, cluster))]
 
-    def partition_isr(self, topic: str, partition: int,
-                      cluster: str | None = None) -> list[tuple[str, int | None, int, list[int]]]:
+    def partition_isr(
+        self, topic: str, partition: int, cluster: str | None = None
+    ) -> list[tuple[str, int | None, int, list[int]]]:
         """(cluster, leader, leader_epoch, ISR) per matching cluster, without decoding whole records:
         the query other tools poll."""
-        return [(c, leader, epoch, _decode(isr)) for c, leader, epoch, isr in self._rows(
-            *_one_partition("leader, leader_epoch, isr", topic, partition, cluster))]
+        return [
+            (c, leader, epoch, _decode(isr))
+            for c, leader, epoch, isr in self._rows(
+                *_one_partition("leader, leader_epoch, isr", topic, partition, cluster)
+            )
+        ]
 
-    def decisions(self, *, cluster: str | None = None, topic: str | None = None, partition: int | None = None,
-                  kind: str | None = None, broker: int | None = None, since: int | None = None,
-                  after: Key | None = None, limit: int = 100) -> Page[Decision]:
+    def decisions(
+        self,
+        *,
+        cluster: str | None = None,
+        topic: str | None = None,
+        partition: int | None = None,
+        kind: str | None = None,
+        broker: int | None = None,
+        since: int | None = None,
+        after: Key | None = None,
+        limit: int = 100,
+    ) -> Page[Decision]:
         """Decisions newest first; `broker` matches the deciding leader or a replica whose membership changed."""
-        where, params = _event_filters(("d.cluster", cluster), ("d.topic", topic), ("d.partition", partition),
-                                       ("d.kind", kind), since=since)
+        where, params = _event_filters(
+            ("d.cluster", cluster), ("d.topic", topic), ("d.partition", partition), ("d.kind", kind), since=since
+        )
         if broker is not None:
-            where.append("EXISTS (SELECT 1 FROM decision_brokers b WHERE b.batch_id = d.batch_id"
-                         " AND b.seq = d.seq AND b.broker = ?)")
+            where.append(
+                "EXISTS (SELECT 1 FROM decision_brokers b WHERE b.batch_id = d.batch_id"
+                " AND b.seq = d.seq AND b.broker = ?)"
+            )
             params.append(broker)
         return self._newest_first(Decision, "decisions", where, params, after, limit)
 
-    def propagations(self, *, cluster: str | None = None, topic: str | None = None, broker: int | None = None,
-                     trigger: str | None = None, since: int | None = None, after: Key | None = None,
-                     limit: int = 100) -> Page[Propagation]:
+    def propagations(
+        self,
+        *,
+        cluster: str | None = None,
+        topic: str | None = None,
+        broker: int | None = None,
+        trigger: str | None = None,
+        since: int | None = None,
+        after: Key | None = None,
+        limit: int = 100,
+    ) -> Page[Propagation]:
         """ISR-change batches newest first; `topic` matches a batch that carries any of its partitions."""
-        where, params = _event_filters(("d.cluster", cluster), ("d.broker", broker), ("d.trigger", trigger),
-                                       since=since)
+        where, params = _event_filters(
+            ("d.cluster", cluster), ("d.broker", broker), ("d.trigger", trigger), since=since
+        )
         if topic is not None:
-            where.append("EXISTS (SELECT 1 FROM propagation_partitions pp WHERE pp.batch_id = d.batch_id"
-                         " AND pp.seq = d.seq AND pp.topic = ?)")
+            where.append(
+                "EXISTS (SELECT 1 FROM propagation_partitions pp WHERE pp.batch_id = d.batch_id"
+                " AND pp.seq = d.seq AND pp.topic = ?)"
+            )
             params.append(topic)
         return self._newest_first(Propagation, "propagations", where, params, after, limit)
 
-    def dead_letters(self, *, since: int | None = None, after: Key | None = None,
-                     limit: int = 100) -> Page[dict[str, Any]]:
+    def dead_letters(
+        self, *, since: int | None = None, after: Key | None = None, limit: int = 100
+    ) -> Page[dict[str, Any]]:
         """Dead letters newest batch first (a dead letter's ts may be unknown, so the order is arrival)."""
         where, params = _event_filters(since=since)
         if after is not None:
@@ -135,12 +179,15 @@ class Reader(Database):
         if where:
             sql += " WHERE " + " AND ".join(where)
         rows = self._rows(sql + " ORDER BY d.batch_id DESC, d.seq DESC LIMIT ?", (*params, limit + 1))
-        items = [{"raw": bytes(r[2]).decode("utf-8", "surrogatepass"), "reason": r[3], "field": r[4], "ts": r[5]}
-                 for r in rows[:limit]]
+        items = [
+            {"raw": bytes(r[2]).decode("utf-8", "surrogatepass"), "reason": r[3], "field": r[4], "ts": r[5]}
+            for r in rows[:limit]
+        ]
         return Page(items, tuple(rows[limit - 1][:2]) if len(rows) > limit else None)
 
-    def _newest_first(self, kind: type[T], table: str, where: list[str], params: list[Any], after: Key | None,
-                      limit: int) -> Page[T]:
+    def _newest_first(
+        self, kind: type[T], table: str, where: list[str], params: list[Any], after: Key | None, limit: int
+    ) -> Page[T]:
         if after is not None:
             where.append("(d.ts, d.batch_id, d.seq) < (?, ?, ?)")
             params.extend(after)
@@ -158,8 +205,11 @@ class Reader(Database):
         cond, params = _broker_filter(cluster, broker)
         out: dict[tuple[str, int], dict[str, Any]] = {}
         for c, b, led, hosted, out_of_sync in self._rows(
-                "SELECT cluster, broker, SUM(is_leader), COUNT(*), SUM(1 - in_sync) FROM replicas" + cond
-                + " GROUP BY broker, cluster", params):
+            "SELECT cluster, broker, SUM(is_leader), COUNT(*), SUM(1 - in_sync) FROM replicas"
+            + cond
+            + " GROUP BY broker, cluster",
+            params,
+        ):
             out[(c, b)] = _broker(c, b, partitions_led=int(led), replicas=int(hosted), out_of_sync=int(out_of_sync))
         for state in self.broker_propagation(cluster, broker):
             key = (state["cluster"], state["broker"])
@@ -175,34 +225,44 @@ class Reader(Database):
         cond, params = _broker_filter(cluster, broker)
         out: dict[tuple[str, int], dict[str, Any]] = {}
         for c, b, pending, first, last_change, last_prop in self._rows(
-                "SELECT cluster, broker, pending, first_change_ts, last_isr_change_ms, last_propagation_ms"
-                " FROM brokers" + cond, params):
+            "SELECT cluster, broker, pending, first_change_ts, last_isr_change_ms, last_propagation_ms"
+            " FROM brokers" + cond,
+            params,
+        ):
             out[(c, b)] = _propagation_state(c, b, _decode(pending), first, last_change, last_prop)
-        for c, b, last_prop in self._rows("SELECT cluster, broker, MAX(ts) FROM propagations" + cond
-                                          + " GROUP BY broker, cluster", params):
+        for c, b, last_prop in self._rows(
+            "SELECT cluster, broker, MAX(ts) FROM propagations" + cond + " GROUP BY broker, cluster", params
+        ):
             out.setdefault((c, b), _propagation_state(c, b, last_propagation_ms=last_prop))
         return [out[k] for k in sorted(out)]
 
     def out_of_sync_replicas(self, cluster: str, broker: int, limit: int = 100) -> list[dict[str, Any]]:
         """Replicas this broker hosts that are not in their partition's ISR, as the leader last saw them."""
-        rows = self._rows("SELECT topic, partition, leo, lag_offsets, last_caught_up_ms FROM replicas"
-                          " WHERE cluster = ? AND broker = ? AND in_sync = 0 ORDER BY topic, partition LIMIT ?",
-                          (cluster, broker, limit))
-        return [{"topic": t, "partition": p, "leo": leo, "lag_offsets": lag, "last_caught_up_ms": lcu}
-                for t, p, leo, lag, lcu in rows]
+        rows = self._rows(
+            "SELECT topic, partition, leo, lag_offsets, last_caught_up_ms FROM replicas"
+            " WHERE cluster = ? AND broker = ? AND in_sync = 0 ORDER BY topic, partition LIMIT ?",
+            (cluster, broker, limit),
+        )
+        return [
+            {"topic": t, "partition": p, "leo": leo, "lag_offsets": lag, "last_caught_up_ms": lcu}
+            for t, p, leo, lag, lcu in rows
+        ]
 
     # -- reads for /metrics
 
     def partition_counts(self) -> list[tuple[str, int, int, int, int, int]]:
         """Per cluster: (cluster, total, under_replicated, under_min_isr, at_min_isr, offline)."""
-        return [(c, *map(int, rest)) for c, *rest in self._rows(
-            "SELECT cluster, COUNT(*), SUM(under_replicated), SUM(under_min_isr), SUM(at_min_isr), SUM(offline)"
-            " FROM partitions GROUP BY cluster ORDER BY cluster")]
+        return [
+            (c, *map(int, rest))
+            for c, *rest in self._rows(
+                "SELECT cluster, COUNT(*), SUM(under_replicated), SUM(under_min_isr), SUM(at_min_isr), SUM(offline)"
+                " FROM partitions GROUP BY cluster ORDER BY cluster"
+            )
+        ]
 
     def followers_predicted_to_shrink(self, now_ms: int, window_ms: int | None = None) -> dict[str, int]:
         condition, bound = _shrink_predicted(now_ms, window_ms)
-        return dict(self._rows(f"SELECT cluster, COUNT(*) FROM replicas WHERE {condition} GROUP BY cluster",
-                               (bound,)))
+        return dict(self._rows(f"SELECT cluster, COUNT(*) FROM replicas WHERE {condition} GROUP BY cluster", (bound,)))
 
     def followers(self, *, order: str, limit: int | None = None, topics: Sequence[str] = ()) -> list[tuple[Any, ...]]:
         """Follower rows (cluster, topic, partition, replica, last_caught_up_ms, lag_offsets, behind_in_isr).
@@ -211,19 +271,29 @@ class Reader(Database):
         `order="lag"`: followers behind the leader, the largest lag in offsets first;
         `order="topic"`: every follower of `topics` (the per-partition allow-list).
         """
-        select = ("SELECT cluster, topic, partition, broker, last_caught_up_ms, lag_offsets,"
-                  " shrink_eligible_at_ms IS NOT NULL FROM replicas")
+        select = (
+            "SELECT cluster, topic, partition, broker, last_caught_up_ms, lag_offsets,"
+            " shrink_eligible_at_ms IS NOT NULL FROM replicas"
+        )
         if order == "caught_up":
-            rows = self._rows(select + " WHERE shrink_eligible_at_ms IS NOT NULL ORDER BY last_caught_up_ms,"
-                              " cluster, topic, partition, broker LIMIT ?", (limit,))
+            rows = self._rows(
+                select + " WHERE shrink_eligible_at_ms IS NOT NULL ORDER BY last_caught_up_ms,"
+                " cluster, topic, partition, broker LIMIT ?",
+                (limit,),
+            )
         elif order == "lag":
-            rows = self._rows(select + " WHERE lag_offsets > 0 ORDER BY lag_offsets DESC,"
-                              " cluster, topic, partition, broker LIMIT ?", (limit,))
+            rows = self._rows(
+                select + " WHERE lag_offsets > 0 ORDER BY lag_offsets DESC, cluster, topic, partition, broker LIMIT ?",
+                (limit,),
+            )
         elif order == "topic":
             if not topics:
                 return []
-            rows = self._rows(select + f" WHERE is_leader = 0 AND topic IN ({', '.join('?' * len(topics))})"
-                              " ORDER BY cluster, topic, partition, broker", tuple(topics))
+            rows = self._rows(
+                select + f" WHERE is_leader = 0 AND topic IN ({', '.join('?' * len(topics))})"
+                " ORDER BY cluster, topic, partition, broker",
+                tuple(topics),
+            )
         else:
             raise ValueError(f"unknown follower order {order!r}")
         return [(*r[:6], bool(r[6])) for r in rows]
@@ -232,36 +302,61 @@ class Reader(Database):
         """Full records of every partition of `topics` (the per-partition metrics allow-list)."""
         if not topics:
             return []
-        return [_partition(r[0]) for r in self._rows(
-            f"SELECT record FROM partitions WHERE topic IN ({', '.join('?' * len(topics))})"
-            " ORDER BY cluster, topic, partition", tuple(topics))]
+        return [
+            _partition(r[0])
+            for r in self._rows(
+                f"SELECT record FROM partitions WHERE topic IN ({', '.join('?' * len(topics))})"
+                " ORDER BY cluster, topic, partition",
+                tuple(topics),
+            )
+        ]
 
     def tallies(self) -> list[tuple[str, dict[str, str], float]]:
-        return [(m, json.loads(labels), float(v))
-                for m, labels, v in self._rows("SELECT metric, labels, value FROM tallies ORDER BY metric, labels")]
+        return [
+            (m, json.loads(labels), float(v))
+            for m, labels, v in self._rows("SELECT metric, labels, value FROM tallies ORDER BY metric, labels")
+        ]
 
     def latest_progress(self) -> dict[str, Any] | None:
         row = self._one(f"SELECT {', '.join(PROGRESS_FIELDS)} FROM progress ORDER BY batch_id DESC LIMIT 1")
         return None if row is None else dict(zip(PROGRESS_FIELDS, row, strict=True))
 
 
-def _propagation_state(cluster: str, broker: int, pending: list[Any] | None = None, first_change_ts: int | None = None,
-                       last_isr_change_ms: int | None = None, last_propagation_ms: int | None = None) -> dict[str, Any]:
-    return {"cluster": cluster, "broker": broker, "pending": pending or [], "first_change_ts": first_change_ts,
-            "last_isr_change_ms": last_isr_change_ms, "last_propagation_ms": last_propagation_ms}
+def _propagation_state(
+    cluster: str,
+    broker: int,
+    pending: list[Any] | None = None,
+    first_change_ts: int | None = None,
+    last_isr_change_ms: int | None = None,
+    last_propagation_ms: int | None = None,
+) -> dict[str, Any]:
+    return {
+        "cluster": cluster,
+        "broker": broker,
+        "pending": pending or [],
+        "first_change_ts": first_change_ts,
+        "last_isr_change_ms": last_isr_change_ms,
+        "last_propagation_ms": last_propagation_ms,
+    }
 
 
-def _broker(cluster: str, broker: int, partitions_led: int = 0, replicas: int = 0,
-            out_of_sync: int = 0) -> dict[str, Any]:
-    return {**_propagation_state(cluster, broker), "partitions_led": partitions_led, "replicas": replicas,
-            "out_of_sync_replicas": out_of_sync}
+def _broker(
+    cluster: str, broker: int, partitions_led: int = 0, replicas: int = 0, out_of_sync: int = 0
+) -> dict[str, Any]:
+    return {
+        **_propagation_state(cluster, broker),
+        "partitions_led": partitions_led,
+        "replicas": replicas,
+        "out_of_sync_replicas": out_of_sync,
+    }
 
 
 def _shrink_predicted(now_ms: int, window_ms: int | None) -> tuple[str, int]:
     """The replicas condition for "past or near the lag limit" and its bound. The explicit IS NOT NULL lets
     SQLite see that the partial index applies (PostgreSQL infers it)."""
-    column, bound = (("shrink_warning_at_ms", now_ms) if window_ms is None
-                     else ("shrink_eligible_at_ms", now_ms + window_ms))
+    column, bound = (
+        ("shrink_warning_at_ms", now_ms) if window_ms is None else ("shrink_eligible_at_ms", now_ms + window_ms)
+    )
     return f"{column} <= ? AND {column} IS NOT NULL", bound
 
 
@@ -290,4 +385,3 @@ def _event_filters(*pairs: tuple[str, Any], since: int | None) -> tuple[list[str
         where.append("d.ts >= ?")
         params.append(since)
     return where, params
-

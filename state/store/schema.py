@@ -91,12 +91,44 @@ CREATE TABLE IF NOT EXISTS progress (
     batch_duration_ms BIGINT, state_rows BIGINT, late_rows BIGINT);
 """
 
-PARTITION_COLUMNS = ("cluster", "topic", "partition", "leader", "leader_epoch", "isr", "under_replicated",
-                     "under_min_isr", "at_min_isr", "offline", "record", "batch_id")
-REPLICA_COLUMNS = ("cluster", "topic", "partition", "broker", "is_leader", "in_sync", "leo", "lag_offsets",
-                   "last_caught_up_ms", "shrink_eligible_at_ms", "shrink_warning_at_ms")
-PROGRESS_FIELDS = ("batch_id", "wall_ms", "watermark_ms", "input_rows", "input_rows_per_second",
-                   "processed_rows_per_second", "batch_duration_ms", "state_rows", "late_rows")
+PARTITION_COLUMNS = (
+    "cluster",
+    "topic",
+    "partition",
+    "leader",
+    "leader_epoch",
+    "isr",
+    "under_replicated",
+    "under_min_isr",
+    "at_min_isr",
+    "offline",
+    "record",
+    "batch_id",
+)
+REPLICA_COLUMNS = (
+    "cluster",
+    "topic",
+    "partition",
+    "broker",
+    "is_leader",
+    "in_sync",
+    "leo",
+    "lag_offsets",
+    "last_caught_up_ms",
+    "shrink_eligible_at_ms",
+    "shrink_warning_at_ms",
+)
+PROGRESS_FIELDS = (
+    "batch_id",
+    "wall_ms",
+    "watermark_ms",
+    "input_rows",
+    "input_rows_per_second",
+    "processed_rows_per_second",
+    "batch_duration_ms",
+    "state_rows",
+    "late_rows",
+)
 
 
 class _Dialect:
@@ -111,11 +143,13 @@ class _Dialect:
     def ddl_lock(self, cur: Any) -> None:
         """Serialise schema creation between processes (SQLite: BEGIN IMMEDIATE already does)."""
 
-    def insert(self, cur: Any, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]],
-               conflict: str) -> None:
+    def insert(
+        self, cur: Any, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], conflict: str
+    ) -> None:
         """Bulk insert: sqlite3's executemany loops in C."""
-        cur.executemany(f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
-                        + conflict, rows)
+        cur.executemany(
+            f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})" + conflict, rows
+        )
 
 
 class _Postgres(_Dialect):
@@ -128,8 +162,9 @@ class _Postgres(_Dialect):
     def ddl_lock(self, cur: Any) -> None:
         cur.execute("SELECT pg_advisory_xact_lock(7150001)")
 
-    def insert(self, cur: Any, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]],
-               conflict: str) -> None:
+    def insert(
+        self, cur: Any, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], conflict: str
+    ) -> None:
         """Bulk insert with COPY (psycopg's executemany pays Python overhead per row and per parameter);
         an upsert goes through a temporary staging table, since COPY cannot resolve conflicts."""
         names = ", ".join(columns)
@@ -147,7 +182,7 @@ class _Postgres(_Dialect):
 
 def _sqlite_path(url: str) -> str:
     if url.startswith("sqlite:///"):
-        rest = url[len("sqlite:///"):]
+        rest = url[len("sqlite:///") :]
         return rest if rest.startswith("/") else str(Path(rest).resolve())
     if url.startswith("sqlite:"):
         raise StoreError(f"store URL {url!r}: use sqlite:///relative/path.db or sqlite:////absolute/path.db")
@@ -265,13 +300,16 @@ class Database:
             cur.execute(self._q("SELECT value FROM meta WHERE key = 'schema_version'"))
             row = cur.fetchone()
             if row is None:
-                cur.execute(self._q("INSERT INTO meta (key, value) VALUES ('schema_version', ?)"),
-                            (str(SCHEMA_VERSION),))
+                cur.execute(
+                    self._q("INSERT INTO meta (key, value) VALUES ('schema_version', ?)"), (str(SCHEMA_VERSION),)
+                )
             elif row[0] != str(SCHEMA_VERSION):
-                raise StoreError(f"store {_redacted(self.url)} has schema version {row[0]}, "
-                                 f"this isrwatch writes {SCHEMA_VERSION}")
+                raise StoreError(
+                    f"store {_redacted(self.url)} has schema version {row[0]}, this isrwatch writes {SCHEMA_VERSION}"
+                )
 
     # -- writes
+
 
 def _redacted(url: str) -> str:
     """The URL without its password, for messages."""

@@ -23,11 +23,19 @@ _encode = msgspec.json.encode
 class Writer(Database):
     """The job's side of the store: batches, stream progress, and the blobs it resumes from."""
 
-    def write_batch(self, batch_id: int, *, decisions: Iterable[Decision] = (),
-                    propagations: Iterable[Propagation] = (), partitions: Iterable[PartitionRecord] = (),
-                    dead_letters: Iterable[DeadLetter] = (), brokers: Iterable[BrokerRecord] = (),
-                    counters: Mapping[str, int] = _EMPTY, blobs: Mapping[str, bytes] = _EMPTY,
-                    watermark_ms: int | None = None) -> bool:
+    def write_batch(
+        self,
+        batch_id: int,
+        *,
+        decisions: Iterable[Decision] = (),
+        propagations: Iterable[Propagation] = (),
+        partitions: Iterable[PartitionRecord] = (),
+        dead_letters: Iterable[DeadLetter] = (),
+        brokers: Iterable[BrokerRecord] = (),
+        counters: Mapping[str, int] = _EMPTY,
+        blobs: Mapping[str, bytes] = _EMPTY,
+        watermark_ms: int | None = None,
+    ) -> bool:
         """Commit one micro-batch of outputs in one transaction; False (and no change) for a replayed id.
 
         Spark re-runs a failed batch with the same id and data, so a `batch_id` at or below the last
@@ -52,37 +60,113 @@ class Writer(Database):
                 rows.append(row)
                 replicas.extend(reps)
             insert(cur, "partitions", PARTITION_COLUMNS, rows, upsert_on=3)
-            cur.execute(self._q("DELETE FROM replicas WHERE (cluster, topic, partition) IN"
-                                " (SELECT cluster, topic, partition FROM partitions WHERE batch_id = ?)"), (batch_id,))
+            cur.execute(
+                self._q(
+                    "DELETE FROM replicas WHERE (cluster, topic, partition) IN"
+                    " (SELECT cluster, topic, partition FROM partitions WHERE batch_id = ?)"
+                ),
+                (batch_id,),
+            )
             insert(cur, "replicas", REPLICA_COLUMNS, replicas)
-            insert(cur, "decisions", ("batch_id", "seq", "ts", "cluster", "topic", "partition", "kind", "record"),
-                   [(batch_id, seq, d.ts, d.cluster, d.topic, d.partition, str(d.kind), _encode(d).decode())
-                    for seq, d in enumerate(decisions)])
-            insert(cur, "decision_brokers", ("batch_id", "seq", "broker"),
-                   [(batch_id, seq, b) for seq, d in enumerate(decisions) for b in _decision_brokers(d)])
-            insert(cur, "propagations", ("batch_id", "seq", "ts", "cluster", "broker", "trigger", "record"),
-                   [(batch_id, seq, p.ts, p.cluster, p.broker, str(p.trigger), _encode(p).decode())
-                    for seq, p in enumerate(propagations)])
-            insert(cur, "propagation_partitions", ("batch_id", "seq", "topic", "partition"),
-                   [(batch_id, seq, tp.topic, tp.partition)
-                    for seq, p in enumerate(propagations) for tp in p.partitions])
-            insert(cur, "dead_letters", ("batch_id", "seq", "ts", "reason", "field", "raw"),
-                   [(batch_id, seq, d.ts, d.reason, d.field, _raw_bytes(d.raw)) for seq, d in enumerate(dead_letters)])
-            insert(cur, "brokers", ("cluster", "broker", "pending", "pending_count", "first_change_ts",
-                                    "last_isr_change_ms", "last_propagation_ms"),
-                   [(b.cluster, b.broker, _encode(b.pending).decode(), len(b.pending), b.first_change_ts,
-                     b.last_isr_change_ms, b.last_propagation_ms) for b in brokers],
-                   upsert_on=2)
+            insert(
+                cur,
+                "decisions",
+                ("batch_id", "seq", "ts", "cluster", "topic", "partition", "kind", "record"),
+                [
+                    (batch_id, seq, d.ts, d.cluster, d.topic, d.partition, str(d.kind), _encode(d).decode())
+                    for seq, d in enumerate(decisions)
+                ],
+            )
+            insert(
+                cur,
+                "decision_brokers",
+                ("batch_id", "seq", "broker"),
+                [(batch_id, seq, b) for seq, d in enumerate(decisions) for b in _decision_brokers(d)],
+            )
+            insert(
+                cur,
+                "propagations",
+                ("batch_id", "seq", "ts", "cluster", "broker", "trigger", "record"),
+                [
+                    (batch_id, seq, p.ts, p.cluster, p.broker, str(p.trigger), _encode(p).decode())
+                    for seq, p in enumerate(propagations)
+                ],
+            )
+            insert(
+                cur,
+                "propagation_partitions",
+                ("batch_id", "seq", "topic", "partition"),
+                [(batch_id, seq, tp.topic, tp.partition) for seq, p in enumerate(propagations) for tp in p.partitions],
+            )
+            insert(
+                cur,
+                "dead_letters",
+                ("batch_id", "seq", "ts", "reason", "field", "raw"),
+                [(batch_id, seq, d.ts, d.reason, d.field, _raw_bytes(d.raw)) for seq, d in enumerate(dead_letters)],
+            )
+            insert(
+                cur,
+                "brokers",
+                (
+                    "cluster",
+                    "broker",
+                    "pending",
+                    "pending_count",
+                    "first_change_ts",
+                    "last_isr_change_ms",
+                    "last_propagation_ms",
+                ),
+                [
+                    (
+                        b.cluster,
+                        b.broker,
+                        _encode(b.pending).decode(),
+                        len(b.pending),
+                        b.first_change_ts,
+                        b.last_isr_change_ms,
+                        b.last_propagation_ms,
+                    )
+                    for b in brokers
+                ],
+                upsert_on=2,
+            )
             self._add_tallies(cur, tallies(decisions, propagations, counters))
             insert(cur, "blobs", ("name", "value"), list(blobs.items()), upsert_on=1)
-            insert(cur, "batches", ("batch_id", "committed_wall_ms", "watermark_ms", "decisions", "propagations",
-                                    "partitions", "dead_letters"),
-                   [(batch_id, _wall_ms(), watermark_ms, len(decisions), len(propagations), len(partitions),
-                     len(dead_letters))])
+            insert(
+                cur,
+                "batches",
+                (
+                    "batch_id",
+                    "committed_wall_ms",
+                    "watermark_ms",
+                    "decisions",
+                    "propagations",
+                    "partitions",
+                    "dead_letters",
+                ),
+                [
+                    (
+                        batch_id,
+                        _wall_ms(),
+                        watermark_ms,
+                        len(decisions),
+                        len(propagations),
+                        len(partitions),
+                        len(dead_letters),
+                    )
+                ],
+            )
         return True
 
-    def _insert(self, cur: Any, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]],
-                upsert_on: int = 0, updates: str | None = None) -> None:
+    def _insert(
+        self,
+        cur: Any,
+        table: str,
+        columns: Sequence[str],
+        rows: Sequence[Sequence[Any]],
+        upsert_on: int = 0,
+        updates: str | None = None,
+    ) -> None:
         """Insert many rows; `upsert_on` = how many leading columns form the key, and a conflicting row
         replaces the other columns (or applies `updates`)."""
         if not rows:
@@ -95,9 +179,14 @@ class Writer(Database):
         self.dialect.insert(cur, table, columns, rows, conflict)
 
     def _add_tallies(self, cur: Any, increments: Mapping[TallyKey, float]) -> None:
-        self._insert(cur, "tallies", ("metric", "labels", "value"),
-                     [(tally, _labels_json(labels), value) for (tally, labels), value in increments.items()],
-                     upsert_on=2, updates="value = tallies.value + excluded.value")
+        self._insert(
+            cur,
+            "tallies",
+            ("metric", "labels", "value"),
+            [(tally, _labels_json(labels), value) for (tally, labels), value in increments.items()],
+            upsert_on=2,
+            updates="value = tallies.value + excluded.value",
+        )
 
     def record_progress(self, progress: Mapping[str, Any]) -> None:
         """Keep one stream-health row per micro-batch; a re-reported batch replaces its row, counted once."""
@@ -107,8 +196,13 @@ class Writer(Database):
             new = cur.fetchone() is None
             columns = ", ".join(PROGRESS_FIELDS)
             updates = ", ".join(f"{name} = excluded.{name}" for name in PROGRESS_FIELDS[1:])
-            cur.execute(self._q(f"INSERT INTO progress ({columns}) VALUES ({', '.join('?' * len(values))})"
-                                f" ON CONFLICT (batch_id) DO UPDATE SET {updates}"), values)
+            cur.execute(
+                self._q(
+                    f"INSERT INTO progress ({columns}) VALUES ({', '.join('?' * len(values))})"
+                    f" ON CONFLICT (batch_id) DO UPDATE SET {updates}"
+                ),
+                values,
+            )
             if new:
                 self._add_tallies(cur, {(str(STREAM_INPUT_ROWS.tally), ()): progress.get("input_rows") or 0})
 
@@ -128,8 +222,18 @@ def _partition_rows(record: PartitionRecord, batch_id: int) -> tuple[tuple[Any, 
     key = (record.cluster, record.topic, record.partition)
     isr = set(record.isr)
     leader = record.leader
-    row = (*key, leader, record.leader_epoch, _encode(record.isr).decode(), int(record.under_replicated),
-           int(record.under_min_isr), int(record.at_min_isr), int(record.offline), _encode(record).decode(), batch_id)
+    row = (
+        *key,
+        leader,
+        record.leader_epoch,
+        _encode(record.isr).decode(),
+        int(record.under_replicated),
+        int(record.under_min_isr),
+        int(record.at_min_isr),
+        int(record.offline),
+        _encode(record).decode(),
+        batch_id,
+    )
     followers = {f.replica: f for f in record.followers}
     replicas: list[tuple[Any, ...]] = []
     for broker in record.replicas:
@@ -139,8 +243,7 @@ def _partition_rows(record: PartitionRecord, batch_id: int) -> tuple[tuple[Any, 
             continue
         eligible = f.shrink_eligible_at_ms
         warning = None if eligible is None else shrink_warning_at(eligible, f.last_caught_up_ms)
-        replicas.append((*key, broker, 0, int(f.in_sync), f.leo, f.lag_offsets, f.last_caught_up_ms, eligible,
-                         warning))
+        replicas.append((*key, broker, 0, int(f.in_sync), f.leo, f.lag_offsets, f.last_caught_up_ms, eligible, warning))
     return row, replicas
 
 

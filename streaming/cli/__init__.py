@@ -18,7 +18,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="isrwatch",
         description="Real-time Kafka replication monitor: follower fetches and controller LeaderAndIsr "
-                    "events in, ISR shrink/expand decisions and throttled ISR-change propagation out.",
+        "events in, ISR shrink/expand decisions and throttled ISR-change propagation out.",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in COMMANDS:

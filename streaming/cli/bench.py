@@ -14,8 +14,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    name, rest = (args.rest[0], args.rest[1:]) if args.rest[:1] and args.rest[0] in BENCHMARKS else ("engine",
-                                                                                                     args.rest)
+    name, rest = (
+        (args.rest[0], args.rest[1:]) if args.rest[:1] and args.rest[0] in BENCHMARKS else ("engine", args.rest)
+    )
     if name == "api":
         from bench.api import main as bench_api
 

@@ -26,9 +26,11 @@ def say(message: str) -> None:
     print(f"isrwatch: {message}", file=sys.stderr, flush=True)
 
 
-def add_config_arguments(p: argparse.ArgumentParser,
-                         config_help: str = "a JSON object of configuration keys (see below)",
-                         set_help: str = "override one configuration key; VALUE is JSON (repeatable)") -> None:
+def add_config_arguments(
+    p: argparse.ArgumentParser,
+    config_help: str = "a JSON object of configuration keys (see below)",
+    set_help: str = "override one configuration key; VALUE is JSON (repeatable)",
+) -> None:
     """--config FILE.json and --set KEY=VALUE, read by `load_config`."""
     p.add_argument("--config", metavar="FILE.json", help=config_help)
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help=set_help)

@@ -60,8 +60,10 @@ def _offset(ms: int | None, start: int) -> str:
 def story_lines(faults: list[Fault], kafka: Config, session_timeout_ms: int) -> list[str]:
     """What the audience will see, in event time from the start."""
     lag = kafka.replica_lag_time_max_ms / 1000
-    shrink = (f"shrink ({{}}) {lag:g}-{lag * 1.5:g} s later; its leader's ISR-change batch 5-7.5 s after that "
-              "(linger), or at its next 2.5 s check if it sent none for 60 s (max_delay)")
+    shrink = (
+        f"shrink ({{}}) {lag:g}-{lag * 1.5:g} s later; its leader's ISR-change batch 5-7.5 s after that "
+        "(linger), or at its next 2.5 s check if it sent none for 60 s (max_delay)"
+    )
     lines = []
     for f in faults:
         at = _offset(f.start_ms, 0)
@@ -73,14 +75,18 @@ def story_lines(faults: list[Fault], kafka: Config, session_timeout_ms: int) -> 
             lines.append(f"{at}  broker {f.broker} turns slow: it fetches but falls behind -> {shrink.format('slow')}")
             lines.append(f"{until}  broker {f.broker} keeps up again -> expand, batch")
         elif f.kind == "crash":
-            lines.append(f"{at}  broker {f.broker} crashes; {session_timeout_ms / 1000:g} s later the controller "
-                         "moves its leaderships and drops it from every ISR (LeaderAndIsr)")
+            lines.append(
+                f"{at}  broker {f.broker} crashes; {session_timeout_ms / 1000:g} s later the controller "
+                "moves its leaderships and drops it from every ISR (LeaderAndIsr)"
+            )
             lines.append(f"{until}  broker {f.broker} restarts and catches up -> expand")
         elif f.kind == "elect":
             lines.append(f"{at}  preferred leader election: leadership goes back (LeaderAndIsr)")
         elif f.kind == "failover":
-            lines.append(f"{at}  controller failover: every leader rejects the new controller's re-sent state "
-                         f"and {f.stale} late requests of the old one (STALE_CONTROLLER_EPOCH)")
+            lines.append(
+                f"{at}  controller failover: every leader rejects the new controller's re-sent state "
+                f"and {f.stale} late requests of the old one (STALE_CONTROLLER_EPOCH)"
+            )
     return lines
 
 
@@ -111,15 +117,20 @@ class Summary:
         if health != self.health or time.monotonic() - self.said_health_at > 30:
             self.health = health
             self.said_health_at = time.monotonic()
-            self.say(f"watermark {_offset(page['as_of_ms'], self.start)}: {len(parts)} partitions, "
-                     f"{health[0]} under-replicated, {health[1]} under min ISR, {health[2]} offline")
+            self.say(
+                f"watermark {_offset(page['as_of_ms'], self.start)}: {len(parts)} partitions, "
+                f"{health[0]} under-replicated, {health[1]} under min ISR, {health[2]} offline"
+            )
 
     def _news(self) -> None:
         """New decisions and batches, told in event-time order (a batch after the changes it carries)."""
-        decisions = (self.api.get("/v1/decisions", since=self.last_decision_ts + 1, page_size=500) or {})
-        batches = (self.api.get("/v1/propagations", since=self.last_batch_ts + 1, page_size=500) or {})
-        news = sorted([(d["ts"], 0, d) for d in decisions.get("decisions", [])]
-                      + [(b["ts"], 1, b) for b in batches.get("propagations", [])], key=lambda n: n[:2])
+        decisions = self.api.get("/v1/decisions", since=self.last_decision_ts + 1, page_size=500) or {}
+        batches = self.api.get("/v1/propagations", since=self.last_batch_ts + 1, page_size=500) or {}
+        news = sorted(
+            [(d["ts"], 0, d) for d in decisions.get("decisions", [])]
+            + [(b["ts"], 1, b) for b in batches.get("propagations", [])],
+            key=lambda n: n[:2],
+        )
         controller: dict[str, list[str]] = {}
         for ts, is_batch, item in news:
             if is_batch:
@@ -144,16 +155,22 @@ class Summary:
             what = "SHRINK", ", ".join(f"replica {r} {reason}" for r, reason in d["reasons"].items())
         else:
             what = "EXPAND", f"replica {d['replicas_changed'][0]} caught up"
-        self.say(f"  {what[0]}  {name:<12} {isr:<18} {what[1]}  (leader {d['leader']}, at "
-                 f"{_offset(d['ts'], self.start)})")
+        self.say(
+            f"  {what[0]}  {name:<12} {isr:<18} {what[1]}  (leader {d['leader']}, at {_offset(d['ts'], self.start)})"
+        )
 
     def _batch(self, b: dict) -> None:
         self.counts["batches"] += 1
         names = ", ".join(f"{p['topic']}-{p['partition']}" for p in b["partitions"])
-        delay = "" if b["first_change_ts"] is None else \
-            f", {(b['ts'] - b['first_change_ts']) / 1000:.1f} s after the first change"
-        self.say(f"  BATCH   broker {b['broker']} propagated {names} ({b['trigger']}{delay}, at "
-                 f"{_offset(b['ts'], self.start)})")
+        delay = (
+            ""
+            if b["first_change_ts"] is None
+            else f", {(b['ts'] - b['first_change_ts']) / 1000:.1f} s after the first change"
+        )
+        self.say(
+            f"  BATCH   broker {b['broker']} propagated {names} ({b['trigger']}{delay}, at "
+            f"{_offset(b['ts'], self.start)})"
+        )
 
 
 def main(args: argparse.Namespace) -> int:
@@ -181,13 +198,16 @@ def main(args: argparse.Namespace) -> int:
     store = f"sqlite:///{(workdir / 'isrwatch.db').resolve()}"
     cli = [sys.executable, "-m", "streaming.cli"]  # the children run the same isrwatch
 
-    print(f"isrwatch demo: a simulated {sim.brokers}-broker Kafka cluster, the streaming job and the API, "
-          "all on this machine.\n"
-          f"  status page   {base}/\n"
-          f"  API           {base}/docs   metrics {base}/metrics\n"
-          f"  files         {workdir}/ (events/, isrwatch.db, job.log, api.log)\n"
-          f"The story (event time from now{f', played {args.speed:g}x faster' if args.speed != 1 else ''}; "
-          f"replica.lag.time.max.ms = {kafka.replica_lag_time_max_ms / 1000:g} s):", flush=True)
+    print(
+        f"isrwatch demo: a simulated {sim.brokers}-broker Kafka cluster, the streaming job and the API, "
+        "all on this machine.\n"
+        f"  status page   {base}/\n"
+        f"  API           {base}/docs   metrics {base}/metrics\n"
+        f"  files         {workdir}/ (events/, isrwatch.db, job.log, api.log)\n"
+        f"The story (event time from now{f', played {args.speed:g}x faster' if args.speed != 1 else ''}; "
+        f"replica.lag.time.max.ms = {kafka.replica_lag_time_max_ms / 1000:g} s):",
+        flush=True,
+    )
     for line in story_lines(list(story.faults), kafka, sim.zookeeper_session_timeout_ms):
         print(f"  {line}", flush=True)
     print("Press Ctrl-C to stop.", flush=True)
@@ -197,26 +217,67 @@ def main(args: argparse.Namespace) -> int:
         signal.signal(sig, lambda *_: stop.set())
     children: list[Child] = []
     feeder = threading.Thread(
-        target=run, name="simulator", daemon=True,
-        args=(simulate_events(sim, story.faults, args.seed), DirectorySink(workdir / "events", 1000),
-              Pacer(args.speed, None, start), stop.is_set))
+        target=run,
+        name="simulator",
+        daemon=True,
+        args=(
+            simulate_events(sim, story.faults, args.seed),
+            DirectorySink(workdir / "events", 1000),
+            Pacer(args.speed, None, start),
+            stop.is_set,
+        ),
+    )
     summary = Summary(Api(base), start, say)
     code = 0
     try:
-        children.append(Child("streaming job", [*cli, "run", "--source", f"files:{workdir / 'events'}",
-                                                "--store", store, "--checkpoint", str(workdir / "checkpoint"),
-                                                "--config", str(workdir / "config.json"), "--trigger", "2"],
-                               workdir / "job.log"))
-        children.append(Child("API", [*cli, "serve", "--store", store, "--host", "127.0.0.1",
-                                      "--port", str(args.port), "--log-level", "warning"], workdir / "api.log"))
+        children.append(
+            Child(
+                "streaming job",
+                [
+                    *cli,
+                    "run",
+                    "--source",
+                    f"files:{workdir / 'events'}",
+                    "--store",
+                    store,
+                    "--checkpoint",
+                    str(workdir / "checkpoint"),
+                    "--config",
+                    str(workdir / "config.json"),
+                    "--trigger",
+                    "2",
+                ],
+                workdir / "job.log",
+            )
+        )
+        children.append(
+            Child(
+                "API",
+                [
+                    *cli,
+                    "serve",
+                    "--store",
+                    store,
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(args.port),
+                    "--log-level",
+                    "warning",
+                ],
+                workdir / "api.log",
+            )
+        )
         feeder.start()
         say("simulator started; the streaming job is starting Spark (10-20 s)...")
         deadline = None if args.duration is None else started + args.duration
         while not stop.is_set():
             for child in children:
                 if not child.alive():
-                    say(f"the {child.name} stopped unexpectedly (exit {child.proc.returncode}); "
-                        f"last lines of {child.log_path}:\n{child.tail()}")
+                    say(
+                        f"the {child.name} stopped unexpectedly (exit {child.proc.returncode}); "
+                        f"last lines of {child.log_path}:\n{child.tail()}"
+                    )
                     code = 1
                     stop.set()
             if stop.is_set() or (deadline is not None and time.monotonic() >= deadline):
@@ -233,23 +294,29 @@ def main(args: argparse.Namespace) -> int:
         for child in children:  # the job first, so the page keeps answering while it stops
             child.stop()
     c = summary.counts
-    say(f"stopped. {c['shrink']} shrinks, {c['expand']} expands, {c['leader_and_isr']} LeaderAndIsr accepted, "
+    say(
+        f"stopped. {c['shrink']} shrinks, {c['expand']} expands, {c['leader_and_isr']} LeaderAndIsr accepted, "
         f"{c['rejected']} rejected, {c['batches']} ISR-change batches. The store stays in {workdir}/isrwatch.db: "
-        f"browse it again with `isrwatch serve --store {store}`.")
+        f"browse it again with `isrwatch serve --store {store}`."
+    )
     return code
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
-        "demo", help="see it work: a simulated cluster's fault story, the streaming job and the API, live",
+        "demo",
+        help="see it work: a simulated cluster's fault story, the streaming job and the API, live",
         description="Starts the simulator playing a scripted fault story in real time, the streaming job on the "
-                    "embedded default (file source, SQLite store, local Spark) and the API with its status "
-                    "page; prints the URLs and a live summary. Ctrl-C stops everything.")
+        "embedded default (file source, SQLite store, local Spark) and the API with its status "
+        "page; prints the URLs and a live summary. Ctrl-C stops everything.",
+    )
     p.set_defaults(func=main)
     p.add_argument("--port", type=int, default=8000, help="the API's port on 127.0.0.1 (default 8000)")
-    p.add_argument("--duration", type=float, metavar="SECONDS", help="stop by itself after this long (default: "
-                                                                     "run until Ctrl-C)")
-    p.add_argument("--speed", type=float, default=1.0,
-                   help="play the story this many times faster than real time (default 1)")
+    p.add_argument(
+        "--duration", type=float, metavar="SECONDS", help="stop by itself after this long (default: run until Ctrl-C)"
+    )
+    p.add_argument(
+        "--speed", type=float, default=1.0, help="play the story this many times faster than real time (default 1)"
+    )
     p.add_argument("--seed", type=int, default=0, help="the simulator's seed (default 0)")
     p.add_argument("--dir", default="var/demo", help="working directory, emptied at start (default var/demo)")

@@ -19,26 +19,42 @@ from .common import CONFIG_HELP, add_config_arguments, load_config, say
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     rp = sub.add_parser(
-        "replay", formatter_class=argparse.RawDescriptionHelpFormatter,
+        "replay",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
         help="replay recorded events through the replica engine and write its outputs",
         description="Replay JSONL events (SPEC §3) in (ts, seq) order, run the scheduled isr-expiration and "
-                    "propagation checks up to --until, and write decisions.jsonl, propagations.jsonl, "
-                    "state.jsonl, dead_letter.jsonl and summary.json into --out. Replaying the same events "
-                    "with another --set replica_lag_time_max_ms=... shows how many shrinks it would cause.",
+        "propagation checks up to --until, and write decisions.jsonl, propagations.jsonl, "
+        "state.jsonl, dead_letter.jsonl and summary.json into --out. Replaying the same events "
+        "with another --set replica_lag_time_max_ms=... shows how many shrinks it would cause.",
         epilog=CONFIG_HELP,
     )
-    rp.add_argument("events", nargs="+", metavar="EVENTS.jsonl",
-                    help="event files, one JSON object per line; a missing seq is the line number")
+    rp.add_argument(
+        "events",
+        nargs="+",
+        metavar="EVENTS.jsonl",
+        help="event files, one JSON object per line; a missing seq is the line number",
+    )
     rp.add_argument("--out", metavar="DIR", help="output directory (created if missing)")
-    rp.add_argument("--store", metavar="URL",
-                    help="also write the outputs to this store as one batch (sqlite:///PATH, a file path or "
-                         "postgresql://...), for `isrwatch serve`")
+    rp.add_argument(
+        "--store",
+        metavar="URL",
+        help="also write the outputs to this store as one batch (sqlite:///PATH, a file path or "
+        "postgresql://...), for `isrwatch serve`",
+    )
     add_config_arguments(rp)
-    rp.add_argument("--until", type=int, metavar="TS",
-                    help="end time in epoch ms: events and scheduled checks up to and including it are "
-                         "applied (default: the largest ts of a valid event)")
-    rp.add_argument("--engine", choices=["local", "spark"], default="local",
-                    help="local: one Python process (default); spark: the streaming query in local Spark")
+    rp.add_argument(
+        "--until",
+        type=int,
+        metavar="TS",
+        help="end time in epoch ms: events and scheduled checks up to and including it are "
+        "applied (default: the largest ts of a valid event)",
+    )
+    rp.add_argument(
+        "--engine",
+        choices=["local", "spark"],
+        default="local",
+        help="local: one Python process (default); spark: the streaming query in local Spark",
+    )
     rp.set_defaults(func=main)
 
 
@@ -66,9 +82,11 @@ def main(args: argparse.Namespace) -> int:
     if args.store:
         written.append(f"batch {store_replay(args.store, result)} of {args.store}")
     s = result.summary
-    say(f"{s['lines']:,} lines, {s['events']:,} events, {s['dead_letters']:,} dead letters -> "
+    say(
+        f"{s['lines']:,} lines, {s['events']:,} events, {s['dead_letters']:,} dead letters -> "
         f"{s['decisions']:,} decisions {s['decisions_by_kind']}, {s['propagations']:,} propagations, "
-        f"{s['partitions']:,} partitions; {s.get('events_per_second') or 0:,} lines/s; wrote {' and '.join(written)}")
+        f"{s['partitions']:,} partitions; {s.get('events_per_second') or 0:,} lines/s; wrote {' and '.join(written)}"
+    )
     if s.get("events_after_until"):
         say(f"warning: {s['events_after_until']:,} events after --until {s['until']} were not applied")
     return 0
@@ -78,8 +96,12 @@ def write_outputs(out: Path, result: ReplayResult) -> None:
     """Write the replay output files (SPEC §5 fields), one JSON object per line, and summary.json."""
     out.mkdir(parents=True, exist_ok=True)
     encode = msgspec.json.encode
-    files = (("decisions", result.decisions), ("propagations", result.propagations), ("state", result.records),
-             ("dead_letter", [d.to_record() for d in result.dead_letters]))
+    files = (
+        ("decisions", result.decisions),
+        ("propagations", result.propagations),
+        ("state", result.records),
+        ("dead_letter", [d.to_record() for d in result.dead_letters]),
+    )
     for name, rows in files:
         with open(out / f"{name}.jsonl", "wb") as fh:
             for row in rows:
@@ -97,7 +119,14 @@ def store_replay(url: str, result: ReplayResult) -> int:
     with open_store(url) as store:
         last = store.last_batch_id()
         batch_id = 0 if last is None else last + 1
-        store.write_batch(batch_id, decisions=result.decisions, propagations=result.propagations,
-                          partitions=result.records, dead_letters=result.dead_letters, brokers=result.brokers,
-                          counters=+result.counters, watermark_ms=result.summary["until"] + 1)
+        store.write_batch(
+            batch_id,
+            decisions=result.decisions,
+            propagations=result.propagations,
+            partitions=result.records,
+            dead_letters=result.dead_letters,
+            brokers=result.brokers,
+            counters=+result.counters,
+            watermark_ms=result.summary["until"] + 1,
+        )
     return batch_id

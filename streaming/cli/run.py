@@ -15,50 +15,100 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     from streaming.sources import SOURCE_HELP
 
     rn = sub.add_parser(
-        "run", formatter_class=argparse.RawDescriptionHelpFormatter,
+        "run",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
         help="the streaming job: events from files or Kafka in, decisions and live state into the store",
         description="A Spark Structured Streaming query. It validates every event (invalid ones go to the\n"
-                    "dead-letter table), keeps the partitions' replica state in applyInPandasWithState (hashed\n"
-                    "into --buckets state keys) and applies events and checks once the watermark (newest event\n"
-                    "time - allowed_lateness_ms) has passed them; events at or behind it are counted as late.\n"
-                    "ISR changes are propagated per broker, and each micro-batch is committed to the store in\n"
-                    "one transaction, idempotently by batch id: restart with the same --checkpoint to resume.",
-        epilog=SOURCE_HELP + "\n\n" + CONFIG_HELP)
-    rn.add_argument("--source", default="files:./var/events", metavar="SPEC",
-                    help="files:DIR, kafka:BOOTSTRAP/TOPICS or kafka-python:BOOTSTRAP/TOPICS, see below "
-                         "(default files:./var/events)")
-    rn.add_argument("--store", default="sqlite:///var/isrwatch.db", metavar="URL",
-                    help="sqlite:///PATH, a file path or postgresql://user:pw@host:port/db "
-                         "(default sqlite:///var/isrwatch.db)")
-    rn.add_argument("--checkpoint", default="./var/checkpoint", metavar="DIR",
-                    help="Spark checkpoint: offsets, state and the bucket layout (default ./var/checkpoint)")
+        "dead-letter table), keeps the partitions' replica state in applyInPandasWithState (hashed\n"
+        "into --buckets state keys) and applies events and checks once the watermark (newest event\n"
+        "time - allowed_lateness_ms) has passed them; events at or behind it are counted as late.\n"
+        "ISR changes are propagated per broker, and each micro-batch is committed to the store in\n"
+        "one transaction, idempotently by batch id: restart with the same --checkpoint to resume.",
+        epilog=SOURCE_HELP + "\n\n" + CONFIG_HELP,
+    )
+    rn.add_argument(
+        "--source",
+        default="files:./var/events",
+        metavar="SPEC",
+        help="files:DIR, kafka:BOOTSTRAP/TOPICS or kafka-python:BOOTSTRAP/TOPICS, see below "
+        "(default files:./var/events)",
+    )
+    rn.add_argument(
+        "--store",
+        default="sqlite:///var/isrwatch.db",
+        metavar="URL",
+        help="sqlite:///PATH, a file path or postgresql://user:pw@host:port/db (default sqlite:///var/isrwatch.db)",
+    )
+    rn.add_argument(
+        "--checkpoint",
+        default="./var/checkpoint",
+        metavar="DIR",
+        help="Spark checkpoint: offsets, state and the bucket layout (default ./var/checkpoint)",
+    )
     add_config_arguments(rn)
-    rn.add_argument("--buckets", type=int, metavar="N",
-                    help="state keys the partitions are hashed into; fixed by the checkpoint (default 16; "
-                         "keep each to about 1-2k partitions)")
-    rn.add_argument("--trigger", type=float, default=5.0, metavar="SECONDS",
-                    help="micro-batch interval; longer batches amortise Spark's per-batch cost (default 5)")
-    rn.add_argument("--max-per-batch", type=int, metavar="N",
-                    help="at most N files (files:) or Kafka records (kafka:, kafka-python:) per micro-batch "
-                         "(default: 64 MiB of files, 430,000 records: a job catching up keeps batches bounded)")
-    rn.add_argument("--starting", choices=["earliest", "latest"], default="earliest",
-                    help="where a new checkpoint starts reading Kafka (default earliest)")
-    rn.add_argument("--available-now", action="store_true",
-                    help="process the input available at start, then stop")
-    rn.add_argument("--until-idle", type=float, metavar="SECONDS",
-                    help="stop after SECONDS without new input (default: run until stopped)")
-    rn.add_argument("--state-store", choices=["hdfs", "rocksdb"], default="hdfs",
-                    help="Spark state store provider: hdfs (in-memory, default) or rocksdb (large state)")
-    rn.add_argument("--shuffle-partitions", type=int, default=2, metavar="N",
-                    help="spark.sql.shuffle.partitions, fixed by the checkpoint (default 2 = local cores)")
+    rn.add_argument(
+        "--buckets",
+        type=int,
+        metavar="N",
+        help="state keys the partitions are hashed into; fixed by the checkpoint (default 16; "
+        "keep each to about 1-2k partitions)",
+    )
+    rn.add_argument(
+        "--trigger",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="micro-batch interval; longer batches amortise Spark's per-batch cost (default 5)",
+    )
+    rn.add_argument(
+        "--max-per-batch",
+        type=int,
+        metavar="N",
+        help="at most N files (files:) or Kafka records (kafka:, kafka-python:) per micro-batch "
+        "(default: 64 MiB of files, 430,000 records: a job catching up keeps batches bounded)",
+    )
+    rn.add_argument(
+        "--starting",
+        choices=["earliest", "latest"],
+        default="earliest",
+        help="where a new checkpoint starts reading Kafka (default earliest)",
+    )
+    rn.add_argument("--available-now", action="store_true", help="process the input available at start, then stop")
+    rn.add_argument(
+        "--until-idle",
+        type=float,
+        metavar="SECONDS",
+        help="stop after SECONDS without new input (default: run until stopped)",
+    )
+    rn.add_argument(
+        "--state-store",
+        choices=["hdfs", "rocksdb"],
+        default="hdfs",
+        help="Spark state store provider: hdfs (in-memory, default) or rocksdb (large state)",
+    )
+    rn.add_argument(
+        "--shuffle-partitions",
+        type=int,
+        default=2,
+        metavar="N",
+        help="spark.sql.shuffle.partitions, fixed by the checkpoint (default 2 = local cores)",
+    )
     rn.add_argument("--master", help="Spark master (default: the one spark-submit was given, else local[2])")
     rn.add_argument("--driver-memory", default="2g", help="spark.driver.memory (default 2g)")
-    rn.add_argument("--spark-conf", action="append", default=[], metavar="spark.KEY=VALUE",
-                    help="any other Spark setting, e.g. spark.jars.packages=... (repeatable)")
-    rn.add_argument("--kafka-output", metavar="BOOTSTRAP",
-                    help="also send decisions and propagation batches as JSON to Kafka topics "
-                         "isrwatch.decisions (key cluster/topic/partition) and isrwatch.propagations "
-                         "(key cluster/broker)")
+    rn.add_argument(
+        "--spark-conf",
+        action="append",
+        default=[],
+        metavar="spark.KEY=VALUE",
+        help="any other Spark setting, e.g. spark.jars.packages=... (repeatable)",
+    )
+    rn.add_argument(
+        "--kafka-output",
+        metavar="BOOTSTRAP",
+        help="also send decisions and propagation batches as JSON to Kafka topics "
+        "isrwatch.decisions (key cluster/topic/partition) and isrwatch.propagations "
+        "(key cluster/broker)",
+    )
     rn.add_argument("--quiet", action="store_true", help="no per-batch progress lines")
     rn.set_defaults(func=main)
 
@@ -76,11 +126,25 @@ def main(args: argparse.Namespace) -> int:
             raise ConfigError(f"--spark-conf {pair!r}: expected spark.KEY=VALUE")
         extra[key] = value
     options = JobOptions(
-        source=args.source, store=args.store, checkpoint=args.checkpoint, config=load_config(args.config, args.set),
-        buckets=args.buckets, trigger_seconds=args.trigger, max_per_batch=args.max_per_batch, starting=args.starting,
-        available_now=args.available_now, until_idle=args.until_idle, kafka_output=args.kafka_output,
-        spark=SparkSettings(master=args.master, shuffle_partitions=args.shuffle_partitions,
-                            state_store=args.state_store, driver_memory=args.driver_memory, extra=extra))
+        source=args.source,
+        store=args.store,
+        checkpoint=args.checkpoint,
+        config=load_config(args.config, args.set),
+        buckets=args.buckets,
+        trigger_seconds=args.trigger,
+        max_per_batch=args.max_per_batch,
+        starting=args.starting,
+        available_now=args.available_now,
+        until_idle=args.until_idle,
+        kafka_output=args.kafka_output,
+        spark=SparkSettings(
+            master=args.master,
+            shuffle_partitions=args.shuffle_partitions,
+            state_store=args.state_store,
+            driver_memory=args.driver_memory,
+            extra=extra,
+        ),
+    )
     job = StreamJob(options, echo=None if args.quiet else say)
     signal.signal(signal.SIGTERM, lambda *_: job.request_stop())
     try:

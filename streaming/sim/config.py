@@ -64,4 +64,3 @@ class SimConfig:
                 raise ConfigError(f"{name}: must be >= 1")
         if self.duration_ms is not None and self.duration_ms < 0:
             raise ConfigError("duration: must be >= 0")
-

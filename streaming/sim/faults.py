@@ -58,11 +58,13 @@ class Fault:
         if self.end_ms is not None:
             text.append(f"end={_fmt(self.end_ms)}")
         _, optional = _FAULT_KEYS[self.kind]
-        for key, value, default, shown in (("share", self.share, 0.5, f"{self.share:g}"),
-                                           ("rtt", self.rtt_ms, 1000, _fmt(self.rtt_ms)),
-                                           ("to", self.to, None, str(self.to)),
-                                           ("stale", self.stale, 2, str(self.stale)),
-                                           ("resume", self.resume_ms, 5000, _fmt(self.resume_ms))):
+        for key, value, default, shown in (
+            ("share", self.share, 0.5, f"{self.share:g}"),
+            ("rtt", self.rtt_ms, 1000, _fmt(self.rtt_ms)),
+            ("to", self.to, None, str(self.to)),
+            ("stale", self.stale, 2, str(self.stale)),
+            ("resume", self.resume_ms, 5000, _fmt(self.resume_ms)),
+        ):
             if key in optional and value != default:
                 text.append(f"{key}={shown}")
         return ":".join(text)
@@ -161,19 +163,27 @@ def scenario(name: str, kafka: Config) -> Scenario:
         return Scenario(f"broker 2 {what} for {_fmt(shrink)}, then catches up", (fault,), s + shrink + settle)
     if name == "crash":
         restart = s + 6000 + shrink
-        return Scenario("broker 1 crashes, the controller moves its leaderships; it restarts and catches "
-                        "up; then a preferred leader election",
-                        (Fault("crash", s, restart, broker=1), Fault("elect", restart + 15_000)),
-                        restart + 15_000 + settle)
+        return Scenario(
+            "broker 1 crashes, the controller moves its leaderships; it restarts and catches "
+            "up; then a preferred leader election",
+            (Fault("crash", s, restart, broker=1), Fault("elect", restart + 15_000)),
+            restart + 15_000 + settle,
+        )
     if name == "failover":
-        return Scenario("the controller fails over; the old one still sends 3 stale-epoch requests",
-                        (Fault("failover", s, stale=3),), s + settle)
+        return Scenario(
+            "the controller fails over; the old one still sends 3 stale-epoch requests",
+            (Fault("failover", s, stale=3),),
+            s + settle,
+        )
     if name == "burst":
         end = s + shrink + 2 * kafka.isr_change_max_delay_ms + 10_000
-        return Scenario("broker 2's followers stall one after another: a continuous stream of ISR changes "
-                        "that propagation throttles into batches", (Fault("burst", s, end, broker=2),),
-                        end + shrink + settle,
-                        topics=(*DEFAULT_TOPICS, TopicSpec("events", 48, 3)))
+        return Scenario(
+            "broker 2's followers stall one after another: a continuous stream of ISR changes "
+            "that propagation throttles into batches",
+            (Fault("burst", s, end, broker=2),),
+            end + shrink + settle,
+            topics=(*DEFAULT_TOPICS, TopicSpec("events", 48, 3)),
+        )
     if name == "story":
         stall_at = 15_000
         slow_at = stall_at + shrink + settle
@@ -181,12 +191,19 @@ def scenario(name: str, kafka: Config) -> Scenario:
         restart = crash_at + 6000 + shrink
         elect_at = restart + settle
         failover_at = elect_at + settle
-        faults = (Fault("stall", stall_at, stall_at + shrink, broker=2),
-                  Fault("slow", slow_at, slow_at + shrink, broker=3),
-                  Fault("crash", crash_at, restart, broker=4),
-                  Fault("elect", elect_at), Fault("failover", failover_at, stale=2))
-        return Scenario("a stall, a slow broker, a crash and its recovery, a preferred leader election and "
-                        "a controller failover, one after another", faults, failover_at + settle)
+        faults = (
+            Fault("stall", stall_at, stall_at + shrink, broker=2),
+            Fault("slow", slow_at, slow_at + shrink, broker=3),
+            Fault("crash", crash_at, restart, broker=4),
+            Fault("elect", elect_at),
+            Fault("failover", failover_at, stale=2),
+        )
+        return Scenario(
+            "a stall, a slow broker, a crash and its recovery, a preferred leader election and "
+            "a controller failover, one after another",
+            faults,
+            failover_at + settle,
+        )
     raise ConfigError(f"scenario {name!r}: expected one of {', '.join(SCENARIOS)}")
 
 

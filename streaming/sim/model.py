@@ -40,8 +40,18 @@ _PHASE_ACTION, _PHASE_TRAFFIC = 0, 1
 class _Part:
     """One partition as the cluster holds it: assignment, leadership, every replica's LEO."""
 
-    __slots__ = ("topic", "partition", "key", "replicas", "leader", "leader_epoch", "leo", "gen", "parked",
-                 "next_append")
+    __slots__ = (
+        "topic",
+        "partition",
+        "key",
+        "replicas",
+        "leader",
+        "leader_epoch",
+        "leo",
+        "gen",
+        "parked",
+        "next_append",
+    )
 
     def __init__(self, cluster: str, topic: str, partition: int, replicas: tuple[int, ...], leo: int) -> None:
         self.topic = topic
@@ -92,14 +102,18 @@ class Cluster:
         self.impaired = dict.fromkeys(self.broker_ids, False)
         self.parts: list[_Part] = []
         for t in config.topics:
-            for p, replicas in enumerate(assign_replicas(self.broker_ids, t.partitions, t.replication_factor,
-                                                         self.rng)):
+            for p, replicas in enumerate(
+                assign_replicas(self.broker_ids, t.partitions, t.replication_factor, self.rng)
+            ):
                 self.parts.append(_Part(config.cluster, t.name, p, replicas, self.rng.randrange(1000, 1_000_000)))
         faults = list(faults)
         # The leaders' replica managers: the ISR each leader keeps, as the controller reads it from ZooKeeper.
         # Only controller actions read it, so a script without them does not pay for it.
-        self.leaders = (PartitionEngine(config.kafka, emit_propagation_ticks=False)
-                        if any(f.kind in ("crash", "failover", "elect") for f in faults) else None)
+        self.leaders = (
+            PartitionEngine(config.kafka, emit_propagation_ticks=False)
+            if any(f.kind in ("crash", "failover", "elect") for f in faults)
+            else None
+        )
         self.unapplied: list[Event] = []
         self.heap: list[tuple] = []
         self.counter = itertools.count()
@@ -118,8 +132,17 @@ class Cluster:
 
     # -- scheduling -------------------------------------------------------------------------------
 
-    def _push(self, ts: int, phase: int, kind: int, part: _Part | None = None, replica: int = 0, gen: int = 0,
-              action: Callable[..., None] | None = None, arg: Any = None) -> None:
+    def _push(
+        self,
+        ts: int,
+        phase: int,
+        kind: int,
+        part: _Part | None = None,
+        replica: int = 0,
+        gen: int = 0,
+        action: Callable[..., None] | None = None,
+        arg: Any = None,
+    ) -> None:
         heapq.heappush(self.heap, (ts, phase, next(self.counter), kind, part, replica, gen, action, arg))
 
     def _at(self, ts: int, action: Callable[..., None], arg: Any = None) -> None:
@@ -199,8 +222,17 @@ class Cluster:
                 leader_leo = leo[leader]
                 offset = leo[replica]
                 seq += 1
-                ev = Fetch(ts=ts, cluster=cluster, topic=p.topic, partition=p.partition, replica=replica,
-                           fetch_offset=offset, leader_leo=leader_leo, current_leader_epoch=p.leader_epoch, seq=seq)
+                ev = Fetch(
+                    ts=ts,
+                    cluster=cluster,
+                    topic=p.topic,
+                    partition=p.partition,
+                    replica=replica,
+                    fetch_offset=offset,
+                    leader_leo=leader_leo,
+                    current_leader_epoch=p.leader_epoch,
+                    seq=seq,
+                )
                 if offset < leader_leo:
                     slow = slow_brokers.get(replica) if impaired[replica] else None
                     if slow is None:
@@ -226,8 +258,9 @@ class Cluster:
                 leo = p.leo
                 leader_leo = leo[leader] = leo[leader] + 1 + int(random_() * records2)
                 seq += 1
-                ev = Append(ts=ts, cluster=cluster, topic=p.topic, partition=p.partition, leader_leo=leader_leo,
-                            seq=seq)
+                ev = Append(
+                    ts=ts, cluster=cluster, topic=p.topic, partition=p.partition, leader_leo=leader_leo, seq=seq
+                )
                 if p.parked:
                     # The waiting fetches complete with the new data; each follower fetches again.
                     gens = p.gen
@@ -235,8 +268,20 @@ class Cluster:
                         slow = slow_brokers.get(r) if impaired[r] else None
                         leo[r] = leader_leo if slow is None else leo[r] + int((leader_leo - leo[r]) * slow.share)
                         gens[r] += 1  # the wait's own timeout, if it had one, is void now
-                        heappush(heap, (ts + 1 + int(random_() * rtt2), _PHASE_TRAFFIC, next(counter), _FETCH, p, r,
-                                        gens[r], None, None))
+                        heappush(
+                            heap,
+                            (
+                                ts + 1 + int(random_() * rtt2),
+                                _PHASE_TRAFFIC,
+                                next(counter),
+                                _FETCH,
+                                p,
+                                r,
+                                gens[r],
+                                None,
+                                None,
+                            ),
+                        )
                     p.parked.clear()
             else:
                 self.seq = seq
@@ -271,23 +316,42 @@ class Cluster:
         return None
 
     def _update_impaired(self, broker: int, ts: int) -> None:
-        self.impaired[broker] = (self.stalled_until[broker] > ts or broker in self.slow or broker in self.bursts)
+        self.impaired[broker] = self.stalled_until[broker] > ts or broker in self.slow or broker in self.bursts
 
     # -- controller -------------------------------------------------------------------------------
 
-    def _leader_and_isr(self, p: _Part, ts: int, leader: int, isr: Iterable[int], *, leader_epoch: int | None = None,
-                        partition_epoch: int | None = None, controller_epoch: int | None = None,
-                        controller_id: int | None = None, hw: int | None = None) -> None:
+    def _leader_and_isr(
+        self,
+        p: _Part,
+        ts: int,
+        leader: int,
+        isr: Iterable[int],
+        *,
+        leader_epoch: int | None = None,
+        partition_epoch: int | None = None,
+        controller_epoch: int | None = None,
+        controller_id: int | None = None,
+        hw: int | None = None,
+    ) -> None:
         """Send one partition state; the partition follows it only if the leader would accept it."""
         view = self._leader_view(p, ts)
         controller_epoch = self.controller_epoch if controller_epoch is None else controller_epoch
         leader_epoch = p.leader_epoch + 1 if leader_epoch is None else leader_epoch
-        ev = LeaderAndIsr(ts=ts, cluster=self.config.cluster, topic=p.topic, partition=p.partition,
-                          controller_epoch=controller_epoch, leader=leader, leader_epoch=leader_epoch,
-                          isr=sorted(isr), replicas=list(p.replicas),
-                          partition_epoch=view.partition_epoch + 1 if partition_epoch is None else partition_epoch,
-                          controller_id=self.controller if controller_id is None else controller_id,
-                          leader_leo=p.leo[leader] if leader >= 0 else None, hw=hw)
+        ev = LeaderAndIsr(
+            ts=ts,
+            cluster=self.config.cluster,
+            topic=p.topic,
+            partition=p.partition,
+            controller_epoch=controller_epoch,
+            leader=leader,
+            leader_epoch=leader_epoch,
+            isr=sorted(isr),
+            replicas=list(p.replicas),
+            partition_epoch=view.partition_epoch + 1 if partition_epoch is None else partition_epoch,
+            controller_id=self.controller if controller_id is None else controller_id,
+            leader_leo=p.leo[leader] if leader >= 0 else None,
+            hw=hw,
+        )
         self._emit(ev)
         if controller_epoch < view.controller_epoch or leader_epoch <= p.leader_epoch:
             return  # rejected: nothing changes
@@ -306,11 +370,23 @@ class Cluster:
     def _startup(self, ts: int, _: Any) -> None:
         """The controller's first LeaderAndIsr: preferred leaders, every replica in sync."""
         for p in self.parts:
-            self._emit(LeaderAndIsr(ts=ts, cluster=self.config.cluster, topic=p.topic, partition=p.partition,
-                                    controller_epoch=self.controller_epoch, leader=p.leader, leader_epoch=0,
-                                    isr=sorted(p.replicas), replicas=list(p.replicas), partition_epoch=0,
-                                    controller_id=self.controller, leader_leo=p.leo[p.leader],
-                                    hw=p.leo[p.leader]))
+            self._emit(
+                LeaderAndIsr(
+                    ts=ts,
+                    cluster=self.config.cluster,
+                    topic=p.topic,
+                    partition=p.partition,
+                    controller_epoch=self.controller_epoch,
+                    leader=p.leader,
+                    leader_epoch=0,
+                    isr=sorted(p.replicas),
+                    replicas=list(p.replicas),
+                    partition_epoch=0,
+                    controller_id=self.controller,
+                    leader_leo=p.leo[p.leader],
+                    hw=p.leo[p.leader],
+                )
+            )
             for r in p.replicas[1:]:
                 self._fetch_later(p, r, ts + 1 + int(self.rng.random() * self.config.replica_fetch_wait_max_ms))
 
@@ -373,8 +449,9 @@ class Cluster:
         self._new_controller(fault.to)
         for p in self.parts:
             view = self._leader_view(p, ts)
-            self._leader_and_isr(p, ts, p.leader, view.isr, leader_epoch=p.leader_epoch,
-                                 partition_epoch=view.partition_epoch)
+            self._leader_and_isr(
+                p, ts, p.leader, view.isr, leader_epoch=p.leader_epoch, partition_epoch=view.partition_epoch
+            )
         online = [p for p in self.parts if p.leader >= 0]
         for k, p in enumerate(self.rng.sample(online, min(fault.stale, len(online)))):
             self._at(ts + 200 + 100 * k, self._zombie_request, (p, old, old_epoch))

@@ -16,8 +16,14 @@ class Pacer:
     """Holds each event back until its event time, scaled by `speed`, has come on the wall clock, and
     spaces events at most `rate` per second; speed 0 and no rate = as fast as possible."""
 
-    def __init__(self, speed: float, rate: float | None, first_ts: int,
-                 clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> None:
+    def __init__(
+        self,
+        speed: float,
+        rate: float | None,
+        first_ts: int,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
         self.speed = speed
         self.interval = 1 / rate if rate else 0.0
         self.first_ts = first_ts
@@ -56,4 +62,3 @@ def run(events: Iterable[Event], sink: Sink, pacer: Pacer | None, stop: Callable
     finally:
         sink.close()
     return count
-

@@ -60,8 +60,14 @@ class Child:
         self.name = name
         self.log_path = log
         self.log: IO[bytes] = open(log, "wb")  # noqa: SIM115 - open for the child's whole life
-        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT,
-                                     start_new_session=True, preexec_fn=_die_with_parent)
+        self.proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
+        )
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -80,8 +86,9 @@ class Child:
         self.proc.wait()
         self.log.close()
         deadline = time.monotonic() + 5
-        while (left := [pid for pid, started in family.items() if running(pid, started)]) \
-                and time.monotonic() < deadline:
+        while (
+            left := [pid for pid, started in family.items() if running(pid, started)]
+        ) and time.monotonic() < deadline:
             time.sleep(0.1)
         for pid in left:
             with contextlib.suppress(ProcessLookupError):
@@ -89,4 +96,3 @@ class Child:
 
     def tail(self, lines: int = 15) -> str:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-

@@ -60,8 +60,7 @@ class DirectorySink:
         self.dir = directory
         self.dir.mkdir(parents=True, exist_ok=True)
         self.rotate_ms = max(1, rotate_ms)
-        numbers = [int(p.stem.split("-")[1]) for p in self.dir.glob("events-*.jsonl")
-                   if p.stem.split("-")[1].isdigit()]
+        numbers = [int(p.stem.split("-")[1]) for p in self.dir.glob("events-*.jsonl") if p.stem.split("-")[1].isdigit()]
         self.number = max(numbers, default=0)
         self.file: PendingFile | None = None
         self.first_ts = 0

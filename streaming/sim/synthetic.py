@@ -35,27 +35,44 @@ def generate(shape: StreamShape, events: int, seed: int = 7) -> Iterator[dict]:
     for i in range(shape.partitions):
         leader = i % shape.brokers
         replicas = [(leader + k) % shape.brokers for k in range(shape.rf)]
-        parts.append({
-            "topic": f"topic-{i // per_topic}", "partition": i % per_topic, "leader": leader,
-            "replicas": replicas, "leo": rng.randrange(1000, 100_000),
-            "fetch_phase": rng.randrange(shape.fetch_interval_ms),
-            "append_phase": rng.randrange(shape.append_interval_ms),
-            "followers": {r: None for r in replicas[1:]},
-        })
-    faulty = rng.sample([(i, r) for i, p in enumerate(parts) for r in p["replicas"][1:]],
-                        shape.stuck_followers + shape.slow_followers)
+        parts.append(
+            {
+                "topic": f"topic-{i // per_topic}",
+                "partition": i % per_topic,
+                "leader": leader,
+                "replicas": replicas,
+                "leo": rng.randrange(1000, 100_000),
+                "fetch_phase": rng.randrange(shape.fetch_interval_ms),
+                "append_phase": rng.randrange(shape.append_interval_ms),
+                "followers": {r: None for r in replicas[1:]},
+            }
+        )
+    faulty = rng.sample(
+        [(i, r) for i, p in enumerate(parts) for r in p["replicas"][1:]], shape.stuck_followers + shape.slow_followers
+    )
     stuck = set(faulty[: shape.stuck_followers])
-    slow = set(faulty[shape.stuck_followers:])
+    slow = set(faulty[shape.stuck_followers :])
     stuck_from = shape.start_ms + 2_000
     seq = 0
     t0 = shape.start_ms
     window: list[tuple[int, int, dict]] = []
     for p in parts:
         seq += 1
-        ev = {"type": "leader_and_isr", "ts": t0, "cluster": shape.cluster, "topic": p["topic"],
-              "partition": p["partition"], "controller_epoch": 1, "leader": p["leader"], "leader_epoch": 0,
-              "isr": p["replicas"], "replicas": p["replicas"], "partition_epoch": 0,
-              "leader_leo": p["leo"], "seq": seq}
+        ev = {
+            "type": "leader_and_isr",
+            "ts": t0,
+            "cluster": shape.cluster,
+            "topic": p["topic"],
+            "partition": p["partition"],
+            "controller_epoch": 1,
+            "leader": p["leader"],
+            "leader_epoch": 0,
+            "isr": p["replicas"],
+            "replicas": p["replicas"],
+            "partition_epoch": 0,
+            "leader_leo": p["leo"],
+            "seq": seq,
+        }
         for r in p["followers"]:
             p["followers"][r] = p["leo"]
         yield ev
@@ -74,8 +91,20 @@ def generate(shape: StreamShape, events: int, seed: int = 7) -> Iterator[dict]:
                 ts = w + (p["fetch_phase"] + 97 * r) % step
                 if (i, r) in stuck and ts >= stuck_from:
                     continue
-                window.append((ts, 1, {"type": "fetch", "ts": ts, **base, "replica": r, "fetch_offset": offset,
-                                       "leader_leo": p["leo"]}))
+                window.append(
+                    (
+                        ts,
+                        1,
+                        {
+                            "type": "fetch",
+                            "ts": ts,
+                            **base,
+                            "replica": r,
+                            "fetch_offset": offset,
+                            "leader_leo": p["leo"],
+                        },
+                    )
+                )
                 # The follower's next fetch asks from what this one returned: everything, or a slice if slow.
                 p["followers"][r] = offset + (p["leo"] - offset) // 4 if (i, r) in slow else p["leo"]
         window.sort(key=lambda item: (item[0], item[1]))

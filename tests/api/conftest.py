@@ -44,7 +44,19 @@ def client(fleet_store: tuple[str, Streamed]) -> Iterator[TestClient]:
 def scenario_url(tmp_path: Path) -> str:
     """Scenario 01 replayed into a SQLite store through `isrwatch replay --store`."""
     url = f"sqlite:///{tmp_path / 's.db'}"
-    assert isrwatch(["replay", f"{SCENARIO}.events.jsonl", "--config", f"{SCENARIO}.config.json",
-                     "--until", (SCENARIO.parent / f"{SCENARIO.name}.until").read_text().strip(),
-                     "--store", url]) == 0
+    assert (
+        isrwatch(
+            [
+                "replay",
+                f"{SCENARIO}.events.jsonl",
+                "--config",
+                f"{SCENARIO}.config.json",
+                "--until",
+                (SCENARIO.parent / f"{SCENARIO.name}.until").read_text().strip(),
+                "--store",
+                url,
+            ]
+        )
+        == 0
+    )
     return url

@@ -27,10 +27,10 @@ from streaming.sim.synthetic import StreamShape, generate
 
 S = 1_700_000_000_000
 CONFIG = Config(replica_lag_time_max_ms=10_000, min_insync_replicas=2, schedule_origin_ms=S)
-EAST = StreamShape(partitions=24, brokers=6, topics=3, stuck_followers=2, slow_followers=2, start_ms=S,
-                   cluster="east")
-WEST = StreamShape(partitions=12, brokers=4, topics=2, stuck_followers=1, slow_followers=1, start_ms=S + 13_000,
-                   cluster="west")
+EAST = StreamShape(partitions=24, brokers=6, topics=3, stuck_followers=2, slow_followers=2, start_ms=S, cluster="east")
+WEST = StreamShape(
+    partitions=12, brokers=4, topics=2, stuck_followers=1, slow_followers=1, start_ms=S + 13_000, cluster="west"
+)
 END = S + 24_000
 NOW = END + 1  # the last batch's watermark: event-time "now" for every derived value
 # The batches a streaming sink would commit: settled watermarks (exclusive upper bounds).
@@ -45,20 +45,50 @@ def _extra(lai_by_key: dict[tuple[str, int], dict]) -> list[dict]:
     reelected = lai_by_key[REELECTED]
     common = {"type": "leader_and_isr", "cluster": "east", "controller_epoch": 1}
     return [
-        {**common, "ts": S + 19_500, "topic": REELECTED[0], "partition": REELECTED[1], "leader": reelected["leader"],
-         "leader_epoch": 1, "isr": [reelected["leader"]], "replicas": reelected["replicas"], "partition_epoch": 3},
-        {**common, "ts": S + 20_500, "topic": REELECTED[0], "partition": REELECTED[1], "leader": reelected["leader"],
-         "leader_epoch": 1, "isr": reelected["replicas"], "replicas": reelected["replicas"], "partition_epoch": 4},
-        {**common, "ts": S + 20_000, "topic": OFFLINE[0], "partition": OFFLINE[1], "leader": -1, "leader_epoch": 1,
-         "isr": [], "replicas": offline["replicas"], "partition_epoch": 5},
+        {
+            **common,
+            "ts": S + 19_500,
+            "topic": REELECTED[0],
+            "partition": REELECTED[1],
+            "leader": reelected["leader"],
+            "leader_epoch": 1,
+            "isr": [reelected["leader"]],
+            "replicas": reelected["replicas"],
+            "partition_epoch": 3,
+        },
+        {
+            **common,
+            "ts": S + 20_500,
+            "topic": REELECTED[0],
+            "partition": REELECTED[1],
+            "leader": reelected["leader"],
+            "leader_epoch": 1,
+            "isr": reelected["replicas"],
+            "replicas": reelected["replicas"],
+            "partition_epoch": 4,
+        },
+        {
+            **common,
+            "ts": S + 20_000,
+            "topic": OFFLINE[0],
+            "partition": OFFLINE[1],
+            "leader": -1,
+            "leader_epoch": 1,
+            "isr": [],
+            "replicas": offline["replicas"],
+            "partition_epoch": 5,
+        },
     ]
 
 
 def fleet_lines() -> list[bytes]:
     """The fleet's input as JSONL lines in time order, ending at END."""
     events = [ev for shape in (EAST, WEST) for ev in generate(shape, 40_000) if ev["ts"] <= END]
-    first_lai = {(ev["topic"], ev["partition"]): ev for ev in events
-                 if ev["type"] == "leader_and_isr" and ev["cluster"] == "east"}
+    first_lai = {
+        (ev["topic"], ev["partition"]): ev
+        for ev in events
+        if ev["type"] == "leader_and_isr" and ev["cluster"] == "east"
+    }
     events += _extra(first_lai)
     events.sort(key=lambda ev: ev["ts"])
     lines = [msgspec.json.encode({k: v for k, v in ev.items() if k != "seq"}) for ev in events]
@@ -96,14 +126,23 @@ def stream_into(store: Store, lines: list[bytes], cuts: tuple[int, ...] = CUTS, 
         step.records = [partition_record(p, CONFIG) for p in engine.partitions.values()]
         if previous is None:
             step.add_dead_letters(seen.dead_letters)
-        store.write_batch(batch_id, decisions=step.decisions, propagations=step.propagations, partitions=step.records,
-                          dead_letters=step.dead_letters, brokers=step.brokers, counters=+step.counters,
-                          blobs={"propagation_book": book.to_bytes()}, watermark_ms=cut)
+        store.write_batch(
+            batch_id,
+            decisions=step.decisions,
+            propagations=step.propagations,
+            partitions=step.records,
+            dead_letters=step.dead_letters,
+            brokers=step.brokers,
+            counters=+step.counters,
+            blobs={"propagation_book": book.to_bytes()},
+            watermark_ms=cut,
+        )
         seen.decisions += msgspec.to_builtins(step.decisions)
         seen.propagations += msgspec.to_builtins(step.propagations)
         seen.ignored_fetches += Counter(by_reason(step.counters, "ignored_fetches"))
-        seen.states = sorted(msgspec.to_builtins(step.records),
-                             key=lambda s: (s["cluster"], s["topic"], s["partition"]))
+        seen.states = sorted(
+            msgspec.to_builtins(step.records), key=lambda s: (s["cluster"], s["topic"], s["partition"])
+        )
         seen.brokers = msgspec.to_builtins(step.brokers)
         previous = cut
     return seen

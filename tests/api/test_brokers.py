@@ -32,8 +32,11 @@ def test_broker_detail(client: TestClient, fleet: Streamed) -> None:
     sent = [p for p in fleet.propagations if p["broker"] == waiting["broker"] and p["cluster"] == "east"]
     assert body["recent_batches"] == sorted(sent, key=lambda p: -p["ts"])[:10]
     # A broker hosting a follower that was removed from the ISR lists it as out of sync.
-    shrink = next(d for d in fleet.decisions if d["kind"] == "shrink" and d["cluster"] == "east"
-                  and (d["topic"], d["partition"]) != OFFLINE)
+    shrink = next(
+        d
+        for d in fleet.decisions
+        if d["kind"] == "shrink" and d["cluster"] == "east" and (d["topic"], d["partition"]) != OFFLINE
+    )
     removed = shrink["replicas_changed"][0]
     r = client.get(f"/v1/brokers/{removed}", params={"cluster": "east"}).json()
     out = {(f["topic"], f["partition"]): f for f in r["out_of_sync_followers"]}

@@ -9,11 +9,18 @@ from fastapi.testclient import TestClient
 
 from api.app import create_app
 
-DATA_ROUTES = ["/v1/partitions", "/v1/partitions/orders/0", "/v1/partitions/orders/0/isr",
-               "/v1/partitions/orders/0/history", "/v1/brokers", "/v1/brokers/1", "/v1/decisions",
-               "/v1/propagations", "/v1/dead-letters", "/metrics"]
-
-
+DATA_ROUTES = [
+    "/v1/partitions",
+    "/v1/partitions/orders/0",
+    "/v1/partitions/orders/0/isr",
+    "/v1/partitions/orders/0/history",
+    "/v1/brokers",
+    "/v1/brokers/1",
+    "/v1/decisions",
+    "/v1/propagations",
+    "/v1/dead-letters",
+    "/metrics",
+]
 
 
 @pytest.fixture

@@ -10,16 +10,21 @@ from fastapi.testclient import TestClient
 from tests.api.fleet import S, Streamed, pages
 
 
-@pytest.mark.parametrize("params,keep", [
-    ({}, lambda d: True),
-    ({"kind": "shrink"}, lambda d: d["kind"] == "shrink"),
-    ({"kind": "expand", "cluster": "east"}, lambda d: d["kind"] == "expand"),
-    ({"topic": "topic-1"}, lambda d: d["topic"] == "topic-1"),
-    ({"broker": 0}, lambda d: d["leader"] == 0 or 0 in d["replicas_changed"]),
-    ({"since": S + 15_000}, lambda d: d["ts"] >= S + 15_000),
-    ({"since": S + 15_000, "kind": "leader_and_isr"},
-     lambda d: d["ts"] >= S + 15_000 and d["kind"] == "leader_and_isr"),
-])
+@pytest.mark.parametrize(
+    "params,keep",
+    [
+        ({}, lambda d: True),
+        ({"kind": "shrink"}, lambda d: d["kind"] == "shrink"),
+        ({"kind": "expand", "cluster": "east"}, lambda d: d["kind"] == "expand"),
+        ({"topic": "topic-1"}, lambda d: d["topic"] == "topic-1"),
+        ({"broker": 0}, lambda d: d["leader"] == 0 or 0 in d["replicas_changed"]),
+        ({"since": S + 15_000}, lambda d: d["ts"] >= S + 15_000),
+        (
+            {"since": S + 15_000, "kind": "leader_and_isr"},
+            lambda d: d["ts"] >= S + 15_000 and d["kind"] == "leader_and_isr",
+        ),
+    ],
+)
 def test_decisions_filters(client: TestClient, fleet: Streamed, params: dict, keep: Callable) -> None:
     expected = [d for d in fleet.decisions if keep(d)]
     got = pages(client, "/v1/decisions", "decisions", 10, **params)
@@ -27,15 +32,18 @@ def test_decisions_filters(client: TestClient, fleet: Streamed, params: dict, ke
     assert [d["ts"] for d in got] == sorted((d["ts"] for d in got), reverse=True)
 
 
-@pytest.mark.parametrize("params,keep", [
-    ({}, lambda p: True),
-    ({"broker": 2}, lambda p: p["broker"] == 2),
-    ({"topic": "topic-2"}, lambda p: any(tp["topic"] == "topic-2" for tp in p["partitions"])),
-    ({"trigger": "linger"}, lambda p: p["trigger"] == "linger"),
-    ({"trigger": "max_delay"}, lambda p: p["trigger"] == "max_delay"),
-    ({"since": S + 22_501}, lambda p: p["ts"] >= S + 22_501),
-    ({"cluster": "west"}, lambda p: p["cluster"] == "west"),
-])
+@pytest.mark.parametrize(
+    "params,keep",
+    [
+        ({}, lambda p: True),
+        ({"broker": 2}, lambda p: p["broker"] == 2),
+        ({"topic": "topic-2"}, lambda p: any(tp["topic"] == "topic-2" for tp in p["partitions"])),
+        ({"trigger": "linger"}, lambda p: p["trigger"] == "linger"),
+        ({"trigger": "max_delay"}, lambda p: p["trigger"] == "max_delay"),
+        ({"since": S + 22_501}, lambda p: p["ts"] >= S + 22_501),
+        ({"cluster": "west"}, lambda p: p["cluster"] == "west"),
+    ],
+)
 def test_propagations_filters(client: TestClient, fleet: Streamed, params: dict, keep: Callable) -> None:
     expected = [p for p in fleet.propagations if keep(p)]
     got = pages(client, "/v1/propagations", "propagations", 1, **params)

@@ -56,8 +56,10 @@ def test_promtool_accepts_the_exposition(exposition: str) -> None:
 
 
 def test_promtool_would_catch_a_bad_name() -> None:
-    check = _promtool("# HELP isrwatch_things_count_total x\n# TYPE isrwatch_things_count_total gauge\n"
-                      "isrwatch_things_count_total 1\n")
+    check = _promtool(
+        "# HELP isrwatch_things_count_total x\n# TYPE isrwatch_things_count_total gauge\n"
+        "isrwatch_things_count_total 1\n"
+    )
     assert check.returncode != 0 or check.stdout.strip()
 
 
@@ -86,28 +88,41 @@ def test_values_match_the_engine(exposition: str, fleet: Streamed) -> None:
             assert _value(samples, "isrwatch_partitions", cluster=cluster, state=flag) == count
             assert _value(samples, f"isrwatch_{flag}_partitions", cluster=cluster) == count
     assert _value(samples, "isrwatch_under_replicated_partitions", cluster="east") > 0
-    predicted = Counter(s["cluster"] for s in fleet.states for f in s["followers"]
-                        if follower_shrink_predicted(f, NOW, None))
+    predicted = Counter(
+        s["cluster"] for s in fleet.states for f in s["followers"] if follower_shrink_predicted(f, NOW, None)
+    )
     assert {s.labels["cluster"]: s.value for s in samples["isrwatch_followers_predicted_to_shrink"]} == predicted
-    shrinks = Counter((d["cluster"], str(d["leader"]), r) for d in fleet.decisions if d["kind"] == "shrink"
-                      for r in d["reasons"].values())
-    assert {(s.labels["cluster"], s.labels["broker"], s.labels["reason"]): s.value
-            for s in samples["isrwatch_isr_shrinks_total"]} == shrinks
+    shrinks = Counter(
+        (d["cluster"], str(d["leader"]), r)
+        for d in fleet.decisions
+        if d["kind"] == "shrink"
+        for r in d["reasons"].values()
+    )
+    assert {
+        (s.labels["cluster"], s.labels["broker"], s.labels["reason"]): s.value
+        for s in samples["isrwatch_isr_shrinks_total"]
+    } == shrinks
     expands = Counter((d["cluster"], str(d["leader"])) for d in fleet.decisions if d["kind"] == "expand")
-    assert {(s.labels["cluster"], s.labels["broker"]): s.value
-            for s in samples["isrwatch_isr_expands_total"]} == expands
+    assert {
+        (s.labels["cluster"], s.labels["broker"]): s.value for s in samples["isrwatch_isr_expands_total"]
+    } == expands
     batches = Counter((p["cluster"], str(p["broker"]), p["trigger"]) for p in fleet.propagations)
-    assert {(s.labels["cluster"], s.labels["broker"], s.labels["trigger"]): s.value
-            for s in samples["isrwatch_propagation_batches_total"]} == batches
+    assert {
+        (s.labels["cluster"], s.labels["broker"], s.labels["trigger"]): s.value
+        for s in samples["isrwatch_propagation_batches_total"]
+    } == batches
     assert _value(samples, "isrwatch_propagation_batch_size_partitions_count", cluster="east") == len(batches)
     delays = [(p["ts"] - p["first_change_ts"]) / 1000 for p in fleet.propagations]
     assert _value(samples, "isrwatch_propagation_delay_seconds_sum", cluster="east") == pytest.approx(sum(delays))
     assert _value(samples, "isrwatch_propagation_delay_seconds_bucket", cluster="east", le="7.5") == sum(
-        d <= 7.5 for d in delays)
+        d <= 7.5 for d in delays
+    )
     [waiting] = [b for b in fleet.brokers if b["pending"]]
     assert _value(samples, "isrwatch_broker_pending_isr_changes", cluster="east", broker=str(waiting["broker"])) == 1
-    assert _value(samples, "isrwatch_broker_seconds_since_last_propagation", cluster="east",
-                  broker=str(waiting["broker"])) == (NOW - waiting["last_propagation_ms"]) / 1000
+    assert (
+        _value(samples, "isrwatch_broker_seconds_since_last_propagation", cluster="east", broker=str(waiting["broker"]))
+        == (NOW - waiting["last_propagation_ms"]) / 1000
+    )
     for reason, n in fleet.ignored_fetches.items():
         assert _value(samples, "isrwatch_ignored_fetches_total", reason=reason) == n
     for category, n in Counter(d.category for d in fleet.dead_letters).items():
@@ -117,8 +132,12 @@ def test_values_match_the_engine(exposition: str, fleet: Streamed) -> None:
 
 def test_top_followers_are_the_slowest_and_bounded(fleet_store: tuple[str, Streamed]) -> None:
     url, fleet = fleet_store
-    behind = sorted((f["last_caught_up_ms"], s["cluster"], s["topic"], str(s["partition"]), str(f["replica"]))
-                    for s in fleet.states for f in s["followers"] if f["shrink_eligible_at_ms"] is not None)
+    behind = sorted(
+        (f["last_caught_up_ms"], s["cluster"], s["topic"], str(s["partition"]), str(f["replica"]))
+        for s in fleet.states
+        for f in s["followers"]
+        if f["shrink_eligible_at_ms"] is not None
+    )
     with TestClient(create_app(url, top_followers=1)) as client:
         samples = _samples(client.get("/metrics").text)
     [slowest] = samples["isrwatch_follower_time_since_caught_up_seconds"]
@@ -142,12 +161,15 @@ def test_per_partition_series_only_for_allow_listed_topics(fleet_store: tuple[st
     assert _promtool(text).returncode == 0
     samples = _samples(text)
     topic2 = [s for s in fleet.states if s["topic"] == "topic-2"]
-    isr = {(x.labels["cluster"], x.labels["partition"]): x.value
-           for x in samples["isrwatch_partition_in_sync_replicas"]}
+    isr = {
+        (x.labels["cluster"], x.labels["partition"]): x.value for x in samples["isrwatch_partition_in_sync_replicas"]
+    }
     assert isr == {(s["cluster"], str(s["partition"])): len(s["isr"]) for s in topic2}
     lagging = [(s, f) for s in topic2 for f in s["followers"] if (f["lag_offsets"] or 0) > 0]
-    listed = {(x.labels["cluster"], x.labels["topic"], x.labels["partition"], x.labels["replica"])
-              for x in samples["isrwatch_follower_lag_offsets"]}
+    listed = {
+        (x.labels["cluster"], x.labels["topic"], x.labels["partition"], x.labels["replica"])
+        for x in samples["isrwatch_follower_lag_offsets"]
+    }
     assert {(s["cluster"], s["topic"], str(s["partition"]), str(f["replica"])) for s, f in lagging} <= listed
 
 
@@ -155,9 +177,19 @@ def test_stream_health_comes_from_the_progress_rows(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'p.db'}"
     with open_store(url) as store:
         store.write_batch(0, watermark_ms=S)
-        store.record_progress({"batch_id": 0, "wall_ms": S + 9000, "watermark_ms": S, "input_rows": 1200,
-                               "input_rows_per_second": 400.0, "processed_rows_per_second": 900.0,
-                               "batch_duration_ms": 1500, "state_rows": 64, "late_rows": 0})
+        store.record_progress(
+            {
+                "batch_id": 0,
+                "wall_ms": S + 9000,
+                "watermark_ms": S,
+                "input_rows": 1200,
+                "input_rows_per_second": 400.0,
+                "processed_rows_per_second": 900.0,
+                "batch_duration_ms": 1500,
+                "state_rows": 64,
+                "late_rows": 0,
+            }
+        )
     with TestClient(create_app(url)) as client:
         text = client.get("/metrics").text
     assert _promtool(text).returncode == 0

@@ -6,22 +6,25 @@ import pytest
 from fastapi.testclient import TestClient
 
 
-@pytest.mark.parametrize("path,parameter", [
-    ("/v1/partitions?page_size=0", "page_size"),
-    ("/v1/partitions?page_size=1001", "page_size"),
-    ("/v1/partitions?state=sad", "state"),
-    ("/v1/partitions?broker=-1", "broker"),
-    ("/v1/partitions?topic=a%20b", "topic"),
-    ("/v1/partitions?cluster=a%00b", "cluster"),
-    ("/v1/partitions?page_token=%21%21", "page_token"),
-    ("/v1/decisions?page_token=WyJhIiwiYiIsMV0", "page_token"),  # a partitions token on the decisions list
-    ("/v1/decisions?kind=grow", "kind"),
-    ("/v1/decisions?since=abc", "since"),
-    ("/v1/propagations?trigger=soon", "trigger"),
-    ("/v1/partitions/orders/-1", "partition"),
-    ("/v1/partitions/bad%20topic/0", "topic"),
-    ("/v1/brokers/x", "broker"),
-])
+@pytest.mark.parametrize(
+    "path,parameter",
+    [
+        ("/v1/partitions?page_size=0", "page_size"),
+        ("/v1/partitions?page_size=1001", "page_size"),
+        ("/v1/partitions?state=sad", "state"),
+        ("/v1/partitions?broker=-1", "broker"),
+        ("/v1/partitions?topic=a%20b", "topic"),
+        ("/v1/partitions?cluster=a%00b", "cluster"),
+        ("/v1/partitions?page_token=%21%21", "page_token"),
+        ("/v1/decisions?page_token=WyJhIiwiYiIsMV0", "page_token"),  # a partitions token on the decisions list
+        ("/v1/decisions?kind=grow", "kind"),
+        ("/v1/decisions?since=abc", "since"),
+        ("/v1/propagations?trigger=soon", "trigger"),
+        ("/v1/partitions/orders/-1", "partition"),
+        ("/v1/partitions/bad%20topic/0", "topic"),
+        ("/v1/brokers/x", "broker"),
+    ],
+)
 def test_bad_parameters_are_422_naming_the_parameter(client: TestClient, path: str, parameter: str) -> None:
     r = client.get(path)
     assert r.status_code == 422

@@ -28,10 +28,14 @@ FILTERS: dict[str, tuple[dict, Callable[[dict], bool]]] = {
     "under_min_isr": ({"state": "under_min_isr"}, lambda s: s["under_min_isr"]),
     "at_min_isr": ({"state": "at_min_isr"}, lambda s: s["at_min_isr"]),
     "offline": ({"state": "offline"}, lambda s: s["offline"]),
-    "shrink_predicted": ({"state": "shrink_predicted"},
-                         lambda s: any(follower_shrink_predicted(f, NOW, None) for f in s["followers"])),
-    "topic+state": ({"topic": "topic-1", "state": "under_replicated"},
-                    lambda s: s["topic"] == "topic-1" and s["under_replicated"]),
+    "shrink_predicted": (
+        {"state": "shrink_predicted"},
+        lambda s: any(follower_shrink_predicted(f, NOW, None) for f in s["followers"]),
+    ),
+    "topic+state": (
+        {"topic": "topic-1", "state": "under_replicated"},
+        lambda s: s["topic"] == "topic-1" and s["under_replicated"],
+    ),
 }
 
 
@@ -63,8 +67,20 @@ def test_partition_detail_has_every_follower_judged_at_the_watermark(client: Tes
     assert r.status_code == 200
     body = r.json()
     assert body["as_of_ms"] == NOW and body["shrink_predicted"] is True
-    for field in ("leader", "leader_epoch", "controller_epoch", "partition_epoch", "replicas", "isr", "hw",
-                  "leader_leo", "leader_epoch_start_offset", "under_replicated", "under_min_isr", "at_min_isr"):
+    for field in (
+        "leader",
+        "leader_epoch",
+        "controller_epoch",
+        "partition_epoch",
+        "replicas",
+        "isr",
+        "hw",
+        "leader_leo",
+        "leader_epoch_start_offset",
+        "under_replicated",
+        "under_min_isr",
+        "at_min_isr",
+    ):
         assert body[field] == state[field], field
     got = next(f for f in body["followers"] if f["replica"] == follower["replica"])
     assert got["time_since_caught_up_ms"] == NOW - follower["last_caught_up_ms"]
@@ -78,13 +94,19 @@ def test_partition_detail_has_every_follower_judged_at_the_watermark(client: Tes
 def test_partition_lookup_needs_the_cluster_only_when_ambiguous(client: TestClient) -> None:
     both = client.get("/v1/partitions/topic-0/0")  # topic-0/0 exists in east and west
     assert both.status_code == 422
-    assert both.json() == {"error": "invalid_parameter",
-                           "detail": "cluster: partition topic-0-0 exists in clusters east, west; name one"}
+    assert both.json() == {
+        "error": "invalid_parameter",
+        "detail": "cluster: partition topic-0-0 exists in clusters east, west; name one",
+    }
     only_east = client.get("/v1/partitions/topic-2/5")  # west has two topics only
     assert only_east.status_code == 200 and only_east.json()["cluster"] == "east"
     assert client.get("/v1/partitions/topic-0/0", params={"cluster": "west"}).json()["cluster"] == "west"
-    for path in ("/v1/partitions/topic-0/999", "/v1/partitions/topic-2/5?cluster=west", "/v1/partitions/nope/0/isr",
-                 "/v1/partitions/nope/0/history"):
+    for path in (
+        "/v1/partitions/topic-0/999",
+        "/v1/partitions/topic-2/5?cluster=west",
+        "/v1/partitions/nope/0/isr",
+        "/v1/partitions/nope/0/history",
+    ):
         r = client.get(path)
         assert r.status_code == 404, path
         assert r.json()["error"] == "not_found" and "not found" in r.json()["detail"]
@@ -93,8 +115,14 @@ def test_partition_lookup_needs_the_cluster_only_when_ambiguous(client: TestClie
 def test_isr_is_leader_epoch_and_isr_only(client: TestClient, fleet: Streamed) -> None:
     state = state_record(fleet, "east", *REELECTED)
     body = client.get(f"/v1/partitions/{REELECTED[0]}/{REELECTED[1]}/isr", params={"cluster": "east"}).json()
-    assert body == {"cluster": "east", "topic": REELECTED[0], "partition": REELECTED[1], "leader": state["leader"],
-                    "leader_epoch": 1, "isr": state["isr"]}
+    assert body == {
+        "cluster": "east",
+        "topic": REELECTED[0],
+        "partition": REELECTED[1],
+        "leader": state["leader"],
+        "leader_epoch": 1,
+        "isr": state["isr"],
+    }
     assert client.get(f"/v1/partitions/{REELECTED[0]}/{REELECTED[1]}/isr").json() == body
 
 
@@ -109,8 +137,9 @@ def test_history_is_the_partitions_decisions_newest_first(client: TestClient, fl
 @pytest.mark.parametrize("window_ms", [0, 20_000])
 def test_the_shrink_window_is_configurable(fleet_store: tuple[str, Streamed], window_ms: int) -> None:
     url, fleet = fleet_store
-    expected = [key(s) for s in fleet.states if any(follower_shrink_predicted(f, NOW, window_ms)
-                                                     for f in s["followers"])]
+    expected = [
+        key(s) for s in fleet.states if any(follower_shrink_predicted(f, NOW, window_ms) for f in s["followers"])
+    ]
     with TestClient(create_app(url, shrink_window_ms=window_ms)) as client:
         got = client.get("/v1/partitions", params={"state": "shrink_predicted"}).json()["partitions"]
         assert [key(p) for p in got] == expected

@@ -33,8 +33,7 @@ def test_no_input_breaks_the_api(fleet_store: tuple[str, Streamed], mode: Genera
     assert len(operations) >= 12
     seen: set[str] = set()
 
-    @settings(max_examples=150, deadline=None, derandomize=True, database=None,
-              suppress_health_check=list(HealthCheck))
+    @settings(max_examples=150, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
     @given(case=schema.as_strategy(mode))
     def fuzz(case: schemathesis.Case) -> None:
         seen.add(case.operation.label)

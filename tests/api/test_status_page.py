@@ -27,8 +27,12 @@ RED = "rgb(198, 40, 40)"  # --bad in style.css
 @contextmanager
 def serving(store_url: str) -> Iterator[str]:
     """`isrwatch serve` on a loopback port the kernel picks; yields its base URL."""
-    proc = subprocess.Popen([sys.executable, "-m", "streaming.cli", "serve", "--store", store_url, "--port", "0"],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streaming.cli", "serve", "--store", store_url, "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         output = []
         for line in proc.stdout:
@@ -46,9 +50,13 @@ def serving(store_url: str) -> Iterator[str]:
 
 
 def browse(url: str, screenshot: Path, wait_for: str = "#partitions tbody tr[data-partition]") -> dict:
-    done = subprocess.run(["node", str(Path(__file__).with_name("status_page.cjs")), url, str(screenshot), wait_for],
-                          env={**os.environ, "PLAYWRIGHT_CORE": str(PLAYWRIGHT_CORE)}, capture_output=True,
-                          text=True, timeout=120)
+    done = subprocess.run(
+        ["node", str(Path(__file__).with_name("status_page.cjs")), url, str(screenshot), wait_for],
+        env={**os.environ, "PLAYWRIGHT_CORE": str(PLAYWRIGHT_CORE)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
@@ -57,17 +65,55 @@ def test_status_page_shows_the_stalled_brokers_partitions_with_the_replica_out_o
     start = int(time.time() * 1000) - 90_000  # recent, so the page reads the store as a live stream would
     events = tmp_path / "events"
     # Broker 2 stalls long enough to be shrunk; broker 3 stalls 7 s before the end: near its lag limit.
-    assert main(["simulate", "--speed", "0", "--start", str(start), "--fault", "stall:broker=2:start=10s",
-                 "--fault", "stall:broker=3:start=38s", "--duration", "45s", *LAG, "--seed", "3",
-                 "--out-dir", str(events), "--rotate", "10s"]) == 0
+    assert (
+        main(
+            [
+                "simulate",
+                "--speed",
+                "0",
+                "--start",
+                str(start),
+                "--fault",
+                "stall:broker=2:start=10s",
+                "--fault",
+                "stall:broker=3:start=38s",
+                "--duration",
+                "45s",
+                *LAG,
+                "--seed",
+                "3",
+                "--out-dir",
+                str(events),
+                "--rotate",
+                "10s",
+            ]
+        )
+        == 0
+    )
     store = f"sqlite:///{tmp_path / 'isrwatch.db'}"
-    assert main(["replay", *map(str, sorted(events.iterdir())), "--store", store, *LAG,
-                 "--set", f"schedule_origin_ms={start}"]) == 0
+    assert (
+        main(
+            [
+                "replay",
+                *map(str, sorted(events.iterdir())),
+                "--store",
+                store,
+                *LAG,
+                "--set",
+                f"schedule_origin_ms={start}",
+            ]
+        )
+        == 0
+    )
 
     with serving(store) as base:
-        under, near = ({f"{p['topic']}-{p['partition']}": p for p in httpx.get(
-            f"{base}/v1/partitions", params={"state": state}).json()["partitions"]}
-            for state in ("under_replicated", "shrink_predicted"))
+        under, near = (
+            {
+                f"{p['topic']}-{p['partition']}": p
+                for p in httpx.get(f"{base}/v1/partitions", params={"state": state}).json()["partitions"]
+            }
+            for state in ("under_replicated", "shrink_predicted")
+        )
         seen = browse(base + "/", tmp_path / "status.png")
 
     assert seen["problems"] == [] and seen["error"] is None
@@ -75,7 +121,7 @@ def test_status_page_shows_the_stalled_brokers_partitions_with_the_replica_out_o
     expected = set(under)
     rows = seen["partitions"]
     assert len(rows) == 15 and {r["partition"] for r in rows if r["problem"]} == expected
-    assert {r["partition"] for r in rows[:len(expected)]} == expected  # problems first
+    assert {r["partition"] for r in rows[: len(expected)]} == expected  # problems first
     for row in rows:
         for replica in row["replicas"]:
             out = row["partition"] in expected and replica["id"] == 2

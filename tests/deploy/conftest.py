@@ -28,8 +28,22 @@ def api_url(demo_store: str, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     port = free_port()
     log = tmp_path_factory.mktemp("api") / "serve.log"
     with open(log, "w") as out:
-        proc = subprocess.Popen([BIN / "isrwatch", "serve", "--store", demo_store, "--host", "127.0.0.1",
-                                 "--port", str(port), "--log-level", "warning"], stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [
+                BIN / "isrwatch",
+                "serve",
+                "--store",
+                demo_store,
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--log-level",
+                "warning",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     url = f"http://127.0.0.1:{port}"
 
     def healthy() -> bool:

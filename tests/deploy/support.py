@@ -84,8 +84,11 @@ def panels(dashboard: dict) -> Iterator[dict]:
 
 def dashboard_queries(dashboard: dict) -> list[tuple[str, str]]:
     """(where, PromQL) of every panel target, template variables replaced by sample values."""
-    return [(f"{dashboard['uid']} / {panel['title']} / {target['refId']}", substitute(target["expr"]))
-            for panel in panels(dashboard) for target in panel.get("targets", ())]
+    return [
+        (f"{dashboard['uid']} / {panel['title']} / {target['refId']}", substitute(target["expr"]))
+        for panel in panels(dashboard)
+        for target in panel.get("targets", ())
+    ]
 
 
 def variable_queries(dashboard: dict) -> list[str]:
@@ -114,8 +117,17 @@ def commit_demo_batch(store_url: str, batch_wall_ms: int) -> None:
     run([BIN / "isrwatch", "replay", DEMO_EVENTS, *DEMO_CONFIG, "--store", store_url])
     with open_store(store_url) as store:
         batch_id = store.last_batch_id()
-        store.record_progress({"batch_id": batch_id, "wall_ms": batch_wall_ms, "watermark_ms": 40_101,
-                               "input_rows": 661, "input_rows_per_second": 220.0,
-                               "processed_rows_per_second": 1300.0, "batch_duration_ms": 510,
-                               "state_rows": 4, "late_rows": 2})
+        store.record_progress(
+            {
+                "batch_id": batch_id,
+                "wall_ms": batch_wall_ms,
+                "watermark_ms": 40_101,
+                "input_rows": 661,
+                "input_rows_per_second": 220.0,
+                "processed_rows_per_second": 1300.0,
+                "batch_duration_ms": 510,
+                "state_rows": 4,
+                "late_rows": 2,
+            }
+        )
         store.write_batch(batch_id + 1, counters={"late_events": 2})

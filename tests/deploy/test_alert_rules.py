@@ -18,8 +18,12 @@ def test_promtool_rule_unit_tests_pass() -> None:
 
 
 def test_every_alert_has_a_unit_test_that_fires_it() -> None:
-    fired = {case["alertname"] for test in yaml.safe_load(RULE_TESTS.read_text())["tests"]
-             for case in test.get("alert_rule_test", ()) if case.get("exp_alerts")}
+    fired = {
+        case["alertname"]
+        for test in yaml.safe_load(RULE_TESTS.read_text())["tests"]
+        for case in test.get("alert_rule_test", ())
+        if case.get("exp_alerts")
+    }
     assert fired == {rule["alert"] for rule in alert_rules()}
 
 

@@ -18,8 +18,11 @@ from streaming.cli import build_parser
 from tests.deploy.support import BIN, CHART, GRAFANA, HELM, SCHEMAS, VALUES, alert_rules, helm_template, run
 
 VALUE_FILES = sorted(path.name for path in VALUES.glob("*.yaml"))
-CUSTOM_KINDS = {"SparkApplication": "sparkapplication", "ServiceMonitor": "servicemonitor",
-                "PrometheusRule": "prometheusrule"}
+CUSTOM_KINDS = {
+    "SparkApplication": "sparkapplication",
+    "ServiceMonitor": "servicemonitor",
+    "PrometheusRule": "prometheusrule",
+}
 STREAM = {"SparkApplication", "ServiceAccount", "Role", "RoleBinding"}
 API = {"Deployment", "Service"}
 EXPECTED_KINDS = {
@@ -73,8 +76,12 @@ def _check_custom(kind: str, docs: list[dict], tmp_path: Path) -> subprocess.Com
     for i, doc in enumerate(docs):
         files.append(tmp_path / f"{kind}-{i}.yaml")
         files[-1].write_text(yaml.safe_dump(doc))
-    return subprocess.run([BIN / "check-jsonschema", "--schemafile", SCHEMAS / f"{CUSTOM_KINDS[kind]}.schema.json",
-                           *files], capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [BIN / "check-jsonschema", "--schemafile", SCHEMAS / f"{CUSTOM_KINDS[kind]}.schema.json", *files],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 @pytest.mark.parametrize("kind", CUSTOM_KINDS)
@@ -110,8 +117,10 @@ BAD_VALUES = {
     "unknown sslmode": ("store.sslMode=on", "store.sslMode"),
     "checkpoint URL without a scheme": ("stream.checkpoint.url=bucket/isrwatch", "stream.checkpoint.url"),
     "no state buckets": ("stream.buckets=0", "stream.buckets"),
-    "shuffle partitions through sparkConf": ("stream.sparkConf.spark\\.sql\\.shuffle\\.partitions=8",
-                                             "stream.sparkConf"),
+    "shuffle partitions through sparkConf": (
+        "stream.sparkConf.spark\\.sql\\.shuffle\\.partitions=8",
+        "stream.sparkConf",
+    ),
     "trigger as a duration": ("stream.triggerSeconds=10s", "stream.triggerSeconds"),
     "Kubernetes units for Spark memory": ("stream.driver.memory=2Gi", "stream.driver.memory"),
     "unknown isrwatch config key": ("config.replica_lag_ms=1000", "replica_lag_ms"),
@@ -126,8 +135,12 @@ BAD_VALUES = {
 @pytest.mark.parametrize("case", BAD_VALUES)
 def test_bad_values_fail_at_install_time(case: str) -> None:
     assignment, field = BAD_VALUES[case]
-    proc = subprocess.run([HELM, "template", "isrwatch", CHART, "--values", VALUES / "minimal.yaml",
-                           "--set", assignment], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [HELM, "template", "isrwatch", CHART, "--values", VALUES / "minimal.yaml", "--set", assignment],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode != 0 and "values don't meet the specifications of the schema" in proc.stderr
     assert field in proc.stderr, proc.stderr
 
@@ -136,7 +149,8 @@ def test_values_schema_knows_every_config_key_and_alert() -> None:
     props = SCHEMA["properties"]
     assert set(props["config"]["properties"]) == {f.name for f in dataclasses.fields(Config)}
     assert props["prometheusRule"]["properties"]["disabledAlerts"]["items"]["enum"] == [
-        rule["alert"] for rule in alert_rules()]
+        rule["alert"] for rule in alert_rules()
+    ]
 
 
 def _flag(args: list[str], flag: str) -> str:
@@ -165,8 +179,12 @@ def test_stream_arguments_are_an_isrwatch_run_command(values_file: str) -> None:
     stream = {**DEFAULTS["stream"], **values(values_file).get("stream", {})}
     assert (parsed.command, parsed.state_store) == ("run", "rocksdb")
     assert (parsed.buckets, parsed.shuffle_partitions, parsed.trigger, parsed.starting, parsed.max_per_batch) == (
-        stream["buckets"], stream["shufflePartitions"], stream["triggerSeconds"], stream["startingOffsets"],
-        stream["maxPerBatch"])
+        stream["buckets"],
+        stream["shufflePartitions"],
+        stream["triggerSeconds"],
+        stream["startingOffsets"],
+        stream["maxPerBatch"],
+    )
     config = Config().with_overrides(parsed.set)
     for key, value in values(values_file).get("config", {}).items():
         assert getattr(config, key) == value
@@ -182,8 +200,10 @@ def test_checkpoint_on_the_claim_mounted_in_driver_and_executors() -> None:
         assert spec["sparkConf"][f"{prefix}.options.claimName"] == claim["metadata"]["name"]
         assert _flag(spec["arguments"], "--checkpoint").startswith(spec["sparkConf"][f"{prefix}.mount.path"] + "/")
     existing = one("monitoring.yaml", "SparkApplication")["spec"]["sparkConf"]
-    assert existing["spark.kubernetes.executor.volumes.persistentVolumeClaim.checkpoint.options.claimName"] == (
-        values("monitoring.yaml")["stream"]["checkpoint"]["persistentVolumeClaim"]["existingClaim"])
+    assert (
+        existing["spark.kubernetes.executor.volumes.persistentVolumeClaim.checkpoint.options.claimName"]
+        == (values("monitoring.yaml")["stream"]["checkpoint"]["persistentVolumeClaim"]["existingClaim"])
+    )
 
 
 def test_checkpoint_in_an_object_store() -> None:
@@ -202,13 +222,16 @@ def test_store_password_comes_only_from_the_secret(values_file: str) -> None:
     url = urlsplit(_flag(container["args"], "--store"))
     assert url.scheme == "postgresql" and url.password is None
     env = {e["name"]: e for e in container["env"]}
-    assert env["PGPASSWORD"]["valueFrom"]["secretKeyRef"] == {"name": secret["name"],
-                                                              "key": secret.get("key", "password")}
+    assert env["PGPASSWORD"]["valueFrom"]["secretKeyRef"] == {
+        "name": secret["name"],
+        "key": secret.get("key", "password"),
+    }
     sparkapps = [doc for doc in manifests(values_file) if doc["kind"] == "SparkApplication"]
     for app in sparkapps:
         assert _flag(app["spec"]["arguments"], "--store") == url.geturl()
         assert app["spec"]["sparkConf"]["spark.kubernetes.driver.secretKeyRef.PGPASSWORD"] == (
-            f"{secret['name']}:{secret.get('key', 'password')}")
+            f"{secret['name']}:{secret.get('key', 'password')}"
+        )
 
 
 @pytest.mark.parametrize("values_file", VALUE_FILES)
@@ -241,10 +264,17 @@ def test_monitoring_objects_select_the_api_with_the_configured_labels() -> None:
     assert endpoint["authorization"]["credentials"] == {"name": "isrwatch-api-token", "key": "token"}
     policy = one("monitoring.yaml", "NetworkPolicy")["spec"]
     assert policy["podSelector"]["matchLabels"].items() <= pod_labels.items()
-    assert policy["ingress"] == [{"ports": [{"port": "http", "protocol": "TCP"}],
-                                  "from": values("monitoring.yaml")["api"]["networkPolicy"]["from"]}]
-    backends = [path["backend"]["service"] for rule in one("monitoring.yaml", "Ingress")["spec"]["rules"]
-                for path in rule["http"]["paths"]]
+    assert policy["ingress"] == [
+        {
+            "ports": [{"port": "http", "protocol": "TCP"}],
+            "from": values("monitoring.yaml")["api"]["networkPolicy"]["from"],
+        }
+    ]
+    backends = [
+        path["backend"]["service"]
+        for rule in one("monitoring.yaml", "Ingress")["spec"]["rules"]
+        for path in rule["http"]["paths"]
+    ]
     assert backends == [{"name": service["metadata"]["name"], "port": {"name": "http"}}]
 
 
@@ -252,8 +282,11 @@ def test_prometheus_rule_ships_the_rules_file_minus_disabled_alerts() -> None:
     rule = one("monitoring.yaml", "PrometheusRule")
     assert rule["metadata"]["labels"]["release"] == "kube-prometheus-stack"
     shipped = [r for group in rule["spec"]["groups"] for r in group["rules"]]
-    expected = [{**r, "labels": {**r["labels"], "team": "kafka"}} for r in alert_rules()
-                if r["alert"] != "IsrwatchWatermarkLagHigh"]
+    expected = [
+        {**r, "labels": {**r["labels"], "team": "kafka"}}
+        for r in alert_rules()
+        if r["alert"] != "IsrwatchWatermarkLagHigh"
+    ]
     assert shipped == expected
 
 

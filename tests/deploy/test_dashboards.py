@@ -34,9 +34,12 @@ def test_there_is_a_dashboard_per_topic_with_a_unique_uid() -> None:
 def _datasource_refs(node: object, path: str = "") -> list[tuple[str, object]]:
     """Every `datasource` value anywhere in the dashboard, with where it is."""
     if isinstance(node, dict):
-        return [ref for key, value in node.items()
-                for ref in ([(f"{path}.{key}", value)] if key == "datasource" else [])
-                + _datasource_refs(value, f"{path}.{key}")]
+        return [
+            ref
+            for key, value in node.items()
+            for ref in ([(f"{path}.{key}", value)] if key == "datasource" else [])
+            + _datasource_refs(value, f"{path}.{key}")
+        ]
     if isinstance(node, list):
         return [ref for i, item in enumerate(node) for ref in _datasource_refs(item, f"{path}[{i}]")]
     return []
@@ -55,10 +58,16 @@ def test_datasource_is_a_template_variable(name: str) -> None:
 
 def test_every_dashboard_expression_parses(tmp_path: Path) -> None:
     """promtool parses PromQL when it checks rules: each query becomes a recording rule of a temp file."""
-    groups = [{"name": dashboard["uid"],
-               "rules": [{"record": f"dashboard:{dashboard['uid'].replace('-', '_')}:query_{i}", "expr": expr}
-                         for i, (_, expr) in enumerate(dashboard_queries(dashboard))]}
-              for dashboard in DASHBOARDS.values()]
+    groups = [
+        {
+            "name": dashboard["uid"],
+            "rules": [
+                {"record": f"dashboard:{dashboard['uid'].replace('-', '_')}:query_{i}", "expr": expr}
+                for i, (_, expr) in enumerate(dashboard_queries(dashboard))
+            ],
+        }
+        for dashboard in DASHBOARDS.values()
+    ]
     rules = tmp_path / "dashboard-queries.rules.yaml"
     rules.write_text(yaml.safe_dump({"groups": groups}))
     proc = run(["promtool", "check", "rules", rules])

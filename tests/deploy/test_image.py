@@ -19,8 +19,11 @@ VALUES = yaml.safe_load((CHART / "values.yaml").read_text())
 
 def _instructions() -> list[tuple[str, str]]:
     """(INSTRUCTION, arguments) with continuation lines joined and comments dropped."""
-    text = re.sub(r"\\\n", " ", "\n".join(line for line in DOCKERFILE.read_text().splitlines()
-                                          if not line.lstrip().startswith("#")))
+    text = re.sub(
+        r"\\\n",
+        " ",
+        "\n".join(line for line in DOCKERFILE.read_text().splitlines() if not line.lstrip().startswith("#")),
+    )
     return [(line.split(None, 1)[0].upper(), line.split(None, 1)[1]) for line in text.splitlines() if line.strip()]
 
 
@@ -84,10 +87,17 @@ def test_dependency_step_keeps_every_dependency_but_pyspark(tmp_path) -> None:
 
 
 def test_build_context_keeps_what_pip_install_needs() -> None:
-    kept = {line[1:].rstrip("/") for line in (ROOT / "deploy" / "Dockerfile.dockerignore").read_text().splitlines()
-            if line.startswith("!")}
-    needed = {*PYPROJECT["tool"]["setuptools"]["packages"], "pyproject.toml", PYPROJECT["project"]["readme"],
-              "deploy/spark_main.py"}
+    kept = {
+        line[1:].rstrip("/")
+        for line in (ROOT / "deploy" / "Dockerfile.dockerignore").read_text().splitlines()
+        if line.startswith("!")
+    }
+    needed = {
+        *PYPROJECT["tool"]["setuptools"]["packages"],
+        "pyproject.toml",
+        PYPROJECT["project"]["readme"],
+        "deploy/spark_main.py",
+    }
     assert needed <= kept
 
 

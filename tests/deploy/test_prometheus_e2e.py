@@ -32,18 +32,36 @@ def prometheus(api_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     as two replicas would be scraped (same series, another `pod` label)."""
     tmp_path = tmp_path_factory.mktemp("prometheus")
     config = tmp_path / "prometheus.yml"
-    config.write_text(yaml.safe_dump({
-        "global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
-        "rule_files": [str(RULES)],
-        "scrape_configs": [{"job_name": "isrwatch",
-                            "static_configs": [{"targets": [api_url.removeprefix("http://")], "labels": {"pod": pod}}
-                                               for pod in ("isrwatch-api-0", "isrwatch-api-1")]}],
-    }))
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
+                "rule_files": [str(RULES)],
+                "scrape_configs": [
+                    {
+                        "job_name": "isrwatch",
+                        "static_configs": [
+                            {"targets": [api_url.removeprefix("http://")], "labels": {"pod": pod}}
+                            for pod in ("isrwatch-api-0", "isrwatch-api-1")
+                        ],
+                    }
+                ],
+            }
+        )
+    )
     port = free_port()
     log = tmp_path / "prometheus.log"
     with open(log, "w") as out:
-        proc = subprocess.Popen([PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-                                 f"--web.listen-address=127.0.0.1:{port}"], stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [
+                PROMETHEUS,
+                f"--config.file={config}",
+                f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+                f"--web.listen-address=127.0.0.1:{port}",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     client = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=5)
 
     def ready() -> bool:
@@ -71,12 +89,18 @@ def _value(client: httpx.Client, promql: str) -> float | None:
 
 
 def test_every_dashboard_query_returns_data_through_prometheus(prometheus: httpx.Client, demo_store: str) -> None:
-    wait_until(lambda: (_value(prometheus, 'min(sum_over_time(up{job="isrwatch"}[1m]))') or 0) >= 2, 30,
-               "two successful scrapes of each replica")
+    wait_until(
+        lambda: (_value(prometheus, 'min(sum_over_time(up{job="isrwatch"}[1m]))') or 0) >= 2,
+        30,
+        "two successful scrapes of each replica",
+    )
     # The stream commits another batch: every counter rises, so rates and quantiles have something to show.
     commit_demo_batch(demo_store, int(time.time() * 1000))
-    wait_until(lambda: (_value(prometheus, "isrwatch_stream_input_rows_total") or 0) >= 2 * DEMO_ROWS, 30,
-               "the second batch in Prometheus")
+    wait_until(
+        lambda: (_value(prometheus, "isrwatch_stream_input_rows_total") or 0) >= 2 * DEMO_ROWS,
+        30,
+        "the second batch in Prometheus",
+    )
 
     empty = {}
     for dashboard in dashboards().values():
@@ -116,6 +140,10 @@ DEMO_COUNTS = {
 
 def test_counts_are_not_multiplied_by_api_replicas(prometheus: httpx.Client) -> None:
     wait_until(lambda: (_value(prometheus, 'count(up{job="isrwatch"} == 1)') or 0) == 2, 30, "both replicas up")
-    queries = {where: promql for dashboard in dashboards().values()
-               for where, promql in dashboard_queries(dashboard) if where in DEMO_COUNTS}
+    queries = {
+        where: promql
+        for dashboard in dashboards().values()
+        for where, promql in dashboard_queries(dashboard)
+        if where in DEMO_COUNTS
+    }
     assert {where: _value(prometheus, promql) for where, promql in queries.items()} == DEMO_COUNTS

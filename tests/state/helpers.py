@@ -15,17 +15,47 @@ from state.events import DeadLetter, parse_event
 from state.replay import ReplayResult, replay_events
 
 
-def lai(ts: int, leader: int, isr: list[int], replicas: list[int], leader_epoch: int, *, controller_epoch: int = 1,
-        partition_epoch: int = 0, topic: str = "t", partition: int = 0, **extra) -> dict:
-    return {"type": "leader_and_isr", "ts": ts, "topic": topic, "partition": partition,
-            "controller_epoch": controller_epoch, "leader": leader, "leader_epoch": leader_epoch, "isr": isr,
-            "replicas": replicas, "partition_epoch": partition_epoch, **extra}
+def lai(
+    ts: int,
+    leader: int,
+    isr: list[int],
+    replicas: list[int],
+    leader_epoch: int,
+    *,
+    controller_epoch: int = 1,
+    partition_epoch: int = 0,
+    topic: str = "t",
+    partition: int = 0,
+    **extra,
+) -> dict:
+    return {
+        "type": "leader_and_isr",
+        "ts": ts,
+        "topic": topic,
+        "partition": partition,
+        "controller_epoch": controller_epoch,
+        "leader": leader,
+        "leader_epoch": leader_epoch,
+        "isr": isr,
+        "replicas": replicas,
+        "partition_epoch": partition_epoch,
+        **extra,
+    }
 
 
-def fetch(ts: int, replica: int, fetch_offset: int, leader_leo: int, *, topic: str = "t", partition: int = 0,
-          **extra) -> dict:
-    return {"type": "fetch", "ts": ts, "topic": topic, "partition": partition, "replica": replica,
-            "fetch_offset": fetch_offset, "leader_leo": leader_leo, **extra}
+def fetch(
+    ts: int, replica: int, fetch_offset: int, leader_leo: int, *, topic: str = "t", partition: int = 0, **extra
+) -> dict:
+    return {
+        "type": "fetch",
+        "ts": ts,
+        "topic": topic,
+        "partition": partition,
+        "replica": replica,
+        "fetch_offset": fetch_offset,
+        "leader_leo": leader_leo,
+        **extra,
+    }
 
 
 def append(ts: int, leader_leo: int, *, topic: str = "t", partition: int = 0, **extra) -> dict:
@@ -60,8 +90,13 @@ class Outcome:
 
     @classmethod
     def of(cls, result: ReplayResult) -> Outcome:
-        return cls(msgspec.to_builtins(result.decisions), msgspec.to_builtins(result.propagations),
-                   msgspec.to_builtins(result.records), [d.to_record() for d in result.dead_letters], result.summary)
+        return cls(
+            msgspec.to_builtins(result.decisions),
+            msgspec.to_builtins(result.propagations),
+            msgspec.to_builtins(result.records),
+            [d.to_record() for d in result.dead_letters],
+            result.summary,
+        )
 
 
 Run = Callable[..., Outcome]
@@ -104,7 +139,7 @@ def run_spark(events: list[dict], until: int | None = None, *, tmp: Path, **conf
     paths = []
     for i in range(0, len(lines), size):
         path = tmp / f"events-{i:04d}.jsonl"
-        path.write_bytes(b"\n".join(lines[i:i + size]) + b"\n")
+        path.write_bytes(b"\n".join(lines[i : i + size]) + b"\n")
         paths.append(path)
     return Outcome.of(replay_spark(paths, stream_config(events, config), until, buckets=4))
 

@@ -24,27 +24,30 @@ def test_valid_events_parse_with_defaults(raw: dict) -> None:
     assert parse_event(json.dumps(raw | {"seq": 7, "cluster": "east"}), seq=42).seq == 7
 
 
-@pytest.mark.parametrize(("raw", "field", "category"), [
-    (lai(1, 1, [1], [1], 0) | {"replicas": []}, "replicas", "out_of_range"),
-    (lai(1, 1, [1], [1, 1], 0), "replicas", "invalid_value"),
-    (lai(1, -2, [1], [1], 0), "leader", "out_of_range"),
-    (lai(1, 1, [1], [1], 0) | {"isr": [-1]}, "isr", "out_of_range"),
-    (lai(1, 1, [1], [1], 0) | {"controller_epoch": "1"}, "controller_epoch", "wrong_type"),
-    (fetch(1, 2, -1, 0), "fetch_offset", "out_of_range"),
-    (fetch(1, 2, 0, 0) | {"partition": -1}, "partition", "out_of_range"),
-    (fetch(1, 2, 0, 0) | {"topic": "bad topic!"}, "topic", "invalid_value"),
-    (fetch(1, 2, 0, 0) | {"topic": "x" * 250}, "topic", "out_of_range"),
-    (fetch(1, 2, 0, 0) | {"ts": True}, "ts", "wrong_type"),
-    (fetch(1, 2, 0, 0) | {"ts": 1.5}, "ts", "wrong_type"),
-    (fetch(1, 2, 0, 0) | {"seq": "3"}, "seq", "wrong_type"),
-    (fetch(1, 2, 0, 0) | {"cluster": 5}, "cluster", "wrong_type"),
-    (fetch(1, 2, 0, 0) | {"cluster": "east\u0000"}, "cluster", "invalid_value"),
-    ({k: v for k, v in fetch(1, 2, 0, 0).items() if k != "replica"}, "replica", "missing_field"),
-    ({k: v for k, v in append(1, 0).items() if k != "ts"}, "ts", "missing_field"),
-    (tick(1, "compaction"), "task", "invalid_value"),
-    ({"type": "produce", "ts": 1}, "type", "unknown_type"),
-    ({"ts": 1}, "type", "missing_type"),
-])
+@pytest.mark.parametrize(
+    ("raw", "field", "category"),
+    [
+        (lai(1, 1, [1], [1], 0) | {"replicas": []}, "replicas", "out_of_range"),
+        (lai(1, 1, [1], [1, 1], 0), "replicas", "invalid_value"),
+        (lai(1, -2, [1], [1], 0), "leader", "out_of_range"),
+        (lai(1, 1, [1], [1], 0) | {"isr": [-1]}, "isr", "out_of_range"),
+        (lai(1, 1, [1], [1], 0) | {"controller_epoch": "1"}, "controller_epoch", "wrong_type"),
+        (fetch(1, 2, -1, 0), "fetch_offset", "out_of_range"),
+        (fetch(1, 2, 0, 0) | {"partition": -1}, "partition", "out_of_range"),
+        (fetch(1, 2, 0, 0) | {"topic": "bad topic!"}, "topic", "invalid_value"),
+        (fetch(1, 2, 0, 0) | {"topic": "x" * 250}, "topic", "out_of_range"),
+        (fetch(1, 2, 0, 0) | {"ts": True}, "ts", "wrong_type"),
+        (fetch(1, 2, 0, 0) | {"ts": 1.5}, "ts", "wrong_type"),
+        (fetch(1, 2, 0, 0) | {"seq": "3"}, "seq", "wrong_type"),
+        (fetch(1, 2, 0, 0) | {"cluster": 5}, "cluster", "wrong_type"),
+        (fetch(1, 2, 0, 0) | {"cluster": "east\u0000"}, "cluster", "invalid_value"),
+        ({k: v for k, v in fetch(1, 2, 0, 0).items() if k != "replica"}, "replica", "missing_field"),
+        ({k: v for k, v in append(1, 0).items() if k != "ts"}, "ts", "missing_field"),
+        (tick(1, "compaction"), "task", "invalid_value"),
+        ({"type": "produce", "ts": 1}, "type", "unknown_type"),
+        ({"ts": 1}, "type", "missing_type"),
+    ],
+)
 def test_invalid_events_name_the_field(raw: dict, field: str, category: str) -> None:
     dead = parse_event(json.dumps(raw), seq=1)
     assert isinstance(dead, DeadLetter)
@@ -77,9 +80,11 @@ def test_truncated_json_is_a_dead_letter(base: dict, cut: int) -> None:
     assert isinstance(parse_event(text[:cut], seq=1), DeadLetter)
 
 
-json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5),
-                           lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner,
-                                                                                        max_size=3), max_leaves=5)
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=5,
+)
 
 
 @settings(max_examples=400, deadline=None)
@@ -94,8 +99,14 @@ def test_any_field_with_a_wrong_value_is_dead_or_valid_never_raises(base: dict, 
 
 
 def test_replay_routes_bad_lines_to_the_dead_letter_and_keeps_the_rest() -> None:
-    lines = [json.dumps(lai(1000, 1, [1], [1, 2], 0)), "not json", "", json.dumps(fetch(2000, 2, 0, 0)),
-             json.dumps({"type": "fetch"}), b"\xff\x00garbage"]
+    lines = [
+        json.dumps(lai(1000, 1, [1], [1, 2], 0)),
+        "not json",
+        "",
+        json.dumps(fetch(2000, 2, 0, 0)),
+        json.dumps({"type": "fetch"}),
+        b"\xff\x00garbage",
+    ]
     result = replay([lines], Config())
     assert len(result.dead_letters) == 3
     assert result.summary["dead_letters_by_reason"] == {"invalid_json": 2, "missing_field": 1}

@@ -38,27 +38,38 @@ def event(draw: st.DrawFn, with_hw: bool = True) -> dict:
         ev["leader_leo"] = draw(st.integers(0, 500))
     elif kind == "fetch":
         leader_leo = draw(st.integers(0, 500))
-        ev |= {"replica": draw(st.sampled_from(BROKERS)), "leader_leo": leader_leo,
-               "fetch_offset": draw(st.integers(0, leader_leo + 5))}
+        ev |= {
+            "replica": draw(st.sampled_from(BROKERS)),
+            "leader_leo": leader_leo,
+            "fetch_offset": draw(st.integers(0, leader_leo + 5)),
+        }
         if draw(st.booleans()):
             ev["current_leader_epoch"] = draw(st.integers(0, 4))
     else:
         replicas = draw(st.lists(st.sampled_from(BROKERS), min_size=1, max_size=4, unique=True))
-        ev |= {"controller_epoch": draw(st.integers(0, 3)), "leader": draw(st.sampled_from([*replicas, -1])),
-               "leader_epoch": draw(st.integers(0, 6)), "partition_epoch": draw(st.integers(0, 20)),
-               "replicas": replicas, "isr": draw(st.lists(st.sampled_from(replicas), unique=True)),
-               "leader_leo": draw(st.integers(0, 500))}
+        ev |= {
+            "controller_epoch": draw(st.integers(0, 3)),
+            "leader": draw(st.sampled_from([*replicas, -1])),
+            "leader_epoch": draw(st.integers(0, 6)),
+            "partition_epoch": draw(st.integers(0, 20)),
+            "replicas": replicas,
+            "isr": draw(st.lists(st.sampled_from(replicas), unique=True)),
+            "leader_leo": draw(st.integers(0, 500)),
+        }
         if with_hw and draw(st.booleans()):
             ev["hw"] = draw(st.integers(0, 500))
     return ev
 
 
 def config_strategy() -> st.SearchStrategy[Config]:
-    return st.builds(Config, replica_lag_time_max_ms=st.sampled_from([1000, 10_000, 30_000]),
-                     isr_expiration_interval_ms=st.sampled_from([None, 0, 700]),
-                     isr_change_check_interval_ms=st.sampled_from([0, 2500]),
-                     isr_change_max_delay_ms=st.sampled_from([20_000, 60_000]),
-                     schedule_origin_ms=st.sampled_from([0, 333]))
+    return st.builds(
+        Config,
+        replica_lag_time_max_ms=st.sampled_from([1000, 10_000, 30_000]),
+        isr_expiration_interval_ms=st.sampled_from([None, 0, 700]),
+        isr_change_check_interval_ms=st.sampled_from([0, 2500]),
+        isr_change_max_delay_ms=st.sampled_from([20_000, 60_000]),
+        schedule_origin_ms=st.sampled_from([0, 333]),
+    )
 
 
 def parse(events: list[dict]) -> list:
@@ -66,11 +77,16 @@ def parse(events: list[dict]) -> list:
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(events=st.lists(event(), max_size=60), config=config_strategy(),
-       lateness=st.one_of(st.sampled_from([200, 1000, 5000]), st.integers(1, 8000)),
-       buckets=st.integers(1, 5), data=st.data())
-def test_any_cut_into_batches_gives_the_outputs_of_one_pass(events: list[dict], config: Config, lateness: int,
-                                                             buckets: int, data: st.DataObject) -> None:
+@given(
+    events=st.lists(event(), max_size=60),
+    config=config_strategy(),
+    lateness=st.one_of(st.sampled_from([200, 1000, 5000]), st.integers(1, 8000)),
+    buckets=st.integers(1, 5),
+    data=st.data(),
+)
+def test_any_cut_into_batches_gives_the_outputs_of_one_pass(
+    events: list[dict], config: Config, lateness: int, buckets: int, data: st.DataObject
+) -> None:
     """SPEC §6, the way Spark runs it: events arrive out of order within the lateness, cut into arbitrary
     micro-batches, hashed into buckets; the real state function runs each key under Spark's calling rules
     (watermark = newest ts seen before the batch minus the lateness, timeouts, no-data batches, state as
@@ -80,8 +96,7 @@ def test_any_cut_into_batches_gives_the_outputs_of_one_pass(events: list[dict], 
     want = replay_events(parse(events), config, until)
     lines = lines_of(events)  # each carries its position as seq: ties order the same in any arrival order
     jitter = data.draw(st.lists(st.integers(0, lateness - 1), min_size=len(lines), max_size=len(lines)))
-    arrivals = [line for _, _, line in sorted(zip(jitter, events, lines, strict=True),
-                                              key=lambda j: j[1]["ts"] + j[0])]
+    arrivals = [line for _, _, line in sorted(zip(jitter, events, lines, strict=True), key=lambda j: j[1]["ts"] + j[0])]
     cuts = data.draw(st.lists(st.integers(0, len(arrivals)), max_size=8))
     got = run_stateful(arrivals, cuts, config, buckets, until)
     assert got.summary["late_events"] == 0

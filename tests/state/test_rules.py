@@ -20,9 +20,13 @@ def test_lai_stale_controller_epoch_is_rejected_and_keeps_the_controller_epoch(r
 
 
 def test_lai_controller_epoch_is_taken_even_when_the_leader_epoch_is_stale(run: Run) -> None:
-    r = run([lai(1000, 1, [1, 2], [1, 2], 3, controller_epoch=1),
-             lai(2000, 2, [2], [1, 2], 3, controller_epoch=7),   # equal leader epoch: rejected, epoch 7 kept
-             lai(3000, 2, [2], [1, 2], 4, controller_epoch=6)])  # now stale against 7
+    r = run(
+        [
+            lai(1000, 1, [1, 2], [1, 2], 3, controller_epoch=1),
+            lai(2000, 2, [2], [1, 2], 3, controller_epoch=7),  # equal leader epoch: rejected, epoch 7 kept
+            lai(3000, 2, [2], [1, 2], 4, controller_epoch=6),
+        ]
+    )  # now stale against 7
     assert [d["error"] for d in r.decisions] == [None, "STALE_CONTROLLER_EPOCH", "STALE_CONTROLLER_EPOCH"]
     assert state_of(r)["controller_epoch"] == 7
 
@@ -51,8 +55,13 @@ def test_lai_rejected_before_any_accepted_creates_no_leader(run: Run) -> None:
 
 @pytest.mark.spark_parity
 def test_make_leader_new_leader_resets_every_follower(run: Run) -> None:
-    r = run([lai(1000, 1, [1, 2, 3], [1, 2, 3], 0, leader_leo=100), fetch(1500, 2, 100, 100, log_start_offset=7),
-             lai(2000, 2, [2, 3], [1, 2, 3], 1, leader_leo=90)])
+    r = run(
+        [
+            lai(1000, 1, [1, 2, 3], [1, 2, 3], 0, leader_leo=100),
+            fetch(1500, 2, 100, 100, log_start_offset=7),
+            lai(2000, 2, [2, 3], [1, 2, 3], 1, leader_leo=90),
+        ]
+    )
     s = state_of(r)
     assert s["leader_leo"] == 90 and s["leader_epoch_start_offset"] == 90  # may go down on a leader change
     f1, f3 = follower(s, 1), follower(s, 3)
@@ -63,8 +72,13 @@ def test_make_leader_new_leader_resets_every_follower(run: Run) -> None:
 
 
 def test_make_leader_same_leader_reelected_keeps_follower_leo(run: Run) -> None:
-    r = run([lai(1000, 1, [1, 2, 3], [1, 2, 3], 0, leader_leo=100), fetch(1500, 2, 80, 100, log_start_offset=7),
-             lai(2000, 1, [1, 3], [1, 2, 3], 1, leader_leo=120)])
+    r = run(
+        [
+            lai(1000, 1, [1, 2, 3], [1, 2, 3], 0, leader_leo=100),
+            fetch(1500, 2, 80, 100, log_start_offset=7),
+            lai(2000, 1, [1, 3], [1, 2, 3], 1, leader_leo=120),
+        ]
+    )
     f2 = follower(state_of(r), 2)
     assert (f2["leo"], f2["log_start_offset"]) == (80, 7)
     assert (f2["last_fetch_leader_leo"], f2["last_fetch_ms"], f2["last_caught_up_ms"]) == (120, 2000, 0)
@@ -78,8 +92,12 @@ def test_make_leader_leader_leo_defaults_to_last_known_and_sets_epoch_start_offs
 
 
 def test_make_leader_replicas_and_epochs_taken_verbatim_and_removed_replicas_dropped(run: Run) -> None:
-    r = run([lai(1000, 1, [1, 2, 3], [1, 2, 3], 0, partition_epoch=4),
-             lai(2000, 1, [3, 1], [3, 1, 4], 2, partition_epoch=9)])
+    r = run(
+        [
+            lai(1000, 1, [1, 2, 3], [1, 2, 3], 0, partition_epoch=4),
+            lai(2000, 1, [3, 1], [3, 1, 4], 2, partition_epoch=9),
+        ]
+    )
     s = state_of(r)
     assert s["replicas"] == [3, 1, 4] and s["isr"] == [1, 3] and s["partition_epoch"] == 9
     assert [f["replica"] for f in s["followers"]] == [3, 4]
@@ -139,21 +157,34 @@ def test_fetch_behind_both_leader_leos_leaves_last_caught_up(run: Run) -> None:
 
 
 def test_fetch_last_caught_up_never_goes_back(run: Run) -> None:
-    r = run([lai(1000, 1, [1, 2], [1, 2], 0, leader_leo=10), fetch(5000, 2, 10, 10),
-             fetch(6000, 2, 10, 20), fetch(7000, 2, 15, 30)])
+    r = run(
+        [
+            lai(1000, 1, [1, 2], [1, 2], 0, leader_leo=10),
+            fetch(5000, 2, 10, 10),
+            fetch(6000, 2, 10, 20),
+            fetch(7000, 2, 15, 30),
+        ]
+    )
     assert follower(state_of(r), 2)["last_caught_up_ms"] == 5000
 
 
 @pytest.mark.spark_parity
 def test_fetch_ignored_cases_are_counted_by_reason_and_change_nothing(run: Run) -> None:
-    r = run([lai(1000, 1, [1, 2], [1, 2], 3, leader_leo=10),
-             fetch(1100, 1, 10, 10),                              # the leader itself
-             fetch(1200, 9, 10, 10),                              # not a replica
-             fetch(1300, 2, 10, 10, current_leader_epoch=2),      # KAFKA-8400: fenced epoch
-             fetch(1400, 2, 11, 10),                              # beyond the leader's LEO
-             fetch(1500, 2, 5, 10, current_leader_epoch=3)])      # valid
+    r = run(
+        [
+            lai(1000, 1, [1, 2], [1, 2], 3, leader_leo=10),
+            fetch(1100, 1, 10, 10),  # the leader itself
+            fetch(1200, 9, 10, 10),  # not a replica
+            fetch(1300, 2, 10, 10, current_leader_epoch=2),  # KAFKA-8400: fenced epoch
+            fetch(1400, 2, 11, 10),  # beyond the leader's LEO
+            fetch(1500, 2, 5, 10, current_leader_epoch=3),
+        ]
+    )  # valid
     assert r.summary["ignored_fetches_by_reason"] == {
-        "leader_epoch_mismatch": 1, "not_follower": 2, "offset_out_of_range": 1}
+        "leader_epoch_mismatch": 1,
+        "not_follower": 2,
+        "offset_out_of_range": 1,
+    }
     f2 = follower(state_of(r), 2)
     assert (f2["leo"], f2["last_fetch_ms"]) == (5, 1500)
 
@@ -167,11 +198,18 @@ def test_fetch_raises_leader_leo_only_upwards(run: Run) -> None:
 
 
 def test_expand_when_follower_reaches_hw_without_lag_condition(run: Run) -> None:
-    r = run([lai(1000, 1, [1], [1, 2], 0, leader_leo=100), append(1100, 200),
-             fetch(60_000, 2, 100, 200)], isr_expiration_interval_ms=0)
+    r = run(
+        [lai(1000, 1, [1], [1, 2], 0, leader_leo=100), append(1100, 200), fetch(60_000, 2, 100, 200)],
+        isr_expiration_interval_ms=0,
+    )
     d = r.decisions[-1]
     assert (d["kind"], d["ts"], d["isr_before"], d["isr_after"], d["replicas_changed"]) == (
-        "expand", 60_000, [1], [1, 2], [2])
+        "expand",
+        60_000,
+        [1],
+        [1, 2],
+        [2],
+    )
     assert d["leader"] == 1 and d["hw"] == 100
     assert state_of(r)["partition_epoch"] == 1
 
@@ -184,8 +222,15 @@ def test_expand_requires_leader_epoch_start_offset(run: Run) -> None:
 
 def test_expand_waits_until_the_follower_reaches_the_hw(run: Run) -> None:
     # Follower 2 is outside the ISR and long not caught up, so it does not hold the HW back (HW 100).
-    r = run([lai(100_000, 1, [1, 3], [1, 2, 3], 0, leader_leo=0), append(100_050, 100), fetch(100_100, 3, 100, 100),
-             fetch(100_200, 2, 50, 100), fetch(100_300, 2, 100, 100)])
+    r = run(
+        [
+            lai(100_000, 1, [1, 3], [1, 2, 3], 0, leader_leo=0),
+            append(100_050, 100),
+            fetch(100_100, 3, 100, 100),
+            fetch(100_200, 2, 50, 100),
+            fetch(100_300, 2, 100, 100),
+        ]
+    )
     assert kinds(r) == [(100_000, "leader_and_isr"), (100_300, "expand")]
     assert r.decisions[-1]["hw"] == 100
 
@@ -219,13 +264,20 @@ def test_shrink_is_strictly_after_the_lag(run: Run) -> None:
     r = run([*events, tick(11_001, "isr-expiration")], replica_lag_time_max_ms=LAG, isr_expiration_interval_ms=0)
     d = r.decisions[-1]
     assert (d["kind"], d["ts"], d["isr_after"], d["replicas_changed"], d["reasons"]) == (
-        "shrink", 11_001, [1], [2], {"2": "stuck"})
+        "shrink",
+        11_001,
+        [1],
+        [2],
+        {"2": "stuck"},
+    )
     assert d["hw"] == 20  # HW rule after the shrink: follower 2 no longer holds it back
 
 
 def test_follower_at_leader_leo_never_expires_kafka_7152(run: Run) -> None:
-    r = run([lai(1000, 1, [1, 2], [1, 2], 0, leader_leo=10), fetch(1000, 2, 10, 10), tick(500_000)],
-            replica_lag_time_max_ms=LAG)
+    r = run(
+        [lai(1000, 1, [1, 2], [1, 2], 0, leader_leo=10), fetch(1000, 2, 10, 10), tick(500_000)],
+        replica_lag_time_max_ms=LAG,
+    )
     assert [d["kind"] for d in r.decisions] == ["leader_and_isr"]
     assert follower(state_of(r), 2)["shrink_eligible_at_ms"] is None
 
@@ -243,8 +295,11 @@ def test_shrink_reason_slow_when_fetching_but_not_caught_up(run: Run) -> None:
 
 
 def test_shrink_never_removes_the_leader_and_respects_the_scheduled_window(run: Run) -> None:
-    r = run([lai(0, 1, [1, 2, 3], [1, 2, 3], 0, leader_leo=5), fetch(1600, 2, 5, 5), fetch(1600, 3, 0, 5)],
-            until=30_000, replica_lag_time_max_ms=LAG)
+    r = run(
+        [lai(0, 1, [1, 2, 3], [1, 2, 3], 0, leader_leo=5), fetch(1600, 2, 5, 5), fetch(1600, 3, 0, 5)],
+        until=30_000,
+        replica_lag_time_max_ms=LAG,
+    )
     shrink = next(d for d in r.decisions if d["kind"] == "shrink")
     # lcu of 3 = 0 (makeLeader at 0): eligible 10_001, first check at or after it is 15_000 (= 1.5 x lag)
     assert (shrink["ts"], shrink["isr_after"], shrink["reasons"]) == (15_000, [1, 2], {"3": "stuck"})
@@ -252,17 +307,22 @@ def test_shrink_never_removes_the_leader_and_respects_the_scheduled_window(run: 
 
 @pytest.mark.spark_parity
 def test_explicit_tick_acts_only_on_its_cluster(run: Run) -> None:
-    events = [lai(0, 1, [1, 2], [1, 2], 0, leader_leo=5, cluster="a"),
-              lai(0, 1, [1, 2], [1, 2], 0, leader_leo=5, cluster="b"),
-              tick(20_000, "isr-expiration", cluster="a")]
+    events = [
+        lai(0, 1, [1, 2], [1, 2], 0, leader_leo=5, cluster="a"),
+        lai(0, 1, [1, 2], [1, 2], 0, leader_leo=5, cluster="b"),
+        tick(20_000, "isr-expiration", cluster="a"),
+    ]
     r = run(events, replica_lag_time_max_ms=LAG, isr_expiration_interval_ms=0)
     shrinks = [d for d in r.decisions if d["kind"] == "shrink"]
     assert [d["cluster"] for d in shrinks] == ["a"]
 
 
 def test_predicted_shrink_time_is_the_first_scheduled_check_after_eligibility(run: Run) -> None:
-    r = run([lai(1000, 1, [1, 2], [1, 2], 0, leader_leo=5), fetch(2000, 2, 3, 5)],
-            replica_lag_time_max_ms=LAG, schedule_origin_ms=500)
+    r = run(
+        [lai(1000, 1, [1, 2], [1, 2], 0, leader_leo=5), fetch(2000, 2, 3, 5)],
+        replica_lag_time_max_ms=LAG,
+        schedule_origin_ms=500,
+    )
     f2 = follower(state_of(r), 2)
     assert f2["shrink_eligible_at_ms"] == 1000 + LAG + 1
     assert f2["predicted_shrink_at_ms"] == 15_500  # 500 + 3 x 5000
@@ -278,14 +338,20 @@ def test_hw_counts_followers_outside_the_isr_only_within_the_lag(run: Run) -> No
     # Follower 2 stays outside the ISR (below the epoch start offset 100) at LEO 50.
     r = run([lai(1000, 1, [1], [1, 2], 0, leader_leo=100), fetch(1100, 2, 50, 100)], replica_lag_time_max_ms=LAG)
     assert state_of(r)["hw"] == 50  # 1100 - lcu 0 <= lag: it still counts
-    r = run([lai(100_000, 1, [1], [1, 2], 0, leader_leo=100), fetch(100_100, 2, 50, 100)],
-            replica_lag_time_max_ms=LAG)
+    r = run([lai(100_000, 1, [1], [1, 2], 0, leader_leo=100), fetch(100_100, 2, 50, 100)], replica_lag_time_max_ms=LAG)
     assert state_of(r)["hw"] == 100
 
 
 def test_hw_never_decreases_on_append_or_fetch(run: Run) -> None:
-    r = run([lai(1000, 1, [1, 2], [1, 2], 0, leader_leo=0), fetch(1100, 2, 0, 0), append(1200, 100),
-             fetch(1300, 2, 100, 100), lai(2000, 1, [1, 2, 3], [1, 2, 3], 1)])
+    r = run(
+        [
+            lai(1000, 1, [1, 2], [1, 2], 0, leader_leo=0),
+            fetch(1100, 2, 0, 0),
+            append(1200, 100),
+            fetch(1300, 2, 100, 100),
+            lai(2000, 1, [1, 2, 3], [1, 2, 3], 1),
+        ]
+    )
     s = state_of(r)
     assert s["hw"] == 100  # new replica 3 (leo -1, in ISR) cannot pull it back
 
@@ -294,8 +360,10 @@ def test_hw_never_decreases_on_append_or_fetch(run: Run) -> None:
 
 
 def _expand_at(ts: int, partition: int = 0, leader: int = 1) -> list[dict]:
-    return [lai(ts - 100, leader, [leader], [leader, 9], 0, leader_leo=0, partition=partition),
-            fetch(ts, 9, 0, 0, partition=partition)]
+    return [
+        lai(ts - 100, leader, [leader], [leader, 9], 0, leader_leo=0, partition=partition),
+        fetch(ts, 9, 0, 0, partition=partition),
+    ]
 
 
 def test_propagation_after_linger_is_strict(run: Run) -> None:
@@ -303,12 +371,18 @@ def test_propagation_after_linger_is_strict(run: Run) -> None:
     assert [(p["ts"], p["trigger"]) for p in r.propagations] == [(15_000, "linger")]
     r = run(_expand_at(7400), until=20_000)  # 12_400 + ... first check > 12_400 is 12_500
     assert [(p["ts"], p["trigger"], p["first_change_ts"], p["last_change_ts"]) for p in r.propagations] == [
-        (12_500, "linger", 7400, 7400)]
+        (12_500, "linger", 7400, 7400)
+    ]
 
 
 def test_propagation_lists_each_partition_once_per_broker(run: Run) -> None:
-    events = [*_expand_at(1000, 0), lai(1500, 1, [1], [1, 9], 1, partition=0, leader_leo=0),
-              fetch(1600, 9, 0, 0), *_expand_at(2000, 1), *_expand_at(2000, 2, leader=2)]
+    events = [
+        *_expand_at(1000, 0),
+        lai(1500, 1, [1], [1, 9], 1, partition=0, leader_leo=0),
+        fetch(1600, 9, 0, 0),
+        *_expand_at(2000, 1),
+        *_expand_at(2000, 2, leader=2),
+    ]
     r = run(events, until=20_000)
     by_broker = {p["broker"]: p for p in r.propagations}
     assert by_broker[1]["partitions"] == [{"topic": "t", "partition": 0}, {"topic": "t", "partition": 1}]
@@ -318,25 +392,41 @@ def test_propagation_lists_each_partition_once_per_broker(run: Run) -> None:
 
 def test_isr_expiration_runs_before_propagation_at_the_same_instant(run: Run) -> None:
     # origin 0, max delay 60 s: a shrink at the 75 s check is sent by the propagation check at 75 s.
-    r = run([lai(0, 1, [1, 2], [1, 2], 0, leader_leo=5)], until=80_000, replica_lag_time_max_ms=70_000,
-            isr_expiration_interval_ms=5000)
+    r = run(
+        [lai(0, 1, [1, 2], [1, 2], 0, leader_leo=5)],
+        until=80_000,
+        replica_lag_time_max_ms=70_000,
+        isr_expiration_interval_ms=5000,
+    )
     assert kinds(r)[-1] == (75_000, "shrink")
     assert [(p["ts"], p["trigger"]) for p in r.propagations] == [(75_000, "max_delay")]
 
 
 def test_explicit_propagation_tick_runs_where_it_stands_in_seq_order(run: Run) -> None:
     base = [lai(900, 1, [1], [1, 9], 0, leader_leo=0)]
-    before = run([*base, tick(10_000, "isr-change-propagation"), fetch(10_000, 9, 0, 0)], until=10_000,
-                 isr_change_check_interval_ms=0, isr_change_max_delay_ms=1000)
+    before = run(
+        [*base, tick(10_000, "isr-change-propagation"), fetch(10_000, 9, 0, 0)],
+        until=10_000,
+        isr_change_check_interval_ms=0,
+        isr_change_max_delay_ms=1000,
+    )
     assert before.propagations == []  # the tick ran before the expand at the same ts
-    after = run([*base, fetch(10_000, 9, 0, 0), tick(10_000, "isr-change-propagation")], until=10_000,
-                isr_change_check_interval_ms=0, isr_change_max_delay_ms=1000)
+    after = run(
+        [*base, fetch(10_000, 9, 0, 0), tick(10_000, "isr-change-propagation")],
+        until=10_000,
+        isr_change_check_interval_ms=0,
+        isr_change_max_delay_ms=1000,
+    )
     assert [(p["ts"], p["trigger"]) for p in after.propagations] == [(10_000, "max_delay")]
 
 
 def test_tick_without_task_runs_both_expiration_then_propagation(run: Run) -> None:
-    r = run([lai(0, 1, [1, 2], [1, 2], 0, leader_leo=5), tick(100_000)], replica_lag_time_max_ms=LAG,
-            isr_expiration_interval_ms=0, isr_change_check_interval_ms=0)
+    r = run(
+        [lai(0, 1, [1, 2], [1, 2], 0, leader_leo=5), tick(100_000)],
+        replica_lag_time_max_ms=LAG,
+        isr_expiration_interval_ms=0,
+        isr_change_check_interval_ms=0,
+    )
     assert kinds(r)[-1] == (100_000, "shrink")
     assert [(p["ts"], p["trigger"]) for p in r.propagations] == [(100_000, "max_delay")]
 
@@ -357,8 +447,11 @@ def test_changes_keep_coming_forced_out_by_max_delay(run: Run) -> None:
 
 
 def test_ties_on_ts_are_broken_by_seq_and_input_order_does_not_matter(run: Run) -> None:
-    events = [lai(1000, 1, [1], [1, 2], 0, leader_leo=0, seq=1), fetch(2000, 2, 0, 0, seq=3),
-              lai(2000, 1, [1], [1, 2], 1, leader_leo=0, seq=2)]
+    events = [
+        lai(1000, 1, [1], [1, 2], 0, leader_leo=0, seq=1),
+        fetch(2000, 2, 0, 0, seq=3),
+        lai(2000, 1, [1], [1, 2], 1, leader_leo=0, seq=2),
+    ]
     r = run(list(reversed(events)))
     # seq 2 (re-election, ISR [1]) before seq 3 (the fetch that expands)
     assert [d["kind"] for d in r.decisions] == ["leader_and_isr", "leader_and_isr", "expand"]
@@ -373,8 +466,11 @@ def test_a_check_at_t_runs_after_events_at_t_and_before_events_after_t(run: Run)
 
 
 def test_partition_record_health_flags_use_per_topic_min_isr(run: Run) -> None:
-    events = [lai(0, 1, [1, 2], [1, 2, 3], 0, topic="orders"), lai(0, 1, [1, 2], [1, 2, 3], 0, topic="logs"),
-              lai(0, -1, [], [1, 2], 0, topic="dead")]
+    events = [
+        lai(0, 1, [1, 2], [1, 2, 3], 0, topic="orders"),
+        lai(0, 1, [1, 2], [1, 2, 3], 0, topic="logs"),
+        lai(0, -1, [], [1, 2], 0, topic="dead"),
+    ]
     r = run(events, min_insync_replicas=2, min_insync_replicas_by_topic={"orders": 3})
     orders, logs, dead = state_of(r, "orders"), state_of(r, "logs"), state_of(r, "dead")
     assert (orders["under_replicated"], orders["under_min_isr"], orders["at_min_isr"]) == (True, True, False)

@@ -26,8 +26,19 @@ def test_all_public_scenarios_are_present() -> None:
 @pytest.mark.parametrize("name", NAMES)
 def test_scenario_replay_matches_expected(name: str, tmp_path: Path) -> None:
     until = (SCENARIOS / f"{name}.until").read_text().strip()
-    cmd = [sys.executable, "-m", "streaming.cli", "replay", str(SCENARIOS / f"{name}.events.jsonl"),
-           "--config", str(SCENARIOS / f"{name}.config.json"), "--until", until, "--out", str(tmp_path)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "streaming.cli",
+        "replay",
+        str(SCENARIOS / f"{name}.events.jsonl"),
+        "--config",
+        str(SCENARIOS / f"{name}.config.json"),
+        "--until",
+        until,
+        "--out",
+        str(tmp_path),
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     for output in ("decisions", "propagations", "state"):

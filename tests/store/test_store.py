@@ -45,9 +45,24 @@ def _all_pages(read, page_size: int) -> list[dict]:
 
 def test_write_batch_is_idempotent_per_batch_id(store_url: str) -> None:
     decision = msgspec.convert(
-        {"ts": 5, "cluster": "c", "topic": "t", "partition": 0, "kind": "rejected", "leader": None,
-         "leader_epoch": -1, "isr_before": [], "isr_after": [], "replicas_changed": [], "reasons": {},
-         "error": "STALE_CONTROLLER_EPOCH", "hw": 0, "leader_leo": 0}, Decision)
+        {
+            "ts": 5,
+            "cluster": "c",
+            "topic": "t",
+            "partition": 0,
+            "kind": "rejected",
+            "leader": None,
+            "leader_epoch": -1,
+            "isr_before": [],
+            "isr_after": [],
+            "replicas_changed": [],
+            "reasons": {},
+            "error": "STALE_CONTROLLER_EPOCH",
+            "hw": 0,
+            "leader_leo": 0,
+        },
+        Decision,
+    )
     with open_store(store_url) as store:
         assert store.last_batch_id() is None
         assert store.write_batch(3, decisions=[decision], counters={"late_events": 2}, watermark_ms=10)
@@ -69,8 +84,7 @@ def test_a_failing_batch_commits_nothing(store_url: str) -> None:
         store.write_batch(0, blobs={"book": b"v1"}, watermark_ms=1)
         broken = SimpleNamespace(ts=7, cluster="c")  # a decision without its fields fails half-way through
         with pytest.raises(AttributeError):
-            store.write_batch(1, blobs={"book": b"v2"}, counters={"late_events": 1}, decisions=[broken],
-                              watermark_ms=8)
+            store.write_batch(1, blobs={"book": b"v2"}, counters={"late_events": 1}, decisions=[broken], watermark_ms=8)
         assert store.last_batch_id() == 0
         assert store.load_blob("book") == b"v1"
         assert store.tallies() == []
@@ -82,8 +96,12 @@ def test_a_failing_batch_commits_nothing(store_url: str) -> None:
 def test_counters_accumulate_across_batches(filled) -> None:
     store, seen = filled
     tallies = {(m, tuple(sorted(labels.items()))): v for m, labels, v in store.tallies()}
-    shrinks = Counter((d["cluster"], str(d["leader"]), reason) for d in seen.decisions if d["kind"] == "shrink"
-                      for reason in d["reasons"].values())
+    shrinks = Counter(
+        (d["cluster"], str(d["leader"]), reason)
+        for d in seen.decisions
+        if d["kind"] == "shrink"
+        for reason in d["reasons"].values()
+    )
     assert shrinks  # the fleet has shrinks, by stuck and slow followers
     for (cluster, broker, reason), n in shrinks.items():
         assert tallies[("isr_shrinks", (("broker", broker), ("cluster", cluster), ("reason", reason)))] == n
@@ -111,8 +129,10 @@ def test_partitions_are_upserted_with_their_replicas(filled) -> None:
         assert ("east", "topic-0", 0) not in _keys(store.partitions(broker=broker, limit=1000).items)
     assert _keys(store.partitions(broker=8, limit=1000).items) == [("east", "topic-0", 0)]
     assert store.partition_isr("topic-0", 0, "east") == [("east", 7, moved["leader_epoch"], [7, 8])]
-    assert store.partition_isr("topic-0", 0) == [("east", 7, moved["leader_epoch"], [7, 8]),
-                                                 ("west", west["leader"], west["leader_epoch"], west["isr"])]
+    assert store.partition_isr("topic-0", 0) == [
+        ("east", 7, moved["leader_epoch"], [7, 8]),
+        ("west", west["leader"], west["leader_epoch"], west["isr"]),
+    ]
     assert store.partition_isr("nope", 0) == [] and store.partition("topic-0", 0, "north") == []
 
 
@@ -126,12 +146,26 @@ def test_partition_state_filters_match_the_records(filled, flag: str) -> None:
 
 def test_cluster_topic_and_broker_filters(filled) -> None:
     store, seen = filled
-    for cluster, topic, broker in (("east", None, None), (None, "topic-1", None), (None, None, 3),
-                                   ("west", "topic-0", 1), ("east", None, 42)):
-        expected = [s for s in seen.states if (cluster is None or s["cluster"] == cluster)
-                    and (topic is None or s["topic"] == topic) and (broker is None or broker in s["replicas"])]
-        got = _all_pages(lambda cluster=cluster, topic=topic, broker=broker, **kw: store.partitions(
-            cluster=cluster, topic=topic, broker=broker, **kw), 5)
+    for cluster, topic, broker in (
+        ("east", None, None),
+        (None, "topic-1", None),
+        (None, None, 3),
+        ("west", "topic-0", 1),
+        ("east", None, 42),
+    ):
+        expected = [
+            s
+            for s in seen.states
+            if (cluster is None or s["cluster"] == cluster)
+            and (topic is None or s["topic"] == topic)
+            and (broker is None or broker in s["replicas"])
+        ]
+        got = _all_pages(
+            lambda cluster=cluster, topic=topic, broker=broker, **kw: store.partitions(
+                cluster=cluster, topic=topic, broker=broker, **kw
+            ),
+            5,
+        )
         assert _keys(got) == _keys(expected), (cluster, topic, broker)
 
 
@@ -158,11 +192,14 @@ def test_decisions_newest_first_with_filters(filled) -> None:
     assert [d["ts"] for d in got] == [seen.decisions[i]["ts"] for i in newest_first]
     assert sorted(map(str, got)) == sorted(map(str, seen.decisions))
     for kwargs, keep in (
-            ({"kind": "shrink"}, lambda d: d["kind"] == "shrink"),
-            ({"broker": 3}, lambda d: d["leader"] == 3 or 3 in d["replicas_changed"]),
-            ({"since": S + 15_000}, lambda d: d["ts"] >= S + 15_000),
-            ({"cluster": "east", "topic": "topic-2", "partition": 5},
-             lambda d: (d["cluster"], d["topic"], d["partition"]) == ("east", "topic-2", 5))):
+        ({"kind": "shrink"}, lambda d: d["kind"] == "shrink"),
+        ({"broker": 3}, lambda d: d["leader"] == 3 or 3 in d["replicas_changed"]),
+        ({"since": S + 15_000}, lambda d: d["ts"] >= S + 15_000),
+        (
+            {"cluster": "east", "topic": "topic-2", "partition": 5},
+            lambda d: (d["cluster"], d["topic"], d["partition"]) == ("east", "topic-2", 5),
+        ),
+    ):
         expected = [d for d in seen.decisions if keep(d)]
         assert expected, kwargs
         page = _all_pages(lambda kwargs=kwargs, **kw: store.decisions(**kwargs, **kw), 3)
@@ -175,13 +212,14 @@ def test_propagations_with_filters(filled) -> None:
     assert sorted(map(str, j(store.propagations(limit=100).items))) == sorted(map(str, seen.propagations))
     one = seen.propagations[0]
     topic = one["partitions"][0]["topic"]
-    for kwargs, keep in (({"broker": one["broker"]}, lambda p: p["broker"] == one["broker"]),
-                         ({"topic": topic}, lambda p: any(tp["topic"] == topic for tp in p["partitions"])),
-                         ({"trigger": "max_delay"}, lambda p: p["trigger"] == "max_delay"),
-                         ({"since": one["ts"] + 1}, lambda p: p["ts"] > one["ts"])):
+    for kwargs, keep in (
+        ({"broker": one["broker"]}, lambda p: p["broker"] == one["broker"]),
+        ({"topic": topic}, lambda p: any(tp["topic"] == topic for tp in p["partitions"])),
+        ({"trigger": "max_delay"}, lambda p: p["trigger"] == "max_delay"),
+        ({"since": one["ts"] + 1}, lambda p: p["ts"] > one["ts"]),
+    ):
         expected = [p for p in seen.propagations if keep(p)]
-        assert sorted(map(str, j(store.propagations(**kwargs, limit=100).items))) == sorted(map(str, expected)), \
-            kwargs
+        assert sorted(map(str, j(store.propagations(**kwargs, limit=100).items))) == sorted(map(str, expected)), kwargs
 
 
 def test_brokers_keep_the_pending_set_and_replica_counts(filled) -> None:
@@ -200,7 +238,8 @@ def test_brokers_keep_the_pending_set_and_replica_counts(filled) -> None:
         out = [s for s in hosted if broker not in s["isr"]]
         assert view["out_of_sync_replicas"] == len(out)
         assert [(r["topic"], r["partition"]) for r in store.out_of_sync_replicas(cluster, broker)] == [
-            (s["topic"], s["partition"]) for s in out]
+            (s["topic"], s["partition"]) for s in out
+        ]
     assert [b["cluster"] for b in store.brokers(broker=1)] == ["east", "west"]
 
 
@@ -221,8 +260,17 @@ def test_dead_letters_keep_any_input(store_url: str) -> None:
 
 def test_progress_rows_count_input_once(store_url: str) -> None:
     with open_store(store_url) as store:
-        row = {"batch_id": 5, "wall_ms": 1000, "watermark_ms": 900, "input_rows": 40, "input_rows_per_second": 4.0,
-               "processed_rows_per_second": 8.0, "batch_duration_ms": 1200, "state_rows": 16, "late_rows": 1}
+        row = {
+            "batch_id": 5,
+            "wall_ms": 1000,
+            "watermark_ms": 900,
+            "input_rows": 40,
+            "input_rows_per_second": 4.0,
+            "processed_rows_per_second": 8.0,
+            "batch_duration_ms": 1200,
+            "state_rows": 16,
+            "late_rows": 1,
+        }
         store.record_progress(row)
         store.record_progress({**row, "batch_duration_ms": 1300})  # the listener reporting the same batch again
         store.record_progress({**row, "batch_id": 6, "input_rows": 2})
@@ -232,12 +280,20 @@ def test_progress_rows_count_input_once(store_url: str) -> None:
 
 def test_followers_for_metrics(filled) -> None:
     store, seen = filled
-    behind = sorted((f["last_caught_up_ms"], s["cluster"], s["topic"], s["partition"], f["replica"])
-                     for s in seen.states for f in s["followers"] if f["shrink_eligible_at_ms"] is not None)
+    behind = sorted(
+        (f["last_caught_up_ms"], s["cluster"], s["topic"], s["partition"], f["replica"])
+        for s in seen.states
+        for f in s["followers"]
+        if f["shrink_eligible_at_ms"] is not None
+    )
     got = store.followers(order="caught_up", limit=3)
     assert [(r[4], *r[:4]) for r in got] == behind[:3]
-    lags = sorted((-f["lag_offsets"], s["cluster"], s["topic"], s["partition"], f["replica"])
-                  for s in seen.states for f in s["followers"] if (f["lag_offsets"] or 0) > 0)
+    lags = sorted(
+        (-f["lag_offsets"], s["cluster"], s["topic"], s["partition"], f["replica"])
+        for s in seen.states
+        for f in s["followers"]
+        if (f["lag_offsets"] or 0) > 0
+    )
     assert [(-r[5], *r[:4]) for r in store.followers(order="lag", limit=4)] == lags[:4]
     listed = store.followers(order="topic", topics=["topic-2"])
     assert {r[1] for r in listed} == {"topic-2"}
@@ -247,8 +303,11 @@ def test_followers_for_metrics(filled) -> None:
 
 def test_urls_and_sqlite_mode(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
-    for url, path in (("sqlite:///rel.db", tmp_path / "rel.db"), (f"sqlite:///{tmp_path}/abs.db", tmp_path / "abs.db"),
-                      (str(tmp_path / "bare.db"), tmp_path / "bare.db")):
+    for url, path in (
+        ("sqlite:///rel.db", tmp_path / "rel.db"),
+        (f"sqlite:///{tmp_path}/abs.db", tmp_path / "abs.db"),
+        (str(tmp_path / "bare.db"), tmp_path / "bare.db"),
+    ):
         with open_store(url) as store:
             store.write_batch(0)
         assert path.is_file(), url

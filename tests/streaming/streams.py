@@ -46,10 +46,20 @@ def events(mix: Mix) -> list[dict | str]:
     """Events in arrival order (dicts), with invalid lines (str) and blank lines ("") among them."""
     rng = random.Random(mix.seed)
     half = mix.partitions // 2
-    shapes = [StreamShape(partitions=half, brokers=5, topics=3, stuck_followers=3, slow_followers=3,
-                          start_ms=START_MS, cluster="east"),
-              StreamShape(partitions=mix.partitions - half, brokers=4, topics=2, stuck_followers=2,
-                          slow_followers=2, start_ms=START_MS + 137, cluster="west")]
+    shapes = [
+        StreamShape(
+            partitions=half, brokers=5, topics=3, stuck_followers=3, slow_followers=3, start_ms=START_MS, cluster="east"
+        ),
+        StreamShape(
+            partitions=mix.partitions - half,
+            brokers=4,
+            topics=2,
+            stuck_followers=2,
+            slow_followers=2,
+            start_ms=START_MS + 137,
+            cluster="west",
+        ),
+    ]
     stream: list[dict] = []
     for i, shape in enumerate(shapes):
         stream += generate(shape, mix.events // 2, mix.seed + i)
@@ -57,8 +67,16 @@ def events(mix: Mix) -> list[dict | str]:
     firsts = [ev for ev in stream if ev["type"] == "leader_and_isr"]
     for first in rng.sample(firsts, mix.leader_changes):
         leader, out = first["replicas"][1], first["replicas"][-1]
-        stream.append({**first, "ts": rng.randrange(START_MS + 3000, end), "leader": leader, "leader_epoch": 1,
-                       "isr": [r for r in first["replicas"] if r != out], "partition_epoch": 1})
+        stream.append(
+            {
+                **first,
+                "ts": rng.randrange(START_MS + 3000, end),
+                "leader": leader,
+                "leader_epoch": 1,
+                "isr": [r for r in first["replicas"] if r != out],
+                "partition_epoch": 1,
+            }
+        )
     for _ in range(mix.ticks):
         tick = {"type": "tick", "ts": rng.randrange(START_MS, end)}
         task = rng.choice([None, "isr-expiration", "isr-change-propagation"])
@@ -96,7 +114,7 @@ def write_files(lines: Sequence[dict | str], directory: Path, files: int) -> lis
     paths = []
     for i in range(files):
         path = directory / f"events-{i:03d}.jsonl"
-        chunk = lines[i * per:(i + 1) * per]
+        chunk = lines[i * per : (i + 1) * per]
         path.write_text("".join((json.dumps(x) if isinstance(x, dict) else x) + "\n" for x in chunk))
         paths.append(path)
     in_order(paths)

@@ -17,8 +17,18 @@ def framed(spark, rows: list[tuple], ranks: dict[str, int] | None = None, until:
 
 
 def fetch(ts: int, partition: int = 0, **extra) -> str:
-    return json.dumps({"type": "fetch", "ts": ts, "topic": "t", "partition": partition, "replica": 2,
-                       "fetch_offset": 1, "leader_leo": 2, **extra})
+    return json.dumps(
+        {
+            "type": "fetch",
+            "ts": ts,
+            "topic": "t",
+            "partition": partition,
+            "replica": 2,
+            "fetch_offset": 1,
+            "leader_leo": 2,
+            **extra,
+        }
+    )
 
 
 def test_a_file_is_cut_into_numbered_lines_routed_by_key(spark):
@@ -38,8 +48,12 @@ def test_a_file_is_cut_into_numbered_lines_routed_by_key(spark):
 
 
 def test_kafka_records_take_their_offset_as_seq_and_lines_without_time_or_key_go_to_control(spark):
-    records = [fetch(5).encode(), json.dumps({"type": "fetch", "ts": -1}).encode(),
-               json.dumps({"type": "append", "ts": 7, "partition": 1}).encode(), fetch(9).encode()]
+    records = [
+        fetch(5).encode(),
+        json.dumps({"type": "fetch", "ts": -1}).encode(),
+        json.dumps({"type": "append", "ts": 7, "partition": 1}).encode(),
+        fetch(9).encode(),
+    ]
     rows = framed(spark, [(v, "events", 2, 40 + i) for i, v in enumerate(records)], until=8)
     assert [r.seq for r in rows] == [40, 41, 42, 43]
     assert [r.bucket == CONTROL_KEY for r in rows] == [False, True, True, True]  # the last one is after --until

@@ -39,14 +39,24 @@ def assert_same(spark_run: ReplayResult, local_run: ReplayResult) -> None:
     assert spark_run.records == local_run.records
     assert spark_run.brokers == local_run.brokers
     assert dead(spark_run.dead_letters) == dead(local_run.dead_letters)
-    for key in ("lines", "events", "events_after_until", "until", "decisions_by_kind", "shrinks_by_reason",
-                "propagations_by_trigger", "partitions", "ignored_fetches_by_reason", "ignored_appends_by_reason",
-                "dead_letters_by_reason", "partitions_pending_propagation"):
+    for key in (
+        "lines",
+        "events",
+        "events_after_until",
+        "until",
+        "decisions_by_kind",
+        "shrinks_by_reason",
+        "propagations_by_trigger",
+        "partitions",
+        "ignored_fetches_by_reason",
+        "ignored_appends_by_reason",
+        "dead_letters_by_reason",
+        "partitions_pending_propagation",
+    ):
         assert spark_run.summary[key] == local_run.summary[key], key
 
 
-@pytest.mark.parametrize("name", sorted(p.name.removesuffix(".events.jsonl")
-                                        for p in SCENARIOS.glob("*.events.jsonl")))
+@pytest.mark.parametrize("name", sorted(p.name.removesuffix(".events.jsonl") for p in SCENARIOS.glob("*.events.jsonl")))
 def test_public_scenarios(spark, name):
     config = Config.from_dict(json.loads((SCENARIOS / f"{name}.config.json").read_text()))
     until = int((SCENARIOS / f"{name}.until").read_text())
@@ -57,11 +67,20 @@ def test_public_scenarios(spark, name):
 GENERATED = {
     "defaults": (Mix(), 6, Config(replica_lag_time_max_ms=10_000, allowed_lateness_ms=3000), None),
     "fast-schedules-until-midway": (
-        Mix(partitions=200, events=30_000, seed=5, leader_changes=12), 9,
-        Config(replica_lag_time_max_ms=8000, isr_expiration_interval_ms=3000, isr_change_check_interval_ms=1000,
-               isr_change_linger_ms=2000, isr_change_max_delay_ms=9000, schedule_origin_ms=START_MS + 333,
-               min_insync_replicas=2, allowed_lateness_ms=3000),
-        START_MS + 40_000),
+        Mix(partitions=200, events=30_000, seed=5, leader_changes=12),
+        9,
+        Config(
+            replica_lag_time_max_ms=8000,
+            isr_expiration_interval_ms=3000,
+            isr_change_check_interval_ms=1000,
+            isr_change_linger_ms=2000,
+            isr_change_max_delay_ms=9000,
+            schedule_origin_ms=START_MS + 333,
+            min_insync_replicas=2,
+            allowed_lateness_ms=3000,
+        ),
+        START_MS + 40_000,
+    ),
 }
 
 
@@ -81,11 +100,28 @@ def test_generated_streams_in_many_micro_batches(spark, tmp_path, case):
 def test_cli_writes_the_local_engines_files(spark, tmp_path):
     paths = write_files(events(Mix(partitions=40, events=4000, seed=2)), tmp_path / "in", 3)
     for engine in ("local", "spark"):
-        assert main(["replay", *map(str, paths), "--engine", engine, "--out", str(tmp_path / engine),
-                     "--set", "replica_lag_time_max_ms=10000", "--set", "allowed_lateness_ms=3000"]) == 0
+        assert (
+            main(
+                [
+                    "replay",
+                    *map(str, paths),
+                    "--engine",
+                    engine,
+                    "--out",
+                    str(tmp_path / engine),
+                    "--set",
+                    "replica_lag_time_max_ms=10000",
+                    "--set",
+                    "allowed_lateness_ms=3000",
+                ]
+            )
+            == 0
+        )
     for name in ("decisions", "propagations", "state"):
-        rows = {engine: [json.loads(line) for line in (tmp_path / engine / f"{name}.jsonl").read_text().splitlines()]
-                for engine in ("local", "spark")}
+        rows = {
+            engine: [json.loads(line) for line in (tmp_path / engine / f"{name}.jsonl").read_text().splitlines()]
+            for engine in ("local", "spark")
+        }
         assert canonical(rows["spark"]) == canonical(rows["local"]), name
 
 
@@ -93,14 +129,42 @@ def test_cli_writes_the_local_engines_files(spark, tmp_path):
 def test_ties_on_time_and_line_number_follow_the_file_order(spark, tmp_path, order):
     """Two fetches at one time, both line 2 of their file: the later file's is applied last (its LEO stays)."""
     files = {
-        "b": [{"type": "leader_and_isr", "ts": 1000, "topic": "t", "partition": 0, "controller_epoch": 1,
-               "leader": 1, "leader_epoch": 0, "isr": [1], "replicas": [1, 2], "partition_epoch": 0,
-               "leader_leo": 100},
-              {"type": "fetch", "ts": 2000, "topic": "t", "partition": 0, "replica": 2, "fetch_offset": 50,
-               "leader_leo": 100}],
-        "a": [{"type": "append", "ts": 1500, "topic": "t", "partition": 0, "leader_leo": 100},
-              {"type": "fetch", "ts": 2000, "topic": "t", "partition": 0, "replica": 2, "fetch_offset": 80,
-               "leader_leo": 100}],
+        "b": [
+            {
+                "type": "leader_and_isr",
+                "ts": 1000,
+                "topic": "t",
+                "partition": 0,
+                "controller_epoch": 1,
+                "leader": 1,
+                "leader_epoch": 0,
+                "isr": [1],
+                "replicas": [1, 2],
+                "partition_epoch": 0,
+                "leader_leo": 100,
+            },
+            {
+                "type": "fetch",
+                "ts": 2000,
+                "topic": "t",
+                "partition": 0,
+                "replica": 2,
+                "fetch_offset": 50,
+                "leader_leo": 100,
+            },
+        ],
+        "a": [
+            {"type": "append", "ts": 1500, "topic": "t", "partition": 0, "leader_leo": 100},
+            {
+                "type": "fetch",
+                "ts": 2000,
+                "topic": "t",
+                "partition": 0,
+                "replica": 2,
+                "fetch_offset": 80,
+                "leader_leo": 100,
+            },
+        ],
     }
     paths = []
     for name in order:

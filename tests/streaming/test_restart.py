@@ -36,10 +36,29 @@ def descendants(pid: int) -> set[int]:
 
 
 def job(inbox: Path, url: str, checkpoint: Path, log: Path, *extra: str) -> subprocess.Popen:
-    argv = [sys.executable, "-m", "streaming.cli", "run", "--source", f"files:{inbox}", "--store", url,
-            "--checkpoint", str(checkpoint), "--max-per-batch", "1", "--driver-memory", "1g",
-            "--state-store", "rocksdb", "--set", f"replica_lag_time_max_ms={CONFIG.replica_lag_time_max_ms}",
-            "--set", f"allowed_lateness_ms={CONFIG.allowed_lateness_ms}", *extra]
+    argv = [
+        sys.executable,
+        "-m",
+        "streaming.cli",
+        "run",
+        "--source",
+        f"files:{inbox}",
+        "--store",
+        url,
+        "--checkpoint",
+        str(checkpoint),
+        "--max-per-batch",
+        "1",
+        "--driver-memory",
+        "1g",
+        "--state-store",
+        "rocksdb",
+        "--set",
+        f"replica_lag_time_max_ms={CONFIG.replica_lag_time_max_ms}",
+        "--set",
+        f"allowed_lateness_ms={CONFIG.allowed_lateness_ms}",
+        *extra,
+    ]
     with open(log, "ab") as out:
         return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
 

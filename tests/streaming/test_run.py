@@ -60,8 +60,17 @@ def local(paths: list[Path], until: int) -> ReplayResult:
 
 
 def run_job(inbox: Path, store: str, checkpoint: Path | str, **options) -> None:
-    StreamJob(JobOptions(source=f"files:{inbox}", store=store, checkpoint=str(checkpoint), config=CONFIG,
-                         available_now=True, max_per_batch=1, **options)).run()
+    StreamJob(
+        JobOptions(
+            source=f"files:{inbox}",
+            store=store,
+            checkpoint=str(checkpoint),
+            config=CONFIG,
+            available_now=True,
+            max_per_batch=1,
+            **options,
+        )
+    ).run()
 
 
 def assert_store_is_the_replay(got: dict, expected: ReplayResult) -> None:
@@ -69,12 +78,16 @@ def assert_store_is_the_replay(got: dict, expected: ReplayResult) -> None:
     assert got["propagations"] == canonical(expected.propagations)
     assert got["partitions"] == expected.records
     assert got["brokers"] == msgspec.to_builtins(expected.brokers)
-    assert got["dead_letters"] == canonical([{**d, "raw": d["raw"].rstrip("\n"), "ts": d.get("ts")}
-                                             for d in (d.to_record() for d in expected.dead_letters)])
+    assert got["dead_letters"] == canonical(
+        [{**d, "raw": d["raw"].rstrip("\n"), "ts": d.get("ts")} for d in (d.to_record() for d in expected.dead_letters)]
+    )
     tallies = {(metric, json.dumps(labels, sort_keys=True)): value for metric, labels, value in got["tallies"]}
     s = expected.summary
-    for name, key in (("dead_letters", "dead_letters_by_reason"), ("ignored_fetches", "ignored_fetches_by_reason"),
-                      ("ignored_appends", "ignored_appends_by_reason")):
+    for name, key in (
+        ("dead_letters", "dead_letters_by_reason"),
+        ("ignored_fetches", "ignored_fetches_by_reason"),
+        ("ignored_appends", "ignored_appends_by_reason"),
+    ):
         assert {json.loads(labels)["reason"]: int(v) for (m, labels), v in tallies.items() if m == name} == s[key]
     kinds = {json.loads(labels)["kind"]: 0 for (m, labels) in tallies if m == "decisions"}
     for (m, labels), v in tallies.items():
@@ -102,11 +115,23 @@ def test_store_holds_the_replay_up_to_the_watermark(spark, tmp_path, store_url):
 
 def test_late_events_are_dead_letters_and_change_nothing(spark, tmp_path):
     lines = events(Mix(partitions=30, events=3000, seed=8))
-    late = [json.dumps(ev) for ev in (
-        {"type": "fetch", "ts": START_MS + 1, "topic": "topic-0", "partition": 0, "replica": 1, "fetch_offset": 1,
-         "leader_leo": 1, "cluster": "east"},
-        {"type": "tick", "ts": START_MS + 2},  # every bucket gets it: still one dead letter
-        {"type": "append", "ts": START_MS + 3, "topic": "topic-0", "partition": 0})]  # invalid as well
+    late = [
+        json.dumps(ev)
+        for ev in (
+            {
+                "type": "fetch",
+                "ts": START_MS + 1,
+                "topic": "topic-0",
+                "partition": 0,
+                "replica": 1,
+                "fetch_offset": 1,
+                "leader_leo": 1,
+                "cluster": "east",
+            },
+            {"type": "tick", "ts": START_MS + 2},  # every bucket gets it: still one dead letter
+            {"type": "append", "ts": START_MS + 3, "topic": "topic-0", "partition": 0},
+        )
+    ]  # invalid as well
     on_time = write_files(lines, tmp_path / "on-time", 3)
     inbox = tmp_path / "in"
     inbox.mkdir()
@@ -144,9 +169,17 @@ def test_kafka_python_source_and_kafka_output(spark, tmp_path, tansu_broker):
     producer.flush()
     producer.close()
     url = f"sqlite:///{tmp_path / 'store.db'}"
-    StreamJob(JobOptions(source=f"kafka-python:{tansu_broker}/events", store=url,
-                         checkpoint=str(tmp_path / "checkpoint"), config=CONFIG, available_now=True,
-                         max_per_batch=len(rows) // 3, kafka_output=tansu_broker)).run()
+    StreamJob(
+        JobOptions(
+            source=f"kafka-python:{tansu_broker}/events",
+            store=url,
+            checkpoint=str(tmp_path / "checkpoint"),
+            config=CONFIG,
+            available_now=True,
+            max_per_batch=len(rows) // 3,
+            kafka_output=tansu_broker,
+        )
+    ).run()
     got = dump(url)
     source = tmp_path / "events.jsonl"
     source.write_text("".join(json.dumps(ev) + "\n" for ev in rows))
@@ -155,13 +188,22 @@ def test_kafka_python_source_and_kafka_output(spark, tmp_path, tansu_broker):
     assert [json.loads(d)["raw"] for d in got["dead_letters"]] == ["{broken"]
     with open_store(url) as store:
         assert store.last_batch_id() >= 3
-    consumer = KafkaConsumer("isrwatch.decisions", "isrwatch.propagations", bootstrap_servers=tansu_broker,
-                             auto_offset_reset="earliest", group_id=None, consumer_timeout_ms=3000)
+    consumer = KafkaConsumer(
+        "isrwatch.decisions",
+        "isrwatch.propagations",
+        bootstrap_servers=tansu_broker,
+        auto_offset_reset="earliest",
+        group_id=None,
+        consumer_timeout_ms=3000,
+    )
     sent = {"isrwatch.decisions": [], "isrwatch.propagations": []}
     for record in consumer:
         value = json.loads(record.value)
-        key = (f"{value['cluster']}/{value['topic']}/{value['partition']}" if record.topic.endswith("decisions")
-               else f"{value['cluster']}/{value['broker']}")
+        key = (
+            f"{value['cluster']}/{value['topic']}/{value['partition']}"
+            if record.topic.endswith("decisions")
+            else f"{value['cluster']}/{value['broker']}"
+        )
         assert record.key.decode() == key
         sent[record.topic].append(value)
     consumer.close()
@@ -209,23 +251,57 @@ def test_run_help_documents_every_option(capsys):
     with pytest.raises(SystemExit):
         build_parser().parse_args(["run", "--help"])
     text = capsys.readouterr().out
-    for option in ("--source", "--store", "--checkpoint", "--config", "--set", "--buckets", "--trigger",
-                   "--max-per-batch", "--starting", "--available-now", "--until-idle", "--state-store",
-                   "--shuffle-partitions", "--master", "--driver-memory", "--spark-conf", "--kafka-output",
-                   "--quiet", "files:DIR", "kafka-python:BOOTSTRAP/TOPICS", "spark.jars.packages",
-                   "allowed_lateness_ms"):
+    for option in (
+        "--source",
+        "--store",
+        "--checkpoint",
+        "--config",
+        "--set",
+        "--buckets",
+        "--trigger",
+        "--max-per-batch",
+        "--starting",
+        "--available-now",
+        "--until-idle",
+        "--state-store",
+        "--shuffle-partitions",
+        "--master",
+        "--driver-memory",
+        "--spark-conf",
+        "--kafka-output",
+        "--quiet",
+        "files:DIR",
+        "kafka-python:BOOTSTRAP/TOPICS",
+        "spark.jars.packages",
+        "allowed_lateness_ms",
+    ):
         assert option in text, option
 
 
 def test_a_pending_propagation_goes_out_when_no_new_change_arrives(spark, tmp_path):
     """The last watermark move releases no line and no check of any bucket; the propagation is due anyway."""
-    lai = {"type": "leader_and_isr", "topic": "t", "partition": 0, "controller_epoch": 1, "leader": 1,
-           "leader_epoch": 0, "isr": [1], "replicas": [1, 2], "partition_epoch": 0, "leader_leo": 100}
+    lai = {
+        "type": "leader_and_isr",
+        "topic": "t",
+        "partition": 0,
+        "controller_epoch": 1,
+        "leader": 1,
+        "leader_epoch": 0,
+        "isr": [1],
+        "replicas": [1, 2],
+        "partition_epoch": 0,
+        "leader_leo": 100,
+    }
     at_leo = {"type": "fetch", "topic": "t", "partition": 0, "replica": 2, "fetch_offset": 100, "leader_leo": 100}
-    files = [[{"type": "tick", "ts": 500, "task": "isr-expiration"}, {**lai, "ts": 1000},
-              {**at_leo, "ts": 1500},  # replica 2 joins the ISR: a change for broker 1 to propagate
-              {**at_leo, "ts": 9000}],  # watermark 6000: the change is applied, its batch is due at 7500
-             [{**at_leo, "ts": 11000}]]  # watermark 8000: nothing of any bucket between 6000 and 8000
+    files = [
+        [
+            {"type": "tick", "ts": 500, "task": "isr-expiration"},
+            {**lai, "ts": 1000},
+            {**at_leo, "ts": 1500},  # replica 2 joins the ISR: a change for broker 1 to propagate
+            {**at_leo, "ts": 9000},
+        ],  # watermark 6000: the change is applied, its batch is due at 7500
+        [{**at_leo, "ts": 11000}],
+    ]  # watermark 8000: nothing of any bucket between 6000 and 8000
     inbox = tmp_path / "in"
     inbox.mkdir()
     for i, lines in enumerate(files):
@@ -236,16 +312,27 @@ def test_a_pending_propagation_goes_out_when_no_new_change_arrives(spark, tmp_pa
     got = dump(url)
     assert got["watermark"] == 8000
     assert [json.loads(p) for p in got["propagations"]] == [
-        {"ts": 7500, "cluster": "default", "broker": 1, "partitions": [{"topic": "t", "partition": 0}],
-         "trigger": "linger", "first_change_ts": 1500, "last_change_ts": 1500}]
+        {
+            "ts": 7500,
+            "cluster": "default",
+            "broker": 1,
+            "partitions": [{"topic": "t", "partition": 0}],
+            "trigger": "linger",
+            "first_change_ts": 1500,
+            "last_change_ts": 1500,
+        }
+    ]
 
 
 def test_a_failed_query_is_described_in_one_line():
-    message = ("[PYTHON_STREAMING_DATA_SOURCE_RUNTIME_ERROR] Failed when Python streaming data source perform "
-               "latestOffset: Traceback (most recent call last):\n  File \"x.py\", line 1, in probe\n"
-               "    raise TimeoutError(...)\nTimeoutError: Kafka at h:1 did not answer a fetch for ['x']\n"
-               " SQLSTATE: 38000\n=== Streaming Query ===\nIdentifier: isrwatch [id = 1]\n")
+    message = (
+        "[PYTHON_STREAMING_DATA_SOURCE_RUNTIME_ERROR] Failed when Python streaming data source perform "
+        'latestOffset: Traceback (most recent call last):\n  File "x.py", line 1, in probe\n'
+        "    raise TimeoutError(...)\nTimeoutError: Kafka at h:1 did not answer a fetch for ['x']\n"
+        " SQLSTATE: 38000\n=== Streaming Query ===\nIdentifier: isrwatch [id = 1]\n"
+    )
     assert describe_failure(Exception(message)) == (
         "[PYTHON_STREAMING_DATA_SOURCE_RUNTIME_ERROR] Failed when Python streaming data source perform "
-        "latestOffset: TimeoutError: Kafka at h:1 did not answer a fetch for ['x']")
+        "latestOffset: TimeoutError: Kafka at h:1 did not answer a fetch for ['x']"
+    )
     assert describe_failure(Exception("[STATE_STORE_ERROR] disk full")) == "[STATE_STORE_ERROR] disk full"

@@ -22,9 +22,25 @@ LINGER, CHECK = 5000, 2500
 def test_demo_shows_a_stall_becoming_a_shrink_its_batch_and_an_expand_then_stops_cleanly(tmp_path):
     port = free_port()
     workdir = tmp_path / "demo"
-    proc = subprocess.Popen([sys.executable, "-m", "streaming.cli", "demo", "--port", str(port), "--dir", str(workdir),
-                             "--speed", "2", "--duration", "170"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "streaming.cli",
+            "demo",
+            "--port",
+            str(port),
+            "--dir",
+            str(workdir),
+            "--speed",
+            "2",
+            "--duration",
+            "170",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     out: list[str] = []
     seen = {"shrink": False, "shrink batch": False, "expand": False, "expand batch": False}
     try:
@@ -68,6 +84,11 @@ def test_demo_shows_a_stall_becoming_a_shrink_its_batch_and_an_expand_then_stops
     assert {(d["topic"], d["partition"]) for d in expands} == {(d["topic"], d["partition"]) for d in shrinks}
     assert all(stall_end < d["ts"] < stall_end + 1000 for d in expands)
     for d in shrinks + expands:
-        batch = next(b for b in batches if b["broker"] == d["leader"] and b["ts"] > d["ts"]
-                     and {"topic": d["topic"], "partition": d["partition"]} in b["partitions"])
+        batch = next(
+            b
+            for b in batches
+            if b["broker"] == d["leader"]
+            and b["ts"] > d["ts"]
+            and {"topic": d["topic"], "partition": d["partition"]} in b["partitions"]
+        )
         assert batch["trigger"] == "linger" and LINGER < batch["ts"] - d["ts"] <= LINGER + CHECK

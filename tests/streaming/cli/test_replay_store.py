@@ -17,8 +17,17 @@ SCENARIOS = Path(__file__).parents[2] / "scenarios"
 
 def _replay(name: str, *args: str) -> int:
     base = SCENARIOS / name
-    return isrwatch(["replay", f"{base}.events.jsonl", "--config", f"{base}.config.json",
-                     "--until", (SCENARIOS / f"{name}.until").read_text().strip(), *args])
+    return isrwatch(
+        [
+            "replay",
+            f"{base}.events.jsonl",
+            "--config",
+            f"{base}.config.json",
+            "--until",
+            (SCENARIOS / f"{name}.until").read_text().strip(),
+            *args,
+        ]
+    )
 
 
 def _expected(name: str, kind: str) -> list[dict]:
@@ -70,11 +79,17 @@ def test_replay_needs_an_output(tmp_path: Path, capsys: pytest.CaptureFixture) -
 
 def test_replay_counts_dead_letters_and_ignored_fetches(tmp_path: Path) -> None:
     events = tmp_path / "e.jsonl"
-    events.write_text("\n".join([
-        '{"type": "fetch", "ts": 1, "topic": "t", "partition": 0, "replica": 2, "fetch_offset": 0, "leader_leo": 0}',
-        "not json",
-        '{"type": "append", "ts": "late"}',
-    ]) + "\n")
+    events.write_text(
+        "\n".join(
+            [
+                '{"type": "fetch", "ts": 1, "topic": "t", "partition": 0, "replica": 2, "fetch_offset": 0, '
+                '"leader_leo": 0}',
+                "not json",
+                '{"type": "append", "ts": "late"}',
+            ]
+        )
+        + "\n"
+    )
     url = f"sqlite:///{tmp_path / 'd.db'}"
     assert isrwatch(["replay", str(events), "--store", url]) == 0
     with open_store(url) as store:

@@ -32,13 +32,41 @@ def _listening_addresses(port: int) -> set[str]:
 
 @pytest.fixture
 def server(store_url: str, tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen]]:
-    assert isrwatch(["replay", f"{SCENARIO}.events.jsonl", "--config", f"{SCENARIO}.config.json",
-                     "--until", "25000", "--store", store_url]) == 0
+    assert (
+        isrwatch(
+            [
+                "replay",
+                f"{SCENARIO}.events.jsonl",
+                "--config",
+                f"{SCENARIO}.config.json",
+                "--until",
+                "25000",
+                "--store",
+                store_url,
+            ]
+        )
+        == 0
+    )
     port = free_port()
     env = {**os.environ, "ISRWATCH_API_TOKEN": "from-env"}
-    proc = subprocess.Popen([sys.executable, "-m", "streaming.cli", "serve", "--store", store_url, "--port", str(port),
-                             "--ready-max-watermark-lag", "0"], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "streaming.cli",
+            "serve",
+            "--store",
+            store_url,
+            "--port",
+            str(port),
+            "--ready-max-watermark-lag",
+            "0",
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
     while True:
@@ -68,8 +96,14 @@ def test_serve_over_loopback_with_a_token_from_the_environment(server: tuple[str
         assert client.get("/v1/partitions/orders/0/isr").status_code == 401
         r = client.get("/v1/partitions/orders/0/isr", headers=auth)
         assert r.status_code == 200
-        assert r.json() == {"cluster": "default", "topic": "orders", "partition": 0, "leader": 1, "leader_epoch": 0,
-                            "isr": [1, 2]}
+        assert r.json() == {
+            "cluster": "default",
+            "topic": "orders",
+            "partition": 0,
+            "leader": 1,
+            "leader_epoch": 0,
+            "isr": [1, 2],
+        }
         assert client.get("/readyz").json()["last_batch_id"] == 0
         metrics = client.get("/metrics", headers=auth)
         assert 'isrwatch_isr_shrinks_total{broker="1",cluster="default",reason="stuck"} 1.0' in metrics.text

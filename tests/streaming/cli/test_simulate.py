@@ -23,8 +23,25 @@ LAG = ["--set", "replica_lag_time_max_ms=10000"]
 
 def test_out_dir_files_hold_exactly_the_models_events_and_replay_to_a_stuck_shrink(tmp_path, capsys):
     out = tmp_path / "events"
-    assert main(["simulate", "--speed", "0", "--scenario", "stall", *LAG, "--seed", "5", "--out-dir", str(out),
-                 "--rotate", "5s"]) == 0
+    assert (
+        main(
+            [
+                "simulate",
+                "--speed",
+                "0",
+                "--scenario",
+                "stall",
+                *LAG,
+                "--seed",
+                "5",
+                "--out-dir",
+                str(out),
+                "--rotate",
+                "5s",
+            ]
+        )
+        == 0
+    )
     files = sorted(out.iterdir())
     assert files and all(f.name.startswith("events-") and f.suffix == ".jsonl" for f in files)  # no temp files left
     lines = [line for f in files for line in f.read_bytes().splitlines()]
@@ -68,8 +85,29 @@ def test_the_directory_never_shows_half_a_file(tmp_path):
 def test_stdout_with_faults_from_a_json_file_and_the_command_line(tmp_path, capsysbinary):
     faults = tmp_path / "faults.json"
     faults.write_text(json.dumps([{"kind": "crash", "broker": 3, "start": "2s", "end": 20}]))
-    assert main(["simulate", "--speed", "0", "--brokers", "3", "--topic", "t:3:3", "--faults", str(faults),
-                 "--fault", "failover:start=25s:stale=1", "--duration", "30s", "--cluster", "east", *LAG]) == 0
+    assert (
+        main(
+            [
+                "simulate",
+                "--speed",
+                "0",
+                "--brokers",
+                "3",
+                "--topic",
+                "t:3:3",
+                "--faults",
+                str(faults),
+                "--fault",
+                "failover:start=25s:stale=1",
+                "--duration",
+                "30s",
+                "--cluster",
+                "east",
+                *LAG,
+            ]
+        )
+        == 0
+    )
     captured = capsysbinary.readouterr()
     events = [json.loads(line) for line in captured.out.splitlines()]
     assert {e["cluster"] for e in events} == {"east"} and {e["topic"] for e in events} == {"t"}
@@ -79,13 +117,16 @@ def test_stdout_with_faults_from_a_json_file_and_the_command_line(tmp_path, caps
     assert len(zombie) == 1 and zombie[0]["controller_epoch"] == 1
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--fault", "stall:broker=7:start=1s"], "brokers are 1..4"),
-    (["--topic", "orders:six:3"], "expected NAME:PARTITIONS:RF"),
-    (["--start", "yesterday"], "--start 'yesterday'"),
-    (["--faults", "/nonexistent.json"], "No such file"),
-    (["--set", "replica_lag_time_max_ms=0"], "replica_lag_time_max_ms: must be >= 1"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--fault", "stall:broker=7:start=1s"], "brokers are 1..4"),
+        (["--topic", "orders:six:3"], "expected NAME:PARTITIONS:RF"),
+        (["--start", "yesterday"], "--start 'yesterday'"),
+        (["--faults", "/nonexistent.json"], "No such file"),
+        (["--set", "replica_lag_time_max_ms=0"], "replica_lag_time_max_ms: must be >= 1"),
+    ],
+)
 def test_bad_options_exit_2_naming_the_problem(argv, message, capsys):
     assert main(["simulate", "--speed", "0", *argv]) == 2
     assert message in capsys.readouterr().err
@@ -142,18 +183,43 @@ def test_rate_spaces_events_and_speed_zero_does_not_wait():
 def test_stop_ends_a_paced_run_and_still_publishes_the_open_file(tmp_path):
     clock = FakeClock()
     events = simulate_events(SimConfig(duration_ms=60_000), [parse_fault("stall:broker=1:start=1s")], 4)
-    count = run(events, DirectorySink(tmp_path, 10_000), Pacer(1.0, None, 0, clock=clock, sleep=clock.sleep),
-                stop=lambda: clock.now - 100.0 >= 5)
+    count = run(
+        events,
+        DirectorySink(tmp_path, 10_000),
+        Pacer(1.0, None, 0, clock=clock, sleep=clock.sleep),
+        stop=lambda: clock.now - 100.0 >= 5,
+    )
     lines = [line for f in sorted(tmp_path.iterdir()) for line in Path(f).read_bytes().splitlines()]
     assert 0 < count == len(lines)
     assert json.loads(lines[-1])["ts"] < 5100
 
 
 def test_kafka_records_keyed_by_partition_in_order(tansu_broker: str) -> None:
-    assert main(["simulate", "--speed", "0", "--duration", "5s", "--kafka", tansu_broker,
-                 "--kafka-topic", "sim.events", "--seed", "9"]) == 0
-    consumer = KafkaConsumer("sim.events", bootstrap_servers=tansu_broker, auto_offset_reset="earliest",
-                             group_id=None, consumer_timeout_ms=5000)
+    assert (
+        main(
+            [
+                "simulate",
+                "--speed",
+                "0",
+                "--duration",
+                "5s",
+                "--kafka",
+                tansu_broker,
+                "--kafka-topic",
+                "sim.events",
+                "--seed",
+                "9",
+            ]
+        )
+        == 0
+    )
+    consumer = KafkaConsumer(
+        "sim.events",
+        bootstrap_servers=tansu_broker,
+        auto_offset_reset="earliest",
+        group_id=None,
+        consumer_timeout_ms=5000,
+    )
     records = list(consumer)
     consumer.close()
     expected = [msgspec.json.encode(e) for e in simulate(SimConfig(duration_ms=5000), [], 9)]

@@ -40,8 +40,11 @@ class Run:
     @property
     def assignment(self) -> dict[tuple[str, int], dict]:
         """Each partition's startup LeaderAndIsr: replicas, preferred leader."""
-        return {(e["topic"], e["partition"]): e for e in self.events
-                if e["type"] == "leader_and_isr" and e["ts"] == self.config.start_ms}
+        return {
+            (e["topic"], e["partition"]): e
+            for e in self.events
+            if e["type"] == "leader_and_isr" and e["ts"] == self.config.start_ms
+        }
 
     def following(self, broker: int) -> set[tuple[str, int]]:
         return {k for k, e in self.assignment.items() if broker in e["replicas"] and e["leader"] != broker}
@@ -49,8 +52,11 @@ class Run:
     def batch_of(self, decision: dict) -> dict:
         """The leader's propagation batch that carried this ISR change."""
         part = {"topic": decision["topic"], "partition": decision["partition"]}
-        return next(p for p in self.result.propagations
-                    if p["broker"] == decision["leader"] and part in p["partitions"] and p["ts"] > decision["ts"])
+        return next(
+            p
+            for p in self.result.propagations
+            if p["broker"] == decision["leader"] and part in p["partitions"] and p["ts"] > decision["ts"]
+        )
 
 
 def run(scenario: str | None = None, faults: tuple[Fault, ...] = (), seed: int = 3, **shape) -> Run:
@@ -188,8 +194,11 @@ def test_crash_moves_leadership_bumps_epochs_and_shrinks_isr_then_restart_expand
     assert led and hosted > led
     # While it is down nothing comes from it: no fetches, no appends to what it led until a new leader is in.
     assert _window_fetches(r, 1, start, restart) == []
-    assert not [e for e in r.events if e["type"] == "append" and start <= e["ts"] < detected
-                and (e["topic"], e["partition"]) in led]
+    assert not [
+        e
+        for e in r.events
+        if e["type"] == "append" and start <= e["ts"] < detected and (e["topic"], e["partition"]) in led
+    ]
     moves = [e for e in r.events if e["type"] == "leader_and_isr" and e["ts"] == detected]
     assert {(e["topic"], e["partition"]) for e in moves} == hosted
     for e in moves:
@@ -219,14 +228,21 @@ def test_crash_moves_leadership_bumps_epochs_and_shrinks_isr_then_restart_expand
 
 
 def test_losing_the_last_in_sync_replica_takes_the_partition_offline_until_it_returns():
-    r = run(faults=(parse_fault("crash:broker=2:start=5s:end=40s"), parse_fault("crash:broker=1:start=15s:end=30s")),
-            brokers=2, topics=(TopicSpec("t", 1, 2),), duration_ms=45_000, seed=1)
+    r = run(
+        faults=(parse_fault("crash:broker=2:start=5s:end=40s"), parse_fault("crash:broker=1:start=15s:end=30s")),
+        brokers=2,
+        topics=(TopicSpec("t", 1, 2),),
+        duration_ms=45_000,
+        seed=1,
+    )
     assert r.assignment[("t", 0)]["replicas"] == [1, 2]
     lai = [(d["ts"] - r.config.start_ms, d["leader"], d["isr_after"]) for d in r.decisions("leader_and_isr")]
-    assert lai == [(0, 1, [1, 2]),
-                   (11_000, 1, [1]),  # follower 2 gone: the controller drops it from the ISR
-                   (21_000, -1, [1]),  # leader 1 gone with no live ISR member: offline, no unclean election
-                   (30_000, 1, [1])]  # 1 back: the last ISR member leads again
+    assert lai == [
+        (0, 1, [1, 2]),
+        (11_000, 1, [1]),  # follower 2 gone: the controller drops it from the ISR
+        (21_000, -1, [1]),  # leader 1 gone with no live ISR member: offline, no unclean election
+        (30_000, 1, [1]),
+    ]  # 1 back: the last ISR member leads again
     assert [e for e in r.events if e["type"] == "append" and 15_000 <= e["ts"] - r.config.start_ms < 30_000] == []
     assert [(d["ts"] - r.config.start_ms) // 1000 for d in r.decisions("expand")] == [40]
     assert r.result.states[0]["isr"] == [1, 2] and not r.result.states[0]["offline"]
@@ -283,45 +299,60 @@ def test_demo_story_plays_stall_slow_crash_election_and_failover_in_order():
     assert {d["ts"] - t0 for d in r.decisions("rejected")} >= {failover.start_ms}
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("stall:broker=2:start=30s:end=90s", Fault("stall", 30_000, 90_000, broker=2)),
-    ("slow:broker=3:start=1.5m:share=0.25:rtt=800ms", Fault("slow", 90_000, broker=3, share=0.25, rtt_ms=800)),
-    ("crash:broker=1:start=10", Fault("crash", 10_000, broker=1)),
-    ("failover:start=20s:to=3:stale=5", Fault("failover", 20_000, to=3, stale=5)),
-    ("burst:broker=2:start=0s:end=2m:resume=3s", Fault("burst", 0, 120_000, broker=2, resume_ms=3000)),
-    ("elect:start=500ms", Fault("elect", 500)),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("stall:broker=2:start=30s:end=90s", Fault("stall", 30_000, 90_000, broker=2)),
+        ("slow:broker=3:start=1.5m:share=0.25:rtt=800ms", Fault("slow", 90_000, broker=3, share=0.25, rtt_ms=800)),
+        ("crash:broker=1:start=10", Fault("crash", 10_000, broker=1)),
+        ("failover:start=20s:to=3:stale=5", Fault("failover", 20_000, to=3, stale=5)),
+        ("burst:broker=2:start=0s:end=2m:resume=3s", Fault("burst", 0, 120_000, broker=2, resume_ms=3000)),
+        ("elect:start=500ms", Fault("elect", 500)),
+    ],
+)
 def test_fault_language(text, expected):
     assert parse_fault(text, brokers=4) == expected
     assert parse_fault(str(expected), brokers=4) == expected
 
 
-@pytest.mark.parametrize("text, message", [
-    ("nap:broker=1:start=1s", "fault kind 'nap'"),
-    ("stall:start=1s", "stall: missing broker="),
-    ("stall:broker=1:start=1s:share=0.5", "stall: unknown key 'share'"),
-    ("stall:broker=9:start=1s", "brokers are 1..4"),
-    ("stall:broker=1:start=10s:end=5s", "end must be after start"),
-    ("stall:broker=1:start=soon", "expected a time like 30s"),
-    ("slow:broker=1:start=1s:share=1.5", "between 0 and 1"),
-    ("burst:broker=1:start=1s", "burst: missing end="),
-    ("stall:broker=1:start", "expected KEY=VALUE"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("nap:broker=1:start=1s", "fault kind 'nap'"),
+        ("stall:start=1s", "stall: missing broker="),
+        ("stall:broker=1:start=1s:share=0.5", "stall: unknown key 'share'"),
+        ("stall:broker=9:start=1s", "brokers are 1..4"),
+        ("stall:broker=1:start=10s:end=5s", "end must be after start"),
+        ("stall:broker=1:start=soon", "expected a time like 30s"),
+        ("slow:broker=1:start=1s:share=1.5", "between 0 and 1"),
+        ("burst:broker=1:start=1s", "burst: missing end="),
+        ("stall:broker=1:start", "expected KEY=VALUE"),
+    ],
+)
 def test_fault_language_errors_name_the_problem(text, message):
     with pytest.raises(ConfigError, match=message.replace(".", r"\.").replace("(", r"\(")):
         parse_fault(text, brokers=4)
 
 
 def test_durations():
-    assert [parse_duration(v) for v in ("250ms", "2s", "1.5m", "1h", 3, "7")] == [250, 2000, 90_000, 3_600_000,
-                                                                                 3000, 7000]
+    assert [parse_duration(v) for v in ("250ms", "2s", "1.5m", "1h", 3, "7")] == [
+        250,
+        2000,
+        90_000,
+        3_600_000,
+        3000,
+        7000,
+    ]
 
 
-@pytest.mark.parametrize("shape, message", [
-    ({"topics": (TopicSpec("t", 1, 5),)}, "replication factor must be 1..4"),
-    ({"topics": (TopicSpec("bad topic", 1, 2),)}, "1-249 characters"),
-    ({"brokers": 0}, "brokers: must be >= 1"),
-])
+@pytest.mark.parametrize(
+    "shape, message",
+    [
+        ({"topics": (TopicSpec("t", 1, 5),)}, "replication factor must be 1..4"),
+        ({"topics": (TopicSpec("bad topic", 1, 2),)}, "1-249 characters"),
+        ({"brokers": 0}, "brokers: must be >= 1"),
+    ],
+)
 def test_cluster_shape_errors(shape, message):
     with pytest.raises(ConfigError, match=message):
         SimConfig(**shape)

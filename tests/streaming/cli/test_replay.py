@@ -11,7 +11,7 @@ import pytest
 
 from state.config import Config, ConfigError
 
-SCENARIOS = Path(__file__).parent.parent / "scenarios"
+SCENARIOS = Path(__file__).parents[2] / "scenarios"
 STUCK = SCENARIOS / "01-stuck-follower-shrink.events.jsonl"
 
 
@@ -22,18 +22,39 @@ def isrwatch(*args: str) -> subprocess.CompletedProcess:
 def test_help_explains_every_option() -> None:
     proc = isrwatch("replay", "--help")
     assert proc.returncode == 0
-    for option in ("--out", "--config", "--set", "--until", "--engine", "replica_lag_time_max_ms",
-                   "isr_change_linger_ms", "min_insync_replicas_by_topic"):
+    for option in (
+        "--out",
+        "--config",
+        "--set",
+        "--until",
+        "--engine",
+        "replica_lag_time_max_ms",
+        "isr_change_linger_ms",
+        "min_insync_replicas_by_topic",
+    ):
         assert option in proc.stdout
 
 
 def test_outputs_and_summary(tmp_path: Path) -> None:
-    proc = isrwatch("replay", str(STUCK), "--set", "replica_lag_time_max_ms=10000", "--until", "25000",
-                    "--out", str(tmp_path / "out"))
+    proc = isrwatch(
+        "replay",
+        str(STUCK),
+        "--set",
+        "replica_lag_time_max_ms=10000",
+        "--until",
+        "25000",
+        "--out",
+        str(tmp_path / "out"),
+    )
     assert proc.returncode == 0, proc.stderr
     out = tmp_path / "out"
     assert sorted(p.name for p in out.iterdir()) == [
-        "dead_letter.jsonl", "decisions.jsonl", "propagations.jsonl", "state.jsonl", "summary.json"]
+        "dead_letter.jsonl",
+        "decisions.jsonl",
+        "propagations.jsonl",
+        "state.jsonl",
+        "summary.json",
+    ]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["decisions_by_kind"] == {"leader_and_isr": 1, "shrink": 1}
     assert summary["shrinks_by_reason"] == {"stuck": 1}
@@ -45,10 +66,12 @@ def test_outputs_and_summary(tmp_path: Path) -> None:
 
 
 def test_what_if_a_longer_lag_avoids_the_shrink(tmp_path: Path) -> None:
-    short = isrwatch("replay", str(STUCK), "--set", "replica_lag_time_max_ms=10000", "--until", "25000",
-                     "--out", str(tmp_path / "a"))
-    long = isrwatch("replay", str(STUCK), "--set", "replica_lag_time_max_ms=30000", "--until", "25000",
-                    "--out", str(tmp_path / "b"))
+    short = isrwatch(
+        "replay", str(STUCK), "--set", "replica_lag_time_max_ms=10000", "--until", "25000", "--out", str(tmp_path / "a")
+    )
+    long = isrwatch(
+        "replay", str(STUCK), "--set", "replica_lag_time_max_ms=30000", "--until", "25000", "--out", str(tmp_path / "b")
+    )
     assert short.returncode == long.returncode == 0
     assert json.loads((tmp_path / "a" / "summary.json").read_text())["decisions_by_kind"].get("shrink") == 1
     assert "shrink" not in json.loads((tmp_path / "b" / "summary.json").read_text())["decisions_by_kind"]
@@ -71,13 +94,16 @@ def test_events_after_until_are_reported(tmp_path: Path) -> None:
     assert "were not applied" in proc.stderr
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["--set", "replica_lag_time_max_ms=abc"], "is not JSON"),
-    (["--set", "no_such_key=1"], "unknown config key 'no_such_key'"),
-    (["--set", "replica_lag_time_max_ms=0"], "must be >= 1"),
-    (["--set", "isr_change_linger_ms"], "expected KEY=VALUE"),
-    (["--config", "/nonexistent.json"], "--config /nonexistent.json"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--set", "replica_lag_time_max_ms=abc"], "is not JSON"),
+        (["--set", "no_such_key=1"], "unknown config key 'no_such_key'"),
+        (["--set", "replica_lag_time_max_ms=0"], "must be >= 1"),
+        (["--set", "isr_change_linger_ms"], "expected KEY=VALUE"),
+        (["--config", "/nonexistent.json"], "--config /nonexistent.json"),
+    ],
+)
 def test_bad_configuration_is_a_clear_error(args: list[str], message: str, tmp_path: Path) -> None:
     proc = isrwatch("replay", str(STUCK), "--out", str(tmp_path), *args)
     assert proc.returncode == 2
