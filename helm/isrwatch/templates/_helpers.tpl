@@ -42,10 +42,72 @@ app.kubernetes.io/part-of: isrwatch
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
 {{- end -}}
 
-{{/* The store URL without the password: libpq reads it from PGPASSWORD. */}}
+{{/* The API's store URL, without the password (libpq reads it from PGPASSWORD): the server of store.* in
+production, the demo pod's PostgreSQL through its Service in demo mode. */}}
 {{- define "isrwatch.storeUrl" -}}
+{{- if eq .Values.mode "demo" -}}
+{{- include "isrwatch.demoStoreUrl" (dict "root" . "host" (include "isrwatch.demoDatabase" .)) -}}
+{{- else -}}
 {{- with .Values.store -}}
 {{- printf "postgresql://%s@%s:%d/%s?sslmode=%s" .user .host (int .port) .database .sslMode -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The Secret and key holding the store's password (PGPASSWORD): store.passwordSecret, or the demo's own. */}}
+{{- define "isrwatch.passwordSecretName" -}}
+{{- if eq .Values.mode "demo" -}}
+{{- include "isrwatch.demoDatabase" . -}}
+{{- else -}}
+{{- .Values.store.passwordSecret.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "isrwatch.passwordSecretKey" -}}
+{{- if eq .Values.mode "demo" -}}
+password
+{{- else -}}
+{{- .Values.store.passwordSecret.key -}}
+{{- end -}}
+{{- end -}}
+
+{{/* `--set KEY=JSON` arguments, one list item each, for a dict of isrwatch configuration keys. */}}
+{{- define "isrwatch.configArgs" -}}
+{{- range $key, $value := . }}
+- --set
+- {{ printf "%s=%s" $key (toJson $value) | quote }}
+{{- end }}
+{{- end -}}
+
+{{/* The demo's PostgreSQL: its Service and password Secret, its user and database, its URL from `host`. */}}
+{{- define "isrwatch.demoDatabase" -}}
+{{- include "isrwatch.componentName" (dict "root" . "component" "demo-postgresql") -}}
+{{- end -}}
+
+{{- define "isrwatch.demoDatabaseUser" -}}
+isrwatch
+{{- end -}}
+
+{{- define "isrwatch.demoStoreUrl" -}}
+{{- $user := include "isrwatch.demoDatabaseUser" .root -}}
+{{- printf "postgresql://%s@%s:5432/%s?sslmode=disable" $user .host $user -}}
+{{- end -}}
+
+{{/* The demo's isrwatch configuration: `config` over demo.config. */}}
+{{- define "isrwatch.demoConfig" -}}
+{{- toJson (mergeOverwrite (deepCopy .Values.demo.config) .Values.config) -}}
+{{- end -}}
+
+{{/* Production values in demo mode are a mistake (an old values file without `mode: production`?): say so
+instead of installing a demo in place of the stream they describe. */}}
+{{- define "isrwatch.checkDemoValues" -}}
+{{- $set := list -}}
+{{- if .Values.kafka.bootstrapServers }}{{ $set = append $set "kafka.bootstrapServers" }}{{ end -}}
+{{- if .Values.kafka.topics }}{{ $set = append $set "kafka.topics" }}{{ end -}}
+{{- if .Values.store.host }}{{ $set = append $set "store.host" }}{{ end -}}
+{{- if .Values.store.passwordSecret.name }}{{ $set = append $set "store.passwordSecret.name" }}{{ end -}}
+{{- if $set -}}
+{{- fail (printf "mode is demo (the default), but %s %s set: that is production configuration. Add mode: production to run the stream on Kafka and your PostgreSQL (deploy/README.md), or leave %s out for the demo." (join ", " $set) (ternary "is" "are" (eq (len $set) 1)) (ternary "it" "them" (eq (len $set) 1))) -}}
 {{- end -}}
 {{- end -}}
 
