@@ -15,7 +15,7 @@ import yaml
 
 from state.config import Config
 from streaming.cli import build_parser
-from streaming.simulator import SCENARIOS
+from streaming.sim.faults import SCENARIOS
 from tests.deploy.support import CHART, HELM, VALUES, helm_template, run
 
 SCHEMA = json.loads((CHART / "values.schema.json").read_text())

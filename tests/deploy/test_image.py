@@ -26,6 +26,7 @@ from tests.net import free_port
 
 DOCKERFILE = ROOT / "deploy" / "Dockerfile"
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
+TOP_LEVEL_PACKAGES = sorted({p.split(".")[0] for p in PYPROJECT["tool"]["setuptools"]["packages"]})
 VALUES = yaml.safe_load((CHART / "values.yaml").read_text())
 
 
@@ -239,7 +240,7 @@ def test_build_context_keeps_what_pip_install_needs() -> None:
         if line.startswith("!")
     }
     needed = {
-        *PYPROJECT["tool"]["setuptools"]["packages"],
+        *TOP_LEVEL_PACKAGES,
         "pyproject.toml",
         PYPROJECT["project"]["readme"],
         "deploy/spark_main.py",
@@ -253,7 +254,7 @@ def test_the_installed_package_carries_every_file_of_its_packages(tmp_path) -> N
     run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", tmp_path, ROOT])
     [wheel] = tmp_path.glob("isrwatch-*.whl")
     packed = set(zipfile.ZipFile(wheel).namelist())
-    tracked = run(["git", "ls-files", *PYPROJECT["tool"]["setuptools"]["packages"]], cwd=ROOT).stdout.split()
+    tracked = run(["git", "ls-files", *TOP_LEVEL_PACKAGES], cwd=ROOT).stdout.split()
     assert tracked and [path for path in tracked if path not in packed] == []
 
 
