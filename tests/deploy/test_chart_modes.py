@@ -20,8 +20,15 @@ from tests.deploy.support import CHART, HELM, VALUES, helm_template, run
 
 SCHEMA = json.loads((CHART / "values.schema.json").read_text())
 DEFAULTS = yaml.safe_load((CHART / "values.yaml").read_text())
-PRODUCTION_KINDS = {"SparkApplication", "ServiceMonitor", "PrometheusRule", "PersistentVolumeClaim", "ServiceAccount",
-                    "Role", "RoleBinding"}
+PRODUCTION_KINDS = {
+    "SparkApplication",
+    "ServiceMonitor",
+    "PrometheusRule",
+    "PersistentVolumeClaim",
+    "ServiceAccount",
+    "Role",
+    "RoleBinding",
+}
 
 
 def demo() -> tuple[dict, ...]:
@@ -30,8 +37,11 @@ def demo() -> tuple[dict, ...]:
 
 
 def component(kind: str, name: str) -> dict:
-    [doc] = [doc for doc in demo() if doc["kind"] == kind
-             and doc["metadata"]["labels"]["app.kubernetes.io/component"] == name]
+    [doc] = [
+        doc
+        for doc in demo()
+        if doc["kind"] == kind and doc["metadata"]["labels"]["app.kubernetes.io/component"] == name
+    ]
     return doc
 
 
@@ -59,8 +69,9 @@ def test_defaults_pass_helm_lint_strict() -> None:
 def test_defaults_install_the_demo_without_custom_resources() -> None:
     """No values: a demo pod, its database Service and Secret, the API; nothing a plain cluster lacks the CRDs of."""
     kinds = sorted(doc["kind"] for doc in demo())
-    assert kinds == sorted(["Deployment", "Deployment", "Service", "Service", "Secret", "NetworkPolicy",
-                            *["ConfigMap"] * 4])
+    assert kinds == sorted(
+        ["Deployment", "Deployment", "Service", "Service", "Secret", "NetworkPolicy", *["ConfigMap"] * 4]
+    )
     assert not PRODUCTION_KINDS & set(kinds)
     assert list(containers()) == ["postgresql", "simulator", "stream"]
 
@@ -79,7 +90,11 @@ def test_demo_simulator_feeds_the_stream_with_the_same_configuration() -> None:
     stream = build_parser().parse_args(pod["stream"]["args"])
     assert pod["simulator"]["command"] == pod["stream"]["command"] == ["isrwatch"]
     assert (simulator.command, simulator.scenario, simulator.speed, simulator.duration) == (
-        "simulate", DEFAULTS["demo"]["simulator"]["scenario"], 1.0, "0")
+        "simulate",
+        DEFAULTS["demo"]["simulator"]["scenario"],
+        1.0,
+        "0",
+    )
     assert (stream.command, stream.source) == ("run", f"files:{simulator.out_dir}")
     mounts = [{m["mountPath"]: m["name"] for m in pod[name]["volumeMounts"]} for name in ("simulator", "stream")]
     assert mounts[0] == mounts[1]
@@ -89,13 +104,19 @@ def test_demo_simulator_feeds_the_stream_with_the_same_configuration() -> None:
     assert Config().with_overrides(stream.set) == config
     for key, value in DEFAULTS["demo"]["config"].items():
         assert getattr(config, key) == value
-    assert (stream.trigger, stream.driver_memory) == (DEFAULTS["demo"]["stream"]["triggerSeconds"],
-                                                      DEFAULTS["demo"]["stream"]["driverMemory"])
+    assert (stream.trigger, stream.driver_memory) == (
+        DEFAULTS["demo"]["stream"]["triggerSeconds"],
+        DEFAULTS["demo"]["stream"]["driverMemory"],
+    )
 
 
 def test_config_values_win_over_the_demo_config() -> None:
-    pod = {c["name"]: c for doc in helm_template(sets=("config.replica_lag_time_max_ms=20000",))
-           if doc["kind"] == "Deployment" for c in doc["spec"]["template"]["spec"]["containers"]}
+    pod = {
+        c["name"]: c
+        for doc in helm_template(sets=("config.replica_lag_time_max_ms=20000",))
+        if doc["kind"] == "Deployment"
+        for c in doc["spec"]["template"]["spec"]["containers"]
+    }
     for name in ("simulator", "stream"):
         config = Config().with_overrides(build_parser().parse_args(pod[name]["args"]).set)
         assert (config.replica_lag_time_max_ms, config.schedule_origin_ms) == (20000, 0)
@@ -161,12 +182,25 @@ def _render_notes(tmp_path: Path, *args: str) -> str:
     shutil.copytree(CHART, chart)
     notes = (chart / "templates" / "NOTES.txt").read_text()
     (chart / "templates" / "_notes_under_test.tpl").write_text(
-        '{{- define "notes-under-test" -}}\n' + notes + "\n{{- end -}}\n")
+        '{{- define "notes-under-test" -}}\n' + notes + "\n{{- end -}}\n"
+    )
     (chart / "templates" / "notes-under-test.yaml").write_text(
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: notes\n"
-        'data:\n  notes: {{ include "notes-under-test" . | toJson }}\n')
-    out = run([HELM, "template", "isrwatch", chart, "--namespace", "kafka-monitoring",
-               "--show-only", "templates/notes-under-test.yaml", *args]).stdout
+        'data:\n  notes: {{ include "notes-under-test" . | toJson }}\n'
+    )
+    out = run(
+        [
+            HELM,
+            "template",
+            "isrwatch",
+            chart,
+            "--namespace",
+            "kafka-monitoring",
+            "--show-only",
+            "templates/notes-under-test.yaml",
+            *args,
+        ]
+    ).stdout
     return yaml.safe_load(out)["data"]["notes"]
 
 
@@ -204,8 +238,12 @@ def test_production_without_values_names_every_required_value() -> None:
 
 
 def test_api_alone_in_production_needs_no_kafka() -> None:
-    kinds = {doc["kind"] for doc in helm_template(sets=("mode=production", "stream.enabled=false", "store.host=pg",
-                                                         "store.passwordSecret.name=pg"))}
+    kinds = {
+        doc["kind"]
+        for doc in helm_template(
+            sets=("mode=production", "stream.enabled=false", "store.host=pg", "store.passwordSecret.name=pg")
+        )
+    }
     assert kinds == {"Deployment", "Service", "NetworkPolicy", "ConfigMap"}
 
 

@@ -101,7 +101,8 @@ def _sha256(path: Path) -> str:
 def _provisioned_jars() -> Path:
     assert PROVISIONED.is_dir() and any(PROVISIONED.glob("*.jar")), (
         f"{PROVISIONED} is missing or empty: `bash scripts/provision.sh` (run by `make test`) resolves the Kafka "
-        "connector's runtime dependencies into it")
+        "connector's runtime dependencies into it"
+    )
     return PROVISIONED
 
 
@@ -150,8 +151,9 @@ def maven_mirror(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     for _, path in _pins():
         (root / path).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(jars / Path(path).name, root / path)
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", free_port()),
-                                             functools.partial(_QuietHandler, directory=str(root)))
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", free_port()), functools.partial(_QuietHandler, directory=str(root))
+    )
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     try:
@@ -162,8 +164,9 @@ def maven_mirror(tmp_path: Path) -> Iterator[tuple[str, Path]]:
         thread.join(timeout=10)
 
 
-def _run_fetch_step(tmp_path: Path, repository: str, pins: str | None = None,
-                    spark_version: str = ARGS["SPARK_VERSION"]) -> tuple[subprocess.CompletedProcess, Path]:
+def _run_fetch_step(
+    tmp_path: Path, repository: str, pins: str | None = None, spark_version: str = ARGS["SPARK_VERSION"]
+) -> tuple[subprocess.CompletedProcess, Path]:
     """The Dockerfile's connector step, run as the build runs it (its SHELL, the build arguments in the
     environment) against a Spark home whose jars/ has the names of PySpark's jars."""
     assert shutil.which("wget"), "wget is missing: the image's download step needs it (scripts/provision.sh)"
@@ -174,10 +177,21 @@ def _run_fetch_step(tmp_path: Path, repository: str, pins: str | None = None,
     spark_jars.mkdir(parents=True)
     for jar in PYSPARK_JARS.glob("*.jar"):
         (spark_jars / jar.name).touch()
-    env = {"PATH": os.environ["PATH"], "SPARK_HOME": str(spark_jars.parent), "SPARK_VERSION": spark_version,
-           "SCALA_BINARY_VERSION": ARGS["SCALA_BINARY_VERSION"], "MAVEN_REPOSITORY": repository}
-    proc = subprocess.run([*SHELL, FETCH.replace(FETCH_DIR, str(work))], env=env, cwd=tmp_path,
-                          capture_output=True, text=True, timeout=120)
+    env = {
+        "PATH": os.environ["PATH"],
+        "SPARK_HOME": str(spark_jars.parent),
+        "SPARK_VERSION": spark_version,
+        "SCALA_BINARY_VERSION": ARGS["SCALA_BINARY_VERSION"],
+        "MAVEN_REPOSITORY": repository,
+    }
+    proc = subprocess.run(
+        [*SHELL, FETCH.replace(FETCH_DIR, str(work))],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     return proc, spark_jars
 
 
@@ -199,9 +213,13 @@ BUILD_FAILURES = {
     "an artifact Spark already ships": (
         lambda mirror, path: None,
         {"pins": PIN_FILE.read_text() + "0" * 64 + "  org/lz4/lz4-java/1.8.0/lz4-java-1.8.0.jar\n"},
-        "already has lz4-java"),
-    "no connector for the Spark version": (lambda mirror, path: None, {"spark_version": "9.9.9"},
-                                           "pins no spark-sql-kafka-0-10_2.13 9.9.9"),
+        "already has lz4-java",
+    ),
+    "no connector for the Spark version": (
+        lambda mirror, path: None,
+        {"spark_version": "9.9.9"},
+        "pins no spark-sql-kafka-0-10_2.13 9.9.9",
+    ),
 }
 
 
