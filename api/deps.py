@@ -12,7 +12,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from state.store import Store
+from state.store import EventTime, Store
 
 from .errors import ApiError
 from .settings import Settings
@@ -30,13 +30,12 @@ StoreDep = Annotated[Store, Depends(get_store)]
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 
 
-async def event_time_now(store: StoreDep) -> int | None:
-    """Event-time "now": the settled watermark of the last batch (None before the first batch)."""
-    position = store.stream_position()
-    return None if position is None else position.watermark_ms
+async def event_time(store: StoreDep) -> EventTime:
+    """Event-time "now", per cluster: how far the stream has settled each (SPEC §6); never the wall clock."""
+    return store.event_time()
 
 
-NowDep = Annotated[int | None, Depends(event_time_now)]
+NowDep = Annotated[EventTime, Depends(event_time)]
 
 _bearer = HTTPBearer(auto_error=False, description="set when the API runs with --token / ISRWATCH_API_TOKEN")
 

@@ -17,7 +17,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from state import metrics as m
-from state.store import Store, StreamPosition
+from state.store import EventTime, Store, StreamPosition
 
 from .settings import Settings
 
@@ -36,14 +36,14 @@ class StoreCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         store = self.store
         position = store.stream_position()
-        now_ms = None if position is None else position.watermark_ms
-        yield from self._partitions(now_ms)
-        yield from self._followers(now_ms)
-        yield from self._brokers(now_ms)
+        now = store.event_time()
+        yield from self._partitions(now)
+        yield from self._followers(now)
+        yield from self._brokers(now)
         yield from self._tallies()
-        yield from self._stream(position)
+        yield from self._stream(position, now)
 
-    def _partitions(self, now_ms: int | None) -> Iterator[Metric]:
+    def _partitions(self, now: EventTime) -> Iterator[Metric]:
         by_state = _gauge(m.PARTITIONS)
         singles = {flag: _gauge(metric) for flag, metric in m.PARTITIONS_BY_FLAG.items()}
         for cluster, total, *counts in self.store.partition_counts():
@@ -54,10 +54,8 @@ class StoreCollector(Collector):
         yield by_state
         yield from singles.values()
         predicted = _gauge(m.FOLLOWERS_PREDICTED_TO_SHRINK)
-        if now_ms is not None:
-            counts = self.store.followers_predicted_to_shrink(now_ms, self.settings.shrink_window_ms)
-            for cluster, count in counts.items():
-                predicted.add_metric([cluster], count)
+        for cluster, count in self.store.followers_predicted_to_shrink(now, self.settings.shrink_window_ms).items():
+            predicted.add_metric([cluster], count)
         yield predicted
         yield from self._allow_listed_partitions()
 
@@ -77,7 +75,7 @@ class StoreCollector(Collector):
             under.add_metric(labels, int(record.under_replicated))
         yield from (isr, assigned, under)
 
-    def _followers(self, now_ms: int | None) -> Iterator[Metric]:
+    def _followers(self, now: EventTime) -> Iterator[Metric]:
         """Top-N ISR followers by time since caught up and top-N by lag, plus every follower of allow-listed topics."""
         since, lag = _gauge(m.FOLLOWER_TIME_SINCE_CAUGHT_UP), _gauge(m.FOLLOWER_LAG_OFFSETS)
         store, n = self.store, self.settings.top_followers
@@ -86,6 +84,7 @@ class StoreCollector(Collector):
         laggiest = store.followers(order="lag", limit=n) if n > 0 else []
 
         def seconds_since(row: tuple) -> float | None:
+            now_ms = now.of(row[0])
             return (now_ms - row[4]) / 1000 if row[6] and now_ms is not None else None
 
         for family, rows, value in ((since, slowest + listed, seconds_since), (lag, laggiest + listed, lambda r: r[5])):
@@ -98,11 +97,12 @@ class StoreCollector(Collector):
         yield since
         yield lag
 
-    def _brokers(self, now_ms: int | None) -> Iterator[Metric]:
+    def _brokers(self, now: EventTime) -> Iterator[Metric]:
         pending, since = _gauge(m.BROKER_PENDING_ISR_CHANGES), _gauge(m.BROKER_SECONDS_SINCE_LAST_PROPAGATION)
         for b in self.store.broker_propagation():
             labels = [b["cluster"], str(b["broker"])]
             pending.add_metric(labels, len(b["pending"]))
+            now_ms = now.of(b["cluster"])
             if now_ms is not None and b["last_propagation_ms"] is not None:
                 since.add_metric(labels, (now_ms - b["last_propagation_ms"]) / 1000)
         yield pending
@@ -136,7 +136,7 @@ class StoreCollector(Collector):
                 family.add_metric([cluster], series, sums[str(metric.tally)].get(cluster, 0.0))
             yield family
 
-    def _stream(self, position: StreamPosition | None) -> Iterator[Metric]:
+    def _stream(self, position: StreamPosition | None, now: EventTime) -> Iterator[Metric]:
         wall_s = time.time()
         progress = self.store.latest_progress() or {}
         gauges = [
@@ -156,6 +156,10 @@ class StoreCollector(Collector):
             if value is not None:
                 family.add_metric([], value)
             yield family
+        clusters = _gauge(m.STREAM_CLUSTER_EVENT_TIME)
+        for cluster, frontier in sorted(now.clusters.items()):
+            clusters.add_metric([cluster], frontier / 1000)
+        yield clusters
 
 
 def _scaled(value: float | None, divisor: float) -> float | None:

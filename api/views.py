@@ -8,6 +8,7 @@ from typing import Any
 import msgspec
 
 from state.records import FollowerRecord, PartitionRecord, Propagation, shrink_predicted
+from state.store import EventTime
 
 
 def _since(now_ms: int | None, then_ms: int | None) -> int | None:
@@ -18,8 +19,10 @@ def _predicted(f: FollowerRecord, now_ms: int | None, window_ms: int | None) -> 
     return shrink_predicted(f.shrink_eligible_at_ms, f.last_caught_up_ms, now_ms, window_ms)
 
 
-def partition_summary(record: PartitionRecord, now_ms: int | None, window_ms: int | None) -> dict:
-    """Cruise Control's partition state shape plus the SPEC §5 health flags and the shrink outlook."""
+def partition_summary(record: PartitionRecord, now: EventTime, window_ms: int | None) -> dict:
+    """Cruise Control's partition state shape plus the SPEC §5 health flags and the shrink outlook, judged at the
+    partition's cluster's event time."""
+    now_ms = now.of(record.cluster)
     members = set(record.isr)
     return {
         "cluster": record.cluster,
@@ -40,8 +43,9 @@ def partition_summary(record: PartitionRecord, now_ms: int | None, window_ms: in
     }
 
 
-def partition_detail(record: PartitionRecord, now_ms: int | None, window_ms: int | None) -> dict:
+def partition_detail(record: PartitionRecord, now: EventTime, window_ms: int | None) -> dict:
     """The full SPEC §5 record, each follower with how long ago it caught up and its shrink outlook."""
+    now_ms = now.of(record.cluster)
     followers = [
         {
             **msgspec.structs.asdict(f),
@@ -51,7 +55,7 @@ def partition_detail(record: PartitionRecord, now_ms: int | None, window_ms: int
         for f in record.followers
     ]
     return {
-        **partition_summary(record, now_ms, window_ms),
+        **partition_summary(record, now, window_ms),
         "controller_epoch": record.controller_epoch,
         "partition_epoch": record.partition_epoch,
         "isr": record.isr,
@@ -61,7 +65,8 @@ def partition_detail(record: PartitionRecord, now_ms: int | None, window_ms: int
     }
 
 
-def broker_summary(broker: Mapping[str, Any], now_ms: int | None) -> dict:
+def broker_summary(broker: Mapping[str, Any], now: EventTime) -> dict:
+    now_ms = now.of(broker["cluster"])
     return {
         "cluster": broker["cluster"],
         "broker": broker["broker"],
@@ -76,11 +81,12 @@ def broker_summary(broker: Mapping[str, Any], now_ms: int | None) -> dict:
 
 
 def broker_detail(
-    broker: Mapping[str, Any], out_of_sync: list[dict], recent_batches: list[Propagation], now_ms: int | None
+    broker: Mapping[str, Any], out_of_sync: list[dict], recent_batches: list[Propagation], now: EventTime
 ) -> dict:
     """A broker's replica duties, its pending ISR-change set and its recent batches."""
+    now_ms = now.of(broker["cluster"])
     return {
-        **broker_summary(broker, now_ms),
+        **broker_summary(broker, now),
         "pending_isr_changes": broker["pending"],
         "first_change_ts": broker["first_change_ts"],
         "out_of_sync_followers": [

@@ -24,6 +24,7 @@ class Config:
     min_insync_replicas: int = 1
     min_insync_replicas_by_topic: dict[str, int] = field(default_factory=dict)
     allowed_lateness_ms: int = 5000
+    max_future_ms: int = 60000  # an event dated more than this ahead of its arrival is refused (ts_in_future)
 
     @property
     def expiration_interval_ms(self) -> int:

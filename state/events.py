@@ -74,6 +74,7 @@ class Tick(_Event, kw_only=True, tag="tick"):
 Event = LeaderAndIsr | Fetch | Append | Tick
 
 _decoder: msgspec.json.Decoder[Event] = msgspec.json.Decoder(Event)
+_any_json = msgspec.json.Decoder()
 _FIELD_AT = re.compile(r"at `\$\.([A-Za-z_][A-Za-z0-9_]*)")
 _FIELD_MISSING = re.compile(r"missing required field `([^`]+)`")
 
@@ -81,6 +82,7 @@ _FIELD_MISSING = re.compile(r"missing required field `([^`]+)`")
 _CATEGORIES = (
     ("invalid JSON", "invalid_json"),
     ("late", "late"),
+    ("ts_in_future", "ts_in_future"),
     ("Object missing required field `type`", "missing_type"),
     ("Object missing required field", "missing_field"),
     ("Invalid value", "unknown_type"),
@@ -119,10 +121,30 @@ class DeadLetter(Struct, kw_only=True):
         return record
 
 
-def parse_event(raw: bytes | str, seq: int, arrival: int = 0) -> Event | DeadLetter:
-    """Decode and validate one JSON line; `seq` is used when the event carries none (its line number)."""
+_BOM = ("\ufeff", b"\xef\xbb\xbf")
+
+
+def _decode(raw: bytes | str, decoder: Any) -> Any:
+    """Decode untrusted text; a leading UTF-8 byte-order mark is allowed. Raises DecodeError for anything that is
+    not JSON this reader can hold: invalid UTF-8 inside a string, nesting deeper than the decoder's limit."""
+    body = raw[len(_BOM[0]) :] if isinstance(raw, str) and raw.startswith(_BOM[0]) else raw
+    if isinstance(body, bytes | bytearray) and body.startswith(_BOM[1]):
+        body = body[len(_BOM[1]) :]
     try:
-        event = _decoder.decode(raw)
+        return decoder.decode(body)
+    except UnicodeDecodeError as exc:
+        raise msgspec.DecodeError(f"invalid UTF-8 at byte {exc.start}") from None
+    except RecursionError:
+        raise msgspec.DecodeError("nested too deeply") from None
+
+
+def parse_event(raw: bytes | str, seq: int, arrival: int = 0) -> Event | DeadLetter:
+    """Decode and validate one JSON line; `seq` is used when the event carries none (its line number).
+
+    Never raises: whatever the bytes, the result is an event or a dead letter with the reason.
+    """
+    try:
+        event: Event = _decode(raw, _decoder)
     except msgspec.ValidationError as exc:
         return _dead(raw, str(exc))
     except msgspec.DecodeError as exc:
@@ -133,6 +155,22 @@ def parse_event(raw: bytes | str, seq: int, arrival: int = 0) -> Event | DeadLet
         event.seq = seq
     event.arrival = arrival
     return event
+
+
+def in_future(event: Event, raw: bytes | str, received_ms: int, max_future_ms: int) -> DeadLetter | None:
+    """The dead letter of an event dated more than `max_future_ms` ahead of when it arrived, else None.
+
+    A broker with a wrong clock must not move event time: such an event changes nothing (SPEC §6).
+    """
+    if event.ts <= received_ms + max_future_ms:
+        return None
+    return DeadLetter(
+        raw=_text(raw),
+        field="ts",
+        ts=event.ts,
+        reason=f"ts_in_future: {event.ts} is more than max_future_ms {max_future_ms} ahead of its "
+        f"arrival at {received_ms}",
+    )
 
 
 def _dead(raw: bytes | str, message: str) -> DeadLetter:
@@ -146,7 +184,7 @@ def _dead(raw: bytes | str, message: str) -> DeadLetter:
 def _salvage_ts(raw: bytes | str) -> int | None:
     """Best-effort event time of a rejected record, so dead letters can be placed in time."""
     try:
-        obj = msgspec.json.decode(raw)
+        obj = _decode(raw, _any_json)
     except (msgspec.DecodeError, msgspec.ValidationError):
         return None
     ts = obj.get("ts") if isinstance(obj, dict) else None

@@ -168,6 +168,12 @@ STREAM_LAST_BATCH_AGE = Metric(
 STREAM_WATERMARK = Metric(
     "isrwatch_stream_watermark_seconds", Kind.GAUGE, "The settled watermark (event time, epoch seconds)"
 )
+STREAM_CLUSTER_EVENT_TIME = Metric(
+    "isrwatch_stream_cluster_event_time_seconds",
+    Kind.GAUGE,
+    "How far the stream has settled each cluster (its event time, epoch seconds): a lagging source shows here",
+    ("cluster",),
+)
 STREAM_WATERMARK_LAG = Metric(
     "isrwatch_stream_watermark_lag_seconds", Kind.GAUGE, "Wall clock minus the settled watermark"
 )
@@ -200,6 +206,7 @@ CATALOGUE: tuple[Metric, ...] = (
     STREAM_LAST_BATCH_AGE,
     STREAM_WATERMARK,
     STREAM_WATERMARK_LAG,
+    STREAM_CLUSTER_EVENT_TIME,
 )
 TALLIED = {m.tally: m for m in CATALOGUE if m.tally}
 

@@ -4,10 +4,12 @@ Each leader broker collects the partitions whose ISR it changed and sends them a
 changes have been quiet for the linger time, or once the max delay since its last batch passed.
 `PropagationBook` holds every broker's pending set and advances, like the partition engine, "up
 to W": fed ISR changes and explicit ticks in any order and cut, it gives the batches of one pass.
+Each cluster keeps its own event time (SPEC §6), so the book advances each cluster to its own W.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from operator import attrgetter
 
 import msgspec
@@ -18,7 +20,7 @@ from .partition import IsrChange, PropagationTick
 from .records import BrokerRecord, Propagation, TopicPartition, Trigger
 from .schedule import INF, first_at_or_after
 
-STATE_VERSION = 1
+STATE_VERSION = 2
 
 
 class Broker(Struct, array_like=True):
@@ -32,12 +34,19 @@ class Broker(Struct, array_like=True):
     last_propagation_ms: int
 
 
-class _BookState(Struct, array_like=True):
-    version: int
-    brokers: list[Broker]
+class ClusterBook(Struct, array_like=True):
+    """One cluster's brokers and the changes and ticks not yet applied, settled up to `applied_until`."""
+
+    cluster: str
+    brokers: dict[int, Broker]
     buffer: list[IsrChange | PropagationTick]
     applied_until: int
     next_check: int
+
+
+class _BookState(Struct, array_like=True):
+    version: int
+    clusters: list[ClusterBook]
 
 
 _encoder = msgspec.msgpack.Encoder()
@@ -45,68 +54,63 @@ _decoder = msgspec.msgpack.Decoder(_BookState)
 
 
 class PropagationBook:
-    """All brokers' pending ISR-change sets, advanced in event time."""
+    """All brokers' pending ISR-change sets, each cluster advanced in its own event time."""
 
     def __init__(self, config: Config, blob: bytes | None = None) -> None:
         self.config = config
         self.interval = config.isr_change_check_interval_ms
         self.origin = config.schedule_origin_ms
-        self.brokers: dict[tuple[str, int], Broker] = {}
-        self.buffer: list[IsrChange | PropagationTick] = []
-        self.applied_until = -INF
-        self.next_check = first_at_or_after(self.origin, self.origin, self.interval)
+        self.clusters: dict[str, ClusterBook] = {}
         if blob is not None:
             state = _decoder.decode(blob)
             if state.version != STATE_VERSION:
                 raise ValueError(f"propagation state version {state.version} is not {STATE_VERSION}")
-            self.brokers = {(b.cluster, b.broker): b for b in state.brokers}
-            self.buffer = state.buffer
-            self.applied_until = state.applied_until
-            self.next_check = state.next_check
-        self._pending = {key for key, b in self.brokers.items() if b.pending}
+            self.clusters = {c.cluster: c for c in state.clusters}
 
     def to_bytes(self) -> bytes:
-        return _encoder.encode(
-            _BookState(STATE_VERSION, list(self.brokers.values()), self.buffer, self.applied_until, self.next_check)
-        )
+        return _encoder.encode(_BookState(STATE_VERSION, list(self.clusters.values())))
 
-    def add(self, items: list[IsrChange | PropagationTick]) -> int:
-        """Buffer changes and ticks; returns how many were too late (before what was already applied)."""
+    def _cluster(self, name: str) -> ClusterBook:
+        book = self.clusters.get(name)
+        if book is None:
+            book = self.clusters[name] = ClusterBook(
+                name, {}, [], -INF, first_at_or_after(self.origin, self.origin, self.interval)
+            )
+        return book
+
+    def add(self, items: Iterable[IsrChange | PropagationTick]) -> int:
+        """Buffer changes and ticks; returns how many were too late (before what their cluster already applied)."""
         late = 0
         for item in items:
-            if item.ts < self.applied_until:
+            book = self._cluster(item.cluster)
+            if item.ts < book.applied_until:
                 late += 1
             else:
-                self.buffer.append(item)
+                book.buffer.append(item)
         return late
 
-    def advance(self, until: int) -> list[Propagation]:
-        """Apply every buffered item and scheduled check strictly before `until`; return the batches."""
+    def advance(self, until: int | Mapping[str, int]) -> list[Propagation]:
+        """Apply every buffered item and scheduled check strictly before `until` (one time for every cluster, or
+        a time per cluster: clusters not named stay where they are); return the batches in time order."""
         out: list[Propagation] = []
-        if until <= self.applied_until:
-            return out
-        self.buffer.sort(key=attrgetter("order"))
-        done = 0
-        for item in self.buffer:
-            if item.ts >= until:
-                break
-            self._run_checks_before(item.ts, out)
-            if type(item) is IsrChange:
-                self._record(item)
-            else:
-                self._check(item.ts, out, item.cluster)
-            done += 1
-        del self.buffer[:done]
-        self._run_checks_before(until, out)
-        self.applied_until = until
+        frontiers = {name: until for name in self.clusters} if isinstance(until, int) else until
+        for name, limit in frontiers.items():
+            self._advance(self._cluster(name), limit, out)
+        out.sort(key=lambda p: (p.ts, p.cluster, p.broker))
         return out
 
     def next_due(self) -> int:
         """The earliest time at which advancing could emit a batch or apply a buffered item."""
-        due = min((item.ts for item in self.buffer), default=INF)
-        if self._pending:
-            due = min(due, max(self.next_check, first_at_or_after(self._deadline() + 1, self.origin, self.interval)))
+        due = INF
+        for book in self.clusters.values():
+            due = min(due, min((item.ts for item in book.buffer), default=INF))
+            deadline = self._deadline(book)
+            if deadline < INF:
+                due = min(due, max(book.next_check, first_at_or_after(deadline + 1, self.origin, self.interval)))
         return due
+
+    def pending_partitions(self) -> int:
+        return sum(len(b.pending) for book in self.clusters.values() for b in book.brokers.values())
 
     def brokers_view(self) -> list[BrokerRecord]:
         """Every broker's throttle state and pending set, for live views."""
@@ -119,43 +123,66 @@ class PropagationBook:
                 last_isr_change_ms=b.last_isr_change_ms,
                 last_propagation_ms=b.last_propagation_ms,
             )
-            for b in sorted(self.brokers.values(), key=lambda b: (b.cluster, b.broker))
+            for _, book in sorted(self.clusters.items())
+            for _, b in sorted(book.brokers.items())
         ]
 
-    def _record(self, change: IsrChange) -> None:
-        key = (change.cluster, change.broker)
-        broker = self.brokers.get(key)
+    def _advance(self, book: ClusterBook, until: int, out: list[Propagation]) -> None:
+        if until <= book.applied_until:
+            return
+        book.buffer.sort(key=attrgetter("order"))
+        done = 0
+        for item in book.buffer:
+            if item.ts >= until:
+                break
+            self._run_checks_before(book, item.ts, out)
+            if type(item) is IsrChange:
+                self._record(book, item)
+            else:
+                self._check(book, item.ts, out)
+            done += 1
+        del book.buffer[:done]
+        self._run_checks_before(book, until, out)
+        book.applied_until = until
+
+    def _record(self, book: ClusterBook, change: IsrChange) -> None:
+        broker = book.brokers.get(change.broker)
         if broker is None:
-            broker = self.brokers[key] = Broker(change.cluster, change.broker, set(), None, self.origin, self.origin)
+            broker = book.brokers[change.broker] = Broker(
+                change.cluster, change.broker, set(), None, self.origin, self.origin
+            )
         broker.pending.add((change.topic, change.partition))
         if broker.first_change_ts is None:
             broker.first_change_ts = change.ts
         broker.last_isr_change_ms = change.ts
-        self._pending.add(key)
 
-    def _deadline(self) -> int:
+    def _deadline(self, book: ClusterBook) -> int:
+        """When the first pending broker may send its batch (INF: nothing pending)."""
         c = self.config
         return min(
-            min(b.last_isr_change_ms + c.isr_change_linger_ms, b.last_propagation_ms + c.isr_change_max_delay_ms)
-            for b in (self.brokers[k] for k in self._pending)
+            (
+                min(b.last_isr_change_ms + c.isr_change_linger_ms, b.last_propagation_ms + c.isr_change_max_delay_ms)
+                for b in book.brokers.values()
+                if b.pending
+            ),
+            default=INF,
         )
 
-    def _run_checks_before(self, limit: int, out: list[Propagation]) -> None:
+    def _run_checks_before(self, book: ClusterBook, limit: int, out: list[Propagation]) -> None:
         """Run the scheduled checks before `limit`, jumping over the ones that cannot emit anything."""
-        while self._pending:
-            at = max(self.next_check, first_at_or_after(self._deadline() + 1, self.origin, self.interval))
+        while (deadline := self._deadline(book)) < INF:
+            at = max(book.next_check, first_at_or_after(deadline + 1, self.origin, self.interval))
             if at >= limit:
                 break
-            self._check(at, out, None)
-            self.next_check = at + self.interval
-        self.next_check = max(self.next_check, first_at_or_after(limit, self.origin, self.interval))
+            self._check(book, at, out)
+            book.next_check = at + self.interval
+        book.next_check = max(book.next_check, first_at_or_after(limit, self.origin, self.interval))
 
-    def _check(self, now: int, out: list[Propagation], cluster: str | None) -> None:
-        """ReplicaManager.maybePropagateIsrChanges at `now` for every broker (of `cluster`)."""
+    def _check(self, book: ClusterBook, now: int, out: list[Propagation]) -> None:
+        """ReplicaManager.maybePropagateIsrChanges at `now` for every broker of the cluster."""
         c = self.config
-        for key in sorted(self._pending):
-            broker = self.brokers[key]
-            if cluster is not None and broker.cluster != cluster:
+        for _, broker in sorted(book.brokers.items()):
+            if not broker.pending:
                 continue
             quiet = broker.last_isr_change_ms + c.isr_change_linger_ms < now
             overdue = broker.last_propagation_ms + c.isr_change_max_delay_ms < now
@@ -174,7 +201,6 @@ class PropagationBook:
                 broker.pending = set()
                 broker.first_change_ts = None
                 broker.last_propagation_ms = now
-                self._pending.discard(key)
 
 
 def _partitions(pending: set[tuple[str, int]]) -> list[TopicPartition]:

@@ -11,7 +11,7 @@ from typing import Any
 
 from .config import Config
 from .engine import PartitionEngine
-from .events import DeadLetter, Event, parse_event
+from .events import DeadLetter, Event, in_future, parse_event
 from .partition import partition_record
 from .propagation import PropagationBook
 from .step import Settled, settle, summarize
@@ -28,9 +28,17 @@ class ReplayResult(Settled):
 
 
 def parse_lines(
-    sources: Iterable[Iterable[bytes | str]], progress: Progress | None = None, every: int = 500_000
+    sources: Iterable[Iterable[bytes | str]],
+    progress: Progress | None = None,
+    every: int = 500_000,
+    now: int | None = None,
+    max_future_ms: int = 0,
 ) -> tuple[list[Event], list[DeadLetter], int]:
-    """Parse every non-blank line; a missing `seq` is the line's number in its file (1-based)."""
+    """Parse every non-blank line; a missing `seq` is the line's number in its file (1-based).
+
+    With `now` (epoch ms), every line counts as arriving then: an event dated more than `max_future_ms` after
+    it is a `ts_in_future` dead letter, as in the stream. Without it the input is trusted.
+    """
     events: list[Event] = []
     dead: list[DeadLetter] = []
     arrival = 0
@@ -42,6 +50,8 @@ def parse_lines(
             # The raw text a dead letter keeps is the line without its ending, as the stream frames it.
             text = line.rstrip(b"\r\n") if isinstance(line, bytes) else line.rstrip("\r\n")
             parsed = parse_event(text, line_no, arrival)
+            if now is not None and not isinstance(parsed, DeadLetter):
+                parsed = in_future(parsed, text, now, max_future_ms) or parsed
             if isinstance(parsed, DeadLetter):
                 dead.append(parsed)
             else:
@@ -92,10 +102,14 @@ def replay(
     until: int | None = None,
     progress: Progress | None = None,
     clock: Clock | None = None,
+    now: int | None = None,
 ) -> ReplayResult:
-    """Parse and replay; the summary adds the line count, the configuration and, given a clock, the rates."""
+    """Parse and replay; the summary adds the line count, the configuration and, given a clock, the rates.
+
+    `now`: judge event times against it as the stream judges them against their arrival (`parse_lines`).
+    """
     started = clock() if clock else 0.0
-    events, dead, lines = parse_lines(sources, progress)
+    events, dead, lines = parse_lines(sources, progress, now=now, max_future_ms=config.max_future_ms)
     if progress:
         progress(f"parsed {lines:,} lines: {len(events):,} events, {len(dead):,} dead letters; applying")
     result = replay_events(events, config, until, dead, clock)

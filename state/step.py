@@ -14,9 +14,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from .engine import PartitionEngine
 from .events import DeadLetter
-from .partition import IsrChange, Outputs, PropagationTick
+from .partition import IsrChange, PropagationTick
 from .propagation import PropagationBook
 from .records import BrokerRecord, Decision, PartitionRecord, Propagation
 
@@ -38,7 +37,11 @@ class StepOutputs(Protocol):
 
 @dataclass
 class Settled:
-    """The outputs of a step, ready for the store, the files or a test; `watermark`: how far they are final."""
+    """The outputs of a step, ready for the store, the files or a test.
+
+    `frontiers`: each cluster's time up to which they are final (its event time, SPEC §6); `watermark`: the
+    newest of those, the stream's "now" as one number.
+    """
 
     decisions: list[Decision] = field(default_factory=list)
     propagations: list[Propagation] = field(default_factory=list)
@@ -47,32 +50,19 @@ class Settled:
     dead_letters: list[DeadLetter] = field(default_factory=list)
     counters: Counter[str] = field(default_factory=Counter)
     watermark: int | None = None
+    frontiers: dict[str, int] = field(default_factory=dict)
+    as_of: dict[tuple[str, str, int], int] = field(default_factory=dict)  # event time each record is exact at
 
     def add_dead_letters(self, dead: Iterable[DeadLetter]) -> None:
         for d in dead:
             self.dead_letters.append(d)
             self.counters[f"dead_letters.{d.category}"] += 1
 
-    def extend(self, other: Settled) -> None:
-        """Append a later step's outputs (records and brokers: the later state wins)."""
-        self.decisions += other.decisions
-        self.propagations += other.propagations
-        self.records = other.records or self.records
-        self.brokers = other.brokers
-        self.dead_letters += other.dead_letters
-        self.counters.update(other.counters)
-        self.watermark = other.watermark if other.watermark is not None else self.watermark
 
-
-def advance(engines: Iterable[PartitionEngine], until: int) -> list[Outputs]:
-    """Every engine advanced to `until` (exclusive), in the given order."""
-    return [engine.advance(until) for engine in engines]
-
-
-def settle(book: PropagationBook, outputs: Iterable[StepOutputs], until: int | None) -> Settled:
+def settle(book: PropagationBook, outputs: Iterable[StepOutputs], until: int | Mapping[str, int] | None) -> Settled:
     """Fold state keys' outputs into one step: the ISR changes and ticks go to the brokers' propagation
-    book, which advances to `until` (None: the book only buffers, nothing is settled yet)."""
-    settled = Settled(watermark=until)
+    book, which advances to `until` (one time, or one per cluster; None: the book only buffers)."""
+    settled = Settled()
     counters = settled.counters
     items: list[IsrChange | PropagationTick] = []
     for out in outputs:
@@ -85,6 +75,8 @@ def settle(book: PropagationBook, outputs: Iterable[StepOutputs], until: int | N
     counters["late_events"] += book.add(items)
     if until is not None:
         settled.propagations = book.advance(until)
+        settled.frontiers = {c: until for c in book.clusters} if isinstance(until, int) else dict(until)
+        settled.watermark = until if isinstance(until, int) else max(until.values(), default=None)
     settled.brokers = book.brokers_view()
     return settled
 
@@ -109,5 +101,5 @@ def summarize(settled: Settled, partitions: int, book: PropagationBook) -> dict[
         "ignored_appends_by_reason": by_reason(counters, "ignored_appends"),
         "dead_letters": len(settled.dead_letters),
         "dead_letters_by_reason": by_reason(counters, "dead_letters"),
-        "partitions_pending_propagation": sum(len(b.pending) for b in book.brokers.values()),
+        "partitions_pending_propagation": book.pending_partitions(),
     }

@@ -13,15 +13,14 @@ from typing import Any
 
 from state.config import Config
 from state.engine import PartitionEngine
-from state.events import DeadLetter, Event, parse_event
+from state.events import Event
 from state.partition import partition_record
 from state.propagation import PropagationBook
 from state.replay import ReplayResult
 from state.step import Settled, settle, summarize
 
 from .reports import Report, decode_bucket
-from .sink import settle_reports
-from .stateful import count_events
+from .sink import BOOK_BLOB, settle_reports
 
 
 class ReplayCollector:
@@ -31,7 +30,7 @@ class ReplayCollector:
         self.config = config
         self.first = first_bucket
         self.total = Settled()
-        self.book_blob: bytes | None = None
+        self.sink_blobs: dict[str, bytes] = {}
         self.blobs: dict[int, bytes] = {}
         self.after_until = 0
         self.events = 0
@@ -39,10 +38,9 @@ class ReplayCollector:
         self.batches = 0
 
     def add(self, reports: Iterable[Report]) -> Settled:
-        """One micro-batch's reports; the propagation book round-trips through bytes as the store keeps it."""
+        """One micro-batch's reports; the sink's state round-trips through bytes as the store keeps it."""
         reports = list(reports)
-        settled, book = settle_reports(self.config, reports, self.book_blob)
-        self.book_blob = book.to_bytes()
+        settled, self.sink_blobs = settle_reports(self.config, reports, self.sink_blobs)
         total = self.total
         total.decisions += settled.decisions
         total.propagations += settled.propagations
@@ -58,29 +56,29 @@ class ReplayCollector:
         return settled
 
     def finish(self, until: int | None) -> ReplayResult:
-        """Parse what each bucket still holds, then advance every engine and the book to `until` (default: the
+        """Advance every bucket's engines, with the events they still hold, and the book to `until` (default: the
         latest event time seen)."""
         total = self.total
-        engines = []
+        end = until if until is not None else self.max_ts
+        outputs = []
+        partitions = []
+        buffered = 0
         for bucket, blob in sorted(self.blobs.items()):
             held = decode_bucket(blob)
-            valid: list[Event] = []
+            waiting: dict[str, list[Event]] = {}
             for chunk in held.pending:
-                for line in chunk.lines():
-                    ev = parse_event(line.raw, line.seq, line.arrival)
-                    if type(ev) is not DeadLetter:
-                        valid.append(ev)
-                    elif bucket == self.first or not line.shared:
-                        total.add_dead_letters([ev])
-            n, latest = count_events(valid, bucket == self.first)
-            self.events, self.max_ts = self.events + n, max(self.max_ts, latest)
-            engine = PartitionEngine(self.config, held.engine, emit_propagation_ticks=bucket == self.first)
-            total.counters["late_events"] += engine.add(valid)
-            engines.append(engine)
-        end = until if until is not None else self.max_ts
-        book = PropagationBook(self.config, self.book_blob)
-        last = settle(book, [engine.advance(end + 1) for engine in engines], end + 1)
-        partitions = sorted((p for engine in engines for p in engine.partitions.values()), key=lambda p: p.key)
+                waiting.setdefault(chunk.cluster, []).extend(chunk.events())
+            for cluster in sorted(held.engines.keys() | waiting.keys()):
+                engine = PartitionEngine(
+                    self.config, held.engines.get(cluster), emit_propagation_ticks=bucket == self.first
+                )
+                total.counters["late_events"] += engine.add(waiting.get(cluster, []))
+                outputs.append(engine.advance(end + 1))
+                partitions.extend(engine.partitions.values())
+                buffered += len(engine.buffer)
+        book = PropagationBook(self.config, self.sink_blobs.get(BOOK_BLOB))
+        last = settle(book, outputs, end + 1)
+        partitions.sort(key=lambda p: p.key)
         result = ReplayResult(
             decisions=total.decisions + last.decisions,
             propagations=total.propagations + last.propagations,
@@ -88,9 +86,9 @@ class ReplayCollector:
             brokers=last.brokers,
             dead_letters=total.dead_letters,
             counters=total.counters + last.counters,
-            watermark=end + 1,
+            watermark=last.watermark,
+            frontiers=last.frontiers,
         )
-        buffered = sum(len(engine.buffer) for engine in engines)
         summary: dict[str, Any] = {
             "events": self.events + self.after_until,
             "events_after_until": self.after_until + buffered,

@@ -1,17 +1,24 @@
 """Framing in Spark SQL: cut input into lines, read the fields the plan needs, route each line.
 
-Only what Spark must know is read here (type, ts, cluster, topic, partition, with an explicit
+Only what routing needs is read here (type, ts, cluster, topic, partition, with an explicit
 schema); the full validation is `state.events.parse_event` in the stateful function, the one the
-replay uses. A line with a usable time and key goes to its bucket (a tick to every bucket) with
-its event time; anything else goes to the control key with no event time, so it can neither move
-the watermark nor be dropped as late, and is dead-lettered there. A missing `seq` is the line
-number in its file or the Kafka offset; `arrival`, the last tie-breaker, orders files by rank,
-lines by number, Kafka records by partition and offset. `shared` marks a tick's copies: every
-bucket applies it, the first bucket alone counts it.
+replay uses. A partition event goes to its partition's bucket; a tick, which every partition of
+its cluster obeys, to every bucket; anything without a usable time or key to the control key,
+which dead-letters it. A missing `seq` is the line number in its file or the Kafka offset;
+`arrival`, the last tie-breaker, orders files by rank, lines by number, Kafka records by
+partition and offset. `received` is when the line reached isrwatch (the Kafka record's timestamp,
+else the micro-batch's time): an event dated far beyond it is refused (`max_future_ms`).
+
+Event time is kept per cluster by the buckets themselves (SPEC §6), not by a Spark watermark: a
+bucket knows a cluster's time from the events it receives. So that a bucket whose own partitions
+are quiet still learns how far its cluster has come, one partition event in `BEACON_EVERY` (by seq),
+and the last line of every file, is also copied to every other bucket as a *beacon*, which only moves
+that bucket's knowledge of the cluster's time (ticks, copied to every bucket anyway, do the same).
 """
 
 from __future__ import annotations
 
+from enum import IntEnum
 from typing import TYPE_CHECKING
 
 from state.events import DEFAULT_CLUSTER
@@ -21,16 +28,18 @@ from .buckets import CONTROL_KEY, Layout
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
-# Spark drops rows at or behind its watermark before a stateful function sees them. Event times are
-# shifted this far ahead, and the watermark delay with them: Spark's watermark is still newest ts -
-# allowed_lateness_ms, but only rows a century late are dropped unseen; later ones reach the
-# function, which dead-letters each late event with its text and reason, in its own batch.
-LATE_HORIZON_MS = 100 * 365 * 86_400_000
-# Spark keeps event time as microseconds in a long: later (shifted) times cannot be a timestamp.
-MAX_STREAM_TS = (2**63 - 1) // 1000 - LATE_HORIZON_MS
 KEY_SCHEMA = "type STRING, ts LONG, cluster STRING, topic STRING, partition INT"
 PARTITION_TYPES = ("leader_and_isr", "fetch", "append")
 INPUT_METRICS = "isrwatch_input"  # observed per batch: input lines (or Kafka records)
+BEACON_EVERY = 256  # one partition event in this many (by seq) also tells every bucket its cluster's time
+
+
+class Role(IntEnum):
+    """What a routed line is to the bucket that receives it."""
+
+    EVENT = 0  # its own partition event (or a control line)
+    TICK = 1  # a tick: every bucket applies it, the first bucket alone counts it
+    BEACON = 2  # another bucket's event: it only tells how far its cluster's time has come
 
 
 def _hash31(*cols: Column) -> Column:
@@ -40,21 +49,24 @@ def _hash31(*cols: Column) -> Column:
 
 
 def frame(raw: DataFrame, layout: Layout, ranks: dict[str, int] | None = None, until: int | None = None) -> DataFrame:
-    """Source rows (value, origin, part, offset) to (bucket, ts, seq, arrival, raw, shared, event_time).
+    """Source rows (value, origin, part, offset, received) to (bucket, ts, seq, arrival, raw, role, received).
 
     `part` < 0 marks a whole file named `origin`, otherwise one Kafka record of topic `origin`.
     `ranks` orders files for the arrival tie-breaker (default: a hash of the name). With `until`
-    (a replay to --until), later lines go to the control key: they must not move the watermark.
+    (a replay to --until), later lines go to the control key: nothing after --until may be applied.
     """
     from pyspark.sql import functions as F
 
     is_file = F.col("part") < 0
     text = F.col("value").cast("string")
+    split = F.when(is_file, F.split(text, "\n")).otherwise(F.array(text))
     lines = raw.select(
         "origin",
         "part",
         "offset",
-        F.posexplode(F.when(is_file, F.split(text, "\n")).otherwise(F.array(text))).alias("pos", "line"),
+        "received",
+        F.size(split).alias("count"),
+        F.posexplode(split).alias("pos", "line"),
     )
     lines = lines.where(F.col("line").rlike(r"\S")).observe(INPUT_METRICS, F.count(F.lit(1)).alias("lines"))
     line_no = F.col("pos") + 1
@@ -72,10 +84,12 @@ def frame(raw: DataFrame, layout: Layout, ranks: dict[str, int] | None = None, u
         F.when(is_file, line_no).otherwise(F.col("offset")).cast("long").alias("seq"),
         F.when(is_file, file_arrival).otherwise(record_arrival).alias("arrival"),
         F.col("line").cast("binary").alias("raw"),
+        "received",
+        (is_file & (F.col("pos") >= F.col("count") - 2)).alias("last"),  # a file's last line (before its newline)
         F.from_json("line", KEY_SCHEMA).alias("j"),
     )
     ts = F.col("j.ts")
-    timed = ts.isNotNull() & (ts >= 0) & (ts <= MAX_STREAM_TS)
+    timed = ts.isNotNull() & (ts >= 0)
     if until is not None:
         timed = timed & (ts <= until)
     kind = F.col("j.type")
@@ -87,17 +101,23 @@ def frame(raw: DataFrame, layout: Layout, ranks: dict[str, int] | None = None, u
         len(ids),
     )
     every = F.array(*[F.lit(b) for b in ids])
-    targets = (
-        F.when(tick, every)
-        .when(keyed, F.array(F.element_at(every, (slot + 1).cast("int"))))
-        .otherwise(F.array(F.lit(CONTROL_KEY)))
-    )
+    own = F.element_at(every, (slot + 1).cast("int"))
+    beacon = keyed & ((F.pmod(F.col("seq"), F.lit(BEACON_EVERY)) == 1) | F.col("last"))
+    targets = F.when(tick | beacon, every).when(keyed, F.array(own)).otherwise(F.array(F.lit(CONTROL_KEY)))
     routed = parsed.select(
         F.explode(targets).alias("bucket"),
         F.when(tick | keyed, ts).alias("ts"),
         "seq",
         "arrival",
         "raw",
-        tick.alias("shared"),
+        "received",
+        tick.alias("tick"),
+        own.alias("own"),
     )
-    return routed.withColumn("event_time", F.timestamp_millis(F.col("ts") + LATE_HORIZON_MS))
+    role = (
+        F.when(F.col("tick"), F.lit(int(Role.TICK)))
+        .when(F.col("bucket") == F.col("own"), F.lit(int(Role.EVENT)))
+        .when(F.col("bucket") == F.lit(CONTROL_KEY), F.lit(int(Role.EVENT)))
+        .otherwise(F.lit(int(Role.BEACON)))
+    )
+    return routed.select("bucket", "ts", "seq", "arrival", "raw", role.cast("tinyint").alias("role"), "received")

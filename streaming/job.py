@@ -7,6 +7,8 @@ what the batch did.
 
 from __future__ import annotations
 
+import os
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -51,6 +53,7 @@ class JobOptions:
     available_now: bool = False  # process what is there, then stop
     until_idle: float | None = None  # stop after this many seconds without new input
     kafka_output: str | None = None
+    store_retry_seconds: float = 600.0  # how long a batch waits for an unreachable store before the query fails
     spark: SparkSettings = field(default_factory=SparkSettings)
 
 
@@ -119,8 +122,9 @@ class StreamJob:
         reports = plan(read_stream(spark, self.source, o.max_per_batch, o.starting), o.config, layout)
         if o.kafka_output:
             self.kafka = KafkaOutput(o.kafka_output)
-        sink = StoreSink(o.config, store, self.kafka, self._batch_done)
+        sink = StoreSink(o.config, store, self.kafka, self._batch_done, o.store_retry_seconds, self._say)
         self.name = f"isrwatch-{checkpoint.name}-{id(self):x}"
+        store.claim({"job": self.name, "host": socket.gethostname(), "pid": os.getpid(), "checkpoint": checkpoint.uri})
         writer = reports.writeStream.queryName(self.name).foreachBatch(sink)
         writer = writer.option("checkpointLocation", checkpoint.uri)
         writer = (
@@ -206,8 +210,9 @@ class StreamJob:
     def _progress(self, raw: dict[str, Any]) -> None:
         result = self._batches.pop(raw["batchId"], None)
         record = progress_record(raw)
-        if result is not None:  # late events reach the function (see framing.LATE_HORIZON_MS); it counts them
-            record["late_rows"] += result.counters.get("late_events", 0)
+        if result is not None:
+            record["watermark_ms"] = result.watermark
+            record["late_rows"] = result.counters.get("late_events", 0)
         assert self.store is not None
         self.store.record_progress(record)
         self._recorded = max(self._recorded, record["batch_id"])

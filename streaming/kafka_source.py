@@ -17,8 +17,16 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 
 NAME = "isrwatch_kafka"
-SCHEMA = "value binary, origin string, part int, offset long"
-_ARROW = pa.schema([("value", pa.binary()), ("origin", pa.string()), ("part", pa.int32()), ("offset", pa.int64())])
+SCHEMA = "value binary, origin string, part int, offset long, received long"
+_ARROW = pa.schema(
+    [
+        ("value", pa.binary()),
+        ("origin", pa.string()),
+        ("part", pa.int32()),
+        ("offset", pa.int64()),
+        ("received", pa.int64()),
+    ]
+)
 Offsets = dict[str, dict[str, int]]
 
 
@@ -156,6 +164,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                             pa.array([partition.topic] * len(rows), pa.string()),
                             pa.array([partition.partition] * len(rows), pa.int32()),
                             pa.array([r.offset for r in rows], pa.int64()),
+                            pa.array([r.timestamp if r.timestamp >= 0 else None for r in rows], pa.int64()),
                         ],
                         schema=_ARROW,
                     )

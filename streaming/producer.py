@@ -15,8 +15,8 @@ class JsonProducer:
             bootstrap_servers=bootstrap.split(","), acks=acks, linger_ms=linger_ms, **settings
         )
 
-    def send(self, topic: str, key: bytes, value: bytes) -> None:
-        self.producer.send(topic, key=key, value=value)
+    def send(self, topic: str, key: bytes, value: bytes, headers: list[tuple[str, bytes]] | None = None) -> None:
+        self.producer.send(topic, key=key, value=value, headers=headers)
 
     def flush(self) -> None:
         self.producer.flush()

@@ -1,4 +1,5 @@
-"""The streaming plan: source rows -> framer -> watermark -> one applyInPandasWithState over buckets."""
+"""The streaming plan: source rows -> framer -> one applyInPandasWithState over buckets (no Spark watermark:
+each bucket keeps every cluster's event time itself, see `stateful`)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import TYPE_CHECKING
 from state.config import Config
 
 from .buckets import Layout
-from .framing import LATE_HORIZON_MS, frame
+from .framing import frame
 from .reports import REPORT_SCHEMA, STATE_SCHEMA
 from .stateful import state_function
 
@@ -26,12 +27,14 @@ def plan(
     """Reports (bucket int, report binary) from source rows; see `framing` and `stateful`."""
     from pyspark.sql.streaming.state import GroupStateTimeout
 
-    delay = LATE_HORIZON_MS + config.allowed_lateness_ms
-    framed = frame(raw, layout, ranks, until).withWatermark("event_time", f"{delay} milliseconds")
-    return framed.groupBy("bucket").applyInPandasWithState(
-        state_function(config, list(layout.ids), until, keep_blobs),
-        REPORT_SCHEMA,
-        STATE_SCHEMA,
-        "append",
-        GroupStateTimeout.EventTimeTimeout,
+    return (
+        frame(raw, layout, ranks, until)
+        .groupBy("bucket")
+        .applyInPandasWithState(
+            state_function(config, list(layout.ids), until, keep_blobs),
+            REPORT_SCHEMA,
+            STATE_SCHEMA,
+            "append",
+            GroupStateTimeout.NoTimeout,
+        )
     )

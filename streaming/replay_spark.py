@@ -81,8 +81,14 @@ def replay_spark(
     files_per_batch: int = 1,
     buckets: int = DEFAULT_BUCKETS,
     settings: SparkSettings | None = None,
+    now: int | None = None,
 ) -> ReplayResult:
-    """Replay files through the streaming query; the result has the local replay's shape and summary keys."""
+    """Replay files through the streaming query; the result has the local replay's shape and summary keys.
+
+    Every line counts as received at `now` (None: the events' own times are trusted, as the local replay does).
+    """
+    from pyspark.sql import functions as F
+
     started = time.perf_counter()
     spark = session(settings)
     with tempfile.TemporaryDirectory(prefix="isrwatch-replay-") as tmp:
@@ -91,8 +97,9 @@ def replay_spark(
         ranks = _stage(paths, inbox)
         layout = Layout.create(buckets, int(spark.conf.get("spark.sql.shuffle.partitions")))
         batches = _Batches(ReplayCollector(config, layout.ids[0]), progress)
+        source = read_stream(spark, Source("files", str(inbox)), files_per_batch)
         reports = plan(
-            read_stream(spark, Source("files", str(inbox)), files_per_batch),
+            source.withColumn("received", F.lit(now).cast("long")),
             config,
             layout,
             ranks=ranks,

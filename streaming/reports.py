@@ -8,70 +8,76 @@ import msgspec
 import pyarrow as pa
 from msgspec import Struct
 
-from state.events import DeadLetter
+from state.events import DeadLetter, Event
 from state.partition import IsrChange, PropagationTick
 from state.records import Decision, PartitionRecord
 
 REPORT_SCHEMA = "bucket int, report binary"
-STATE_SCHEMA = "blob binary"  # one msgpack blob (version inside): array fields crash PySpark 4.3's state
-BUCKET_STATE_VERSION = 1
+STATE_SCHEMA = "blob binary"  # one msgpack blob (version inside): array fields crash PySpark's state schema
+BUCKET_STATE_VERSION = 2
 
 
 class Line(NamedTuple):
     """One input line as the framer routed it to a state key."""
 
-    ts: int  # its event time (the framer read it)
+    ts: int | None  # its event time as the framer read it (None on the control key)
     seq: int  # the seq to use when the event carries none: the line number or Kafka offset
     arrival: int  # the last tie-breaker: input position
     raw: bytes
-    shared: bool  # a tick: every bucket applies it, the first bucket alone counts it
+    role: int  # framing.Role: the bucket's own event, a tick every bucket gets, or a beacon
+    received: int | None  # when it reached isrwatch (epoch ms); None: trust its time (a replay without --now)
 
 
-_CODEC = "zstd"  # pyarrow's: ~6x on JSON lines at ~600 MB/s; the JVM then moves a sixth of the bytes
+_CODEC = "zstd"  # pyarrow's: ~6x on event streams at ~600 MB/s; the JVM then moves a sixth of the bytes
 
 
 class Chunk(Struct, array_like=True):
-    """Input lines held until the watermark passes them: the lines one call received, compressed."""
+    """Validated events of one cluster held until the cluster's time passes them, compressed."""
 
-    first: int  # the earliest line time: nothing in the chunk is due before it
+    cluster: str
+    first: int  # the earliest event time: nothing in the chunk is due before it
     size: int
     data: bytes
 
     @classmethod
-    def of(cls, lines: list[Line]) -> Chunk:
-        raw = _encoder.encode(lines)
-        return cls(min(line.ts for line in lines), len(raw), pa.compress(raw, codec=_CODEC, asbytes=True))
+    def of(cls, cluster: str, events: list[Event]) -> Chunk:
+        raw = _encoder.encode(events)
+        return cls(cluster, min(ev.ts for ev in events), len(raw), pa.compress(raw, codec=_CODEC, asbytes=True))
 
-    def lines(self) -> list[Line]:
-        return _lines_decoder.decode(pa.decompress(self.data, decompressed_size=self.size, codec=_CODEC, asbytes=True))
+    def events(self) -> list[Event]:
+        return _events_decoder.decode(pa.decompress(self.data, decompressed_size=self.size, codec=_CODEC, asbytes=True))
 
 
 class BucketState(Struct, array_like=True):
-    """A state key's value: the engine (applied state) and the input lines still ahead of the watermark.
+    """A state key's value: per cluster, the engine (applied state), the newest event time known, and the
+    validated events still ahead of that cluster's frontier.
 
-    Lines wait up to allowed_lateness_ms plus a batch and are parsed once, when the watermark passes
-    them. Kept as one compressed chunk per call, they cost nothing until due: most calls pass every
-    chunk through untouched, and Spark moves a sixth of the bytes in and out of Python.
+    Events are parsed once, on arrival (so no invalid line can move a cluster's time), and wait as one
+    compressed chunk per cluster and call: most calls pass most chunks through untouched.
     """
 
     version: int
-    engine: bytes | None = None
+    engines: dict[str, bytes] = {}
+    newest: dict[str, int] = {}  # cluster -> the newest valid event time this key has seen
+    applied: dict[str, int] = {}  # cluster -> how far its engine has applied (exclusive)
+    ticked: set[str] = set()  # clusters whose ticks the first bucket has seen: it may still send their ticks on
+    holding: set[str] = set()  # clusters this key holds partitions of
     pending: list[Chunk] = []
 
 
 class Report(Struct, array_like=True):
-    """One call of the stateful function: what the key decided, up to `watermark`."""
+    """One call of the stateful function: what the key decided, and how far it has applied each cluster."""
 
     bucket: int
-    watermark: int
-    late: int = 0  # events the engine itself refused as late (none: the function dead-letters them first)
-    events: int = 0  # valid events applied (a tick counted by the first bucket only)
+    frontiers: dict[str, int] = {}  # cluster -> applied up to (exclusive), for clusters the key can still change
+    events: int = 0  # valid events received (a tick counted by the first bucket only)
     max_ts: int = -1  # the latest time among them
     after_until: int = 0  # valid events after a replay's --until (control key)
     decisions: list[Decision] = []
     changes: list[IsrChange] = []
     ticks: list[PropagationTick] = []
     records: list[PartitionRecord] = []
+    as_of: list[int] = []  # the event time each record is exact at (its cluster's frontier here)
     ignored_fetches: dict[str, int] = {}
     ignored_appends: dict[str, int] = {}
     dead: list[DeadLetter] = []
@@ -80,7 +86,7 @@ class Report(Struct, array_like=True):
 
 # Module-level functions (not bound methods) so that Spark's closure pickling refers to them by name.
 _encoder = msgspec.msgpack.Encoder()
-_lines_decoder = msgspec.msgpack.Decoder(list[Line])
+_events_decoder = msgspec.msgpack.Decoder(list[Event])
 _report_decoder = msgspec.msgpack.Decoder(Report)
 _bucket_decoder = msgspec.msgpack.Decoder(BucketState)
 
@@ -96,5 +102,8 @@ def decode_report(data: bytes) -> Report:
 def decode_bucket(data: bytes) -> BucketState:
     state = _bucket_decoder.decode(data)
     if state.version != BUCKET_STATE_VERSION:
-        raise ValueError(f"bucket state version {state.version} is not {BUCKET_STATE_VERSION}")
+        raise ValueError(
+            f"bucket state version {state.version} is not {BUCKET_STATE_VERSION}: this checkpoint was written by "
+            "another isrwatch; start the new version with a new --checkpoint (and a new store)"
+        )
     return state

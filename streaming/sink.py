@@ -1,26 +1,29 @@
 """The foreachBatch sink: bucket reports in, per-broker propagation (SPEC §4.6), one store transaction out.
 
 Spark allows one `applyInPandasWithState` per query, so the brokers' pending sets live here: the
-`PropagationBook` is loaded from the store, fed the batch's ISR changes and ticks, advanced to the
-batch's watermark W, and written back in the same transaction as the outputs. That is safe: in the
-batch whose watermark is W, every key with new lines or with a timeout (its next_due) before W is
-called and applies everything before W; every other key cannot change anything before W. So all
-ISR changes before W are in hand and the propagation checks before W are final — also those that
-send a pending batch when no new change arrives (the first bucket answers every watermark move, so
-W is known even in a batch where no key has anything to do). The store skips a batch id it already
-committed, so a batch re-run after a crash neither loses nor duplicates anything.
+`PropagationBook` is loaded from the store, fed the batch's ISR changes and ticks, advanced, and
+written back in the same transaction as the outputs. Each cluster's propagation advances to the
+smallest frontier any state key that can still change that cluster has reported (`Frontiers`): by
+then every ISR change before it is in hand, so the checks before it are final — also those that
+send a pending batch when no new change arrives. The store skips a batch id it already committed,
+so a batch re-run after a crash neither loses nor duplicates anything.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import sqlite3
+import time
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
 import msgspec
+import psycopg
 
 from state.config import Config
 from state.propagation import PropagationBook
+from state.schedule import INF
 from state.step import Settled, settle
+from state.store import StoreError
 
 from .producer import JsonProducer
 from .reports import Report, decode_report
@@ -31,6 +34,40 @@ if TYPE_CHECKING:
     from state.store import Store
 
 BOOK_BLOB = "propagation_book"
+# What an unreachable store raises: the sink waits and retries on these, any other error fails the batch at once.
+STORE_DOWN: tuple[type[BaseException], ...] = (
+    StoreError,
+    sqlite3.OperationalError,
+    psycopg.OperationalError,
+    psycopg.InterfaceError,
+)
+FRONTIERS_BLOB = "frontiers"
+
+
+class Frontiers(msgspec.Struct, array_like=True):
+    """How far each state key has applied each cluster it can still change; a cluster is settled up to the
+    smallest of its keys' frontiers."""
+
+    by_bucket: dict[int, dict[str, int]] = {}
+
+    @classmethod
+    def load(cls, blob: bytes | None) -> Frontiers:
+        return cls() if blob is None else _frontiers.decode(blob)
+
+    def report(self, bucket: int, frontiers: dict[str, int]) -> None:
+        if frontiers:
+            self.by_bucket.setdefault(bucket, {}).update(frontiers)
+
+    def settled(self) -> dict[str, int]:
+        """Each cluster's settled time; a cluster some key has not yet applied at all is not settled anywhere."""
+        out: dict[str, int] = {}
+        for frontiers in self.by_bucket.values():
+            for cluster, at in frontiers.items():
+                out[cluster] = min(out.get(cluster, at), at)
+        return {cluster: at for cluster, at in out.items() if at > -INF}
+
+
+_frontiers = msgspec.msgpack.Decoder(Frontiers)
 
 
 def collect(df: DataFrame) -> list[Report]:
@@ -40,43 +77,81 @@ def collect(df: DataFrame) -> list[Report]:
 
 
 def settle_reports(
-    config: Config, reports: Iterable[Report], book_blob: bytes | None
-) -> tuple[Settled, PropagationBook]:
-    """One batch's reports as one settled step (the batch's watermark is the newest a key reported), and the
-    propagation book it leaves behind; pure, so a replay can run it without a store."""
+    config: Config, reports: Iterable[Report], blobs: Mapping[str, bytes | None]
+) -> tuple[Settled, dict[str, bytes]]:
+    """One batch's reports as one settled step, and the sink's state it leaves behind (`BOOK_BLOB`,
+    `FRONTIERS_BLOB`); pure, so a replay can run it without a store."""
     reports = list(reports)
-    book = PropagationBook(config, book_blob)
-    watermark = max((r.watermark for r in reports), default=None)
-    settled = settle(book, reports, watermark)
+    book = PropagationBook(config, blobs.get(BOOK_BLOB))
+    frontiers = Frontiers.load(blobs.get(FRONTIERS_BLOB))
+    for r in reports:
+        frontiers.report(r.bucket, r.frontiers)
+    settled = settle(book, reports, frontiers.settled())
     for r in reports:
         settled.add_dead_letters(r.dead)
-        settled.counters["late_events"] += r.late + sum(1 for d in r.dead if d.category == "late")
+        settled.counters["late_events"] += sum(1 for d in r.dead if d.category == "late")
         settled.records.extend(r.records)
-    return settled, book
+        keys = ((rec.cluster, rec.topic, rec.partition) for rec in r.records)
+        settled.as_of.update(zip(keys, r.as_of, strict=True))
+    return settled, {BOOK_BLOB: book.to_bytes(), FRONTIERS_BLOB: msgspec.msgpack.encode(frontiers)}
 
 
 BatchHook = Callable[[int, Settled, bool], None]
 
 
 class StoreSink:
-    """`foreachBatch` target: settle each batch against the store's book and commit it atomically."""
+    """`foreachBatch` target: settle each batch against the store's state and commit it atomically.
+
+    A store that does not answer (a database restart, a network cut) does not lose the batch: the
+    commit is retried with backoff for up to `retry_seconds`, then the batch fails, and with it the
+    query, which resumes from its checkpoint when restarted.
+    """
 
     def __init__(
-        self, config: Config, store: Store, kafka: KafkaOutput | None = None, on_batch: BatchHook | None = None
+        self,
+        config: Config,
+        store: Store,
+        kafka: KafkaOutput | None = None,
+        on_batch: BatchHook | None = None,
+        retry_seconds: float = 600.0,
+        say: Callable[[str], None] | None = None,
     ) -> None:
         self.config = config
         self.store = store
         self.kafka = kafka
         self.on_batch = on_batch
+        self.retry_seconds = retry_seconds
+        self.say = say
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         reports = collect(df)
+        deadline = time.monotonic() + self.retry_seconds
+        pause = 0.5
+        while True:
+            try:
+                self._commit(batch_id, reports)
+                return
+            except STORE_DOWN as exc:
+                if time.monotonic() + pause > deadline:
+                    raise
+                if self.say:
+                    self.say(
+                        f"batch {batch_id}: the store did not answer ({type(exc).__name__}: "
+                        f"{str(exc).strip().splitlines()[0] if str(exc).strip() else ''}); retrying in {pause:g} s"
+                    )
+                self.store.close()  # reconnect on the next attempt
+                time.sleep(pause)
+                pause = min(pause * 2, 15.0)
+
+    def _commit(self, batch_id: int, reports: list[Report]) -> None:
         last = self.store.last_batch_id()
         if last is not None and batch_id <= last:
             return  # a batch re-run after a restart: its outputs are already committed
-        settled, book = settle_reports(self.config, reports, self.store.load_blob(BOOK_BLOB))
+        settled, blobs = settle_reports(
+            self.config, reports, {name: self.store.load_blob(name) for name in (BOOK_BLOB, FRONTIERS_BLOB)}
+        )
         if self.kafka is not None:
-            self.kafka.send(settled)  # before the commit: at-least-once on a crash in between
+            self.kafka.send(settled, batch_id)  # before the commit: at-least-once, deduplicated by batch id and seq
         written = self.store.write_batch(
             batch_id,
             decisions=settled.decisions,
@@ -85,15 +160,22 @@ class StoreSink:
             dead_letters=settled.dead_letters,
             brokers=settled.brokers,
             counters=+settled.counters,
-            blobs={BOOK_BLOB: book.to_bytes()},
+            blobs=blobs,
             watermark_ms=settled.watermark,
+            frontiers=settled.frontiers,
+            as_of=settled.as_of,
         )
         if self.on_batch is not None:
             self.on_batch(batch_id, settled, written)
 
 
 class KafkaOutput:
-    """Decisions and propagation batches as JSON Kafka records, keyed by partition and by broker."""
+    """Decisions and propagation batches as JSON Kafka records, keyed by partition and by broker.
+
+    Delivery is at least once: a batch re-run after a failure sends its records again. Every record carries
+    the headers `isrwatch-batch` and `isrwatch-seq` (the same on a re-run), by which a consumer drops what it
+    has seen; the producer is idempotent, so its own retries add no duplicates.
+    """
 
     def __init__(
         self,
@@ -101,16 +183,27 @@ class KafkaOutput:
         decisions_topic: str = "isrwatch.decisions",
         propagations_topic: str = "isrwatch.propagations",
     ) -> None:
-        self.producer = JsonProducer(bootstrap, acks="all")
+        self.producer = JsonProducer(bootstrap, acks="all", enable_idempotence=True)
         self.decisions_topic = decisions_topic
         self.propagations_topic = propagations_topic
 
-    def send(self, settled: Settled) -> None:
+    def send(self, settled: Settled, batch_id: int) -> None:
         send, encode = self.producer.send, msgspec.json.encode
-        for d in settled.decisions:
-            send(self.decisions_topic, key=f"{d.cluster}/{d.topic}/{d.partition}".encode(), value=encode(d))
-        for p in settled.propagations:
-            send(self.propagations_topic, key=f"{p.cluster}/{p.broker}".encode(), value=encode(p))
+        batch = str(batch_id).encode()
+        for seq, d in enumerate(settled.decisions):
+            send(
+                self.decisions_topic,
+                f"{d.cluster}/{d.topic}/{d.partition}".encode(),
+                encode(d),
+                [("isrwatch-batch", batch), ("isrwatch-seq", str(seq).encode())],
+            )
+        for seq, p in enumerate(settled.propagations):
+            send(
+                self.propagations_topic,
+                f"{p.cluster}/{p.broker}".encode(),
+                encode(p),
+                [("isrwatch-batch", batch), ("isrwatch-seq", str(seq).encode())],
+            )
         self.producer.flush()
 
     def close(self) -> None:

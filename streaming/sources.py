@@ -67,7 +67,13 @@ def parse_source(spec: str) -> Source:
 def read_stream(
     spark: SparkSession, source: Source, max_per_batch: int | None = None, starting: str = "earliest"
 ) -> DataFrame:
-    """The source as a streaming DataFrame of framing rows; `max_per_batch` = files or Kafka records."""
+    """The source as a streaming DataFrame of framing rows; `max_per_batch` = files or Kafka records.
+
+    `received` is when a row reached isrwatch: a Kafka record's timestamp (give the events topic
+    `message.timestamp.type=LogAppendTime` so that it is the monitoring cluster's clock, not the sender's),
+    or, for files, the file's modification time (when it was written into the directory; the same
+    when a batch is re-run).
+    """
     from pyspark.sql import functions as F
 
     if source.kind == "files":
@@ -84,6 +90,7 @@ def read_stream(
             F.col("_metadata.file_name").alias("origin"),
             F.lit(-1).alias("part"),
             F.lit(-1).cast("long").alias("offset"),
+            F.unix_millis(F.col("_metadata.file_modification_time")).alias("received"),
         )
     if source.kind == "kafka":
         return _spark_kafka(spark, source, max_per_batch, starting)
@@ -122,4 +129,10 @@ def _spark_kafka(spark: SparkSession, source: Source, max_per_batch: int | None,
             f"spark.jars.packages={KAFKA_PACKAGE} (spark-submit --packages {KAFKA_PACKAGE}), or use "
             f"--source kafka-python:{source.location}/{','.join(source.topics)}, which needs no connector."
         ) from None
-    return df.select("value", F.col("topic").alias("origin"), F.col("partition").alias("part"), "offset")
+    return df.select(
+        "value",
+        F.col("topic").alias("origin"),
+        F.col("partition").alias("part"),
+        "offset",
+        F.unix_millis("timestamp").alias("received"),
+    )

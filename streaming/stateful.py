@@ -1,17 +1,22 @@
-"""The `applyInPandasWithState` function: one bucket of partitions per state key, advanced to the watermark.
+"""The `applyInPandasWithState` function: one bucket of partitions per state key, each cluster in its own time.
 
-Each call keeps the bucket's new lines pending, parses (with the replay's validator) and applies
-those the watermark has passed — events and checks interleaved in (ts, seq) order — and reports
-what that decided. Whatever the micro-batch cut, the reports add up to the same outputs (SPEC §6).
-A key's event-time timeout is its next_due: its next pending line or the next isr-expiration
-check that could remove a follower, the earliest moment advancing could change anything. The
-first bucket also answers every watermark move (its timeout is never later than the watermark),
-so the sink learns each new watermark and settles propagation up to it even in a batch where no
-key has anything to do: a pending propagation batch goes out when no new change arrives.
+Each call parses the lines the key received (with the replay's validator, so a line that is not an
+event never moves anything), learns from the valid ones how far each cluster's event time has come
+(`newest`), and applies every cluster's events and scheduled checks up to that cluster's frontier,
+`newest - allowed_lateness_ms`, in (ts, seq) order; later events wait, compressed. An event at or
+behind its cluster's frontier when it arrives is late; one dated more than `max_future_ms` after
+it arrived is refused: neither changes anything, each is a dead letter with its reason. Whatever
+the micro-batch cut, the reports add up to the outputs of one pass (SPEC §6).
+
+No Spark watermark or timeout is needed: a key's time moves only with the lines it receives, its
+own events, the ticks every key receives and the beacons (see `framing`). Each report says how far
+the key has applied each cluster it can still change; the sink settles propagation up to the
+smallest of those (`sink.Frontiers`).
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
@@ -19,12 +24,12 @@ import pandas as pd
 
 from state.config import Config
 from state.engine import PartitionEngine
-from state.events import DeadLetter, Tick, parse_event
+from state.events import DeadLetter, Event, Tick, in_future, parse_event
 from state.partition import partition_record
 from state.schedule import INF
 
 from .buckets import CONTROL_KEY
-from .framing import MAX_STREAM_TS
+from .framing import Role
 from .reports import BUCKET_STATE_VERSION, BucketState, Chunk, Line, Report, decode_bucket, encode
 
 if TYPE_CHECKING:
@@ -36,32 +41,31 @@ UNREADABLE = "the stream could not read its type, ts, topic or partition (Spark 
 
 def _rows(frames: Iterator[pd.DataFrame]) -> Iterator[Line]:
     for frame in frames:
+        ts = frame["ts"].astype("Int64").tolist()
+        received = frame["received"].astype("Int64").tolist()
         yield from map(
             Line,
-            frame["ts"].tolist(),
+            [None if v is pd.NA else v for v in ts],
             frame["seq"].tolist(),
             frame["arrival"].tolist(),
             frame["raw"].tolist(),
-            frame["shared"].tolist(),
+            frame["role"].tolist(),
+            [None if v is pd.NA else v for v in received],
         )
 
 
-def count_events(events: list, first: bool) -> tuple[int, int]:
+def count_events(events: list[Event], first: bool) -> tuple[int, int]:
     """How many events (a tick only in the first bucket: every bucket gets it) and their latest time."""
     ticks = sum(1 for ev in events if type(ev) is Tick)
     return len(events) - (0 if first else ticks), max((ev.ts for ev in events), default=-1)
 
 
-def _late(line: Line, watermark: int, lateness: int) -> DeadLetter:
-    """A line at or behind the watermark: counted as a dead letter (its parse error, if it has one)."""
-    ev = parse_event(line.raw, line.seq, line.arrival)
-    if type(ev) is DeadLetter:
-        return ev
+def _late(ev: Event, raw: bytes, frontier: int, lateness: int) -> DeadLetter:
     return DeadLetter(
-        raw=line.raw.decode("utf-8", "replace"),
+        raw=raw.decode("utf-8", "replace"),
         field="ts",
         ts=ev.ts,
-        reason=f"late: at or behind the watermark {watermark} (allowed_lateness_ms {lateness})",
+        reason=f"late: at or behind its cluster's frontier {frontier} (allowed_lateness_ms {lateness})",
     )
 
 
@@ -69,26 +73,17 @@ def _emit(report: Report) -> Iterator[pd.DataFrame]:
     yield pd.DataFrame({"bucket": [report.bucket], "report": [encode(report)]})
 
 
-def _control(frames: Iterator[pd.DataFrame], watermark: int, until: int | None) -> Iterator[pd.DataFrame]:
+def _control(frames: Iterator[pd.DataFrame], until: int | None) -> Iterator[pd.DataFrame]:
     """Lines without a usable time or key: dead letters (or, replaying, valid events after --until)."""
-    report = Report(CONTROL_KEY, watermark)
+    report = Report(CONTROL_KEY)
     for line in _rows(frames):
-        raw = line.raw
-        ev = parse_event(raw, line.seq, line.arrival)
+        ev = parse_event(line.raw, line.seq, line.arrival)
         if type(ev) is DeadLetter:
             report.dead.append(ev)
         elif until is not None and ev.ts > until:
             report.after_until += 1
-        elif ev.ts > MAX_STREAM_TS:
-            report.dead.append(
-                DeadLetter(
-                    raw=raw.decode("utf-8", "replace"),
-                    field="ts",
-                    reason=(f"Expected `int` <= {MAX_STREAM_TS} - at `$.ts` (the stream's event-time limit)"),
-                )
-            )
         else:
-            report.dead.append(DeadLetter(raw=raw.decode("utf-8", "replace"), reason=UNREADABLE, ts=ev.ts))
+            report.dead.append(DeadLetter(raw=line.raw.decode("utf-8", "replace"), reason=UNREADABLE, ts=ev.ts))
     return _emit(report)
 
 
@@ -97,68 +92,90 @@ def state_function(
 ) -> StateFunction:
     """The function for `applyInPandasWithState`; `keep_blobs` adds each bucket's state to its report."""
     first = bucket_ids[0]
+    lateness = config.allowed_lateness_ms
+    max_future = config.max_future_ms
 
     def step(key: tuple, frames: Iterator[pd.DataFrame], state: GroupState) -> Iterator[pd.DataFrame]:
         bucket = int(key[0])
-        watermark = state.getCurrentWatermarkMs()
         if bucket == CONTROL_KEY:
-            return _control(frames, watermark, until)
+            return _control(frames, until)
         held = decode_bucket(state.get[0]) if state.exists else BucketState(BUCKET_STATE_VERSION)
-        report = Report(bucket, watermark)
-
-        def counts(line: Line) -> bool:
-            """Whether this bucket reports the line: a tick's copy is reported by the first bucket only."""
-            return bucket == first or not line.shared
-
-        arrived = []
+        newest = held.newest
+        known_before = dict(newest)  # a line is late against what earlier calls knew: a batch arrives as a whole
+        report = Report(bucket)
+        arrived: dict[str, list[Event]] = defaultdict(list)
         for line in _rows(frames):
-            if line.ts > watermark or watermark == 0:  # 0: no watermark yet
-                arrived.append(line)
-            elif counts(line):
-                report.dead.append(_late(line, watermark, config.allowed_lateness_ms))
-        if arrived:
-            held.pending.append(Chunk.of(arrived))
-        # Lines the watermark has passed are parsed and go into the engine, which applies exactly those.
-        events = []
-        keep: list[Chunk] = []
-        rest: list[Line] = []
-        for chunk in held.pending:
-            if chunk.first >= watermark:
-                keep.append(chunk)
-                continue
-            for line in chunk.lines():
-                if line.ts >= watermark:
-                    rest.append(line)
-                    continue
-                ev = parse_event(line.raw, line.seq, line.arrival)
-                if type(ev) is not DeadLetter:
-                    events.append(ev)
-                elif counts(line):
+            counted = line.role == Role.EVENT or (line.role == Role.TICK and bucket == first)
+            ev = parse_event(line.raw, line.seq, line.arrival)
+            if type(ev) is DeadLetter:
+                if counted:
                     report.dead.append(ev)
-        if rest:
-            keep.append(Chunk.of(rest))
-        held.pending = keep
-        report.events, report.max_ts = count_events(events, bucket == first)
-        engine = PartitionEngine(config, held.engine, emit_propagation_ticks=bucket == first)
-        report.late = engine.add(events)
-        out = engine.advance(watermark)
-        changed = {(ev.cluster, ev.topic, ev.partition) for ev in events if type(ev) is not Tick} | out.touched
-        partitions = engine.partitions
-        report.decisions = out.decisions
-        report.changes = out.changes
-        report.ticks = out.ticks
-        report.records = [partition_record(partitions[k], config) for k in sorted(changed) if k in partitions]
-        report.ignored_fetches = dict(out.ignored_fetches)
-        report.ignored_appends = dict(out.ignored_appends)
-        next_due = min(engine.next_due(), min((c.first for c in keep), default=INF))
-        held.engine = engine.to_bytes()
+                continue
+            dead = None if line.received is None else in_future(ev, line.raw, line.received, max_future)
+            known = known_before.get(ev.cluster)
+            if dead is None and known is not None and ev.ts <= known - lateness:
+                dead = _late(ev, line.raw, known - lateness, lateness)
+            if dead is not None:
+                if counted:
+                    report.dead.append(dead)
+                continue
+            if ev.ts > newest.get(ev.cluster, -INF):
+                newest[ev.cluster] = ev.ts
+            if line.role != Role.BEACON:
+                arrived[ev.cluster].append(ev)
+        report.events, report.max_ts = count_events([ev for evs in arrived.values() for ev in evs], bucket == first)
+        if bucket == first:
+            held.ticked |= {ev.cluster for evs in arrived.values() for ev in evs if type(ev) is Tick}
+        pending: list[Chunk] = []
+        for cluster, known in newest.items():
+            frontier = known - lateness
+            fresh = arrived.get(cluster, [])
+            mine = [c for c in held.pending if c.cluster == cluster]
+            if frontier <= held.applied.get(cluster, -INF):  # nothing due: pass the cluster through untouched
+                pending.extend(mine)
+                if fresh:
+                    pending.append(Chunk.of(cluster, fresh))
+                continue
+            due: list[Event] = []
+            rest: list[Event] = []
+            for chunk in mine:
+                if chunk.first >= frontier:
+                    pending.append(chunk)
+                    continue
+                for ev in chunk.events():
+                    (due if ev.ts < frontier else rest).append(ev)
+            for ev in fresh:
+                (due if ev.ts < frontier else rest).append(ev)
+            if rest:
+                pending.append(Chunk.of(cluster, rest))
+            engine = PartitionEngine(config, held.engines.get(cluster), emit_propagation_ticks=bucket == first)
+            engine.add(due)
+            out = engine.advance(frontier)
+            held.engines[cluster] = engine.to_bytes()
+            held.applied[cluster] = frontier
+            if engine.partitions:
+                held.holding.add(cluster)
+            changed = {(ev.cluster, ev.topic, ev.partition) for ev in due if type(ev) is not Tick} | out.touched
+            for k in sorted(changed):
+                if k in engine.partitions:
+                    report.records.append(partition_record(engine.partitions[k], config))
+                    report.as_of.append(frontier)
+            report.decisions.extend(out.decisions)
+            report.changes.extend(out.changes)
+            report.ticks.extend(out.ticks)
+            for reason, n in out.ignored_fetches.items():
+                report.ignored_fetches[reason] = report.ignored_fetches.get(reason, 0) + n
+            for reason, n in out.ignored_appends.items():
+                report.ignored_appends[reason] = report.ignored_appends.get(reason, 0) + n
+        held.pending = pending
+        # What this key may still change: clusters it holds partitions or pending events of, and (the first
+        # key) those whose propagation ticks it passes on. The sink settles no cluster beyond these.
+        for cluster in held.holding | held.ticked | {c.cluster for c in pending}:
+            report.frontiers[cluster] = held.applied.get(cluster, -INF)
         blob = encode(held)
         if keep_blobs:
             report.blob = blob
         state.update((blob,))
-        timeout = min(next_due, watermark) if bucket == first else next_due
-        if timeout < INF:
-            state.setTimeoutTimestamp(max(timeout, 1))  # >= the watermark; Spark refuses 0
         return _emit(report)
 
     return step

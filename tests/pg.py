@@ -51,22 +51,22 @@ def _run(cmd: list[str], what: str) -> None:
         raise PostgresUnavailable(f"{what} failed ({proc.returncode}): {proc.stderr.strip() or proc.stdout.strip()}")
 
 
-@contextmanager
-def postgres_server() -> Iterator[str]:
-    """Start a server, yield the URL of its `postgres` database (user postgres, trust auth), stop and delete it."""
-    bin_dir = _bin_dir()
-    root = Path(tempfile.mkdtemp(prefix="isrwatch-pg-"))
-    data = root / "data"
-    if os.geteuid() == 0:
-        shutil.chown(root, "postgres", "postgres")
-    port = free_port()
-    started = False
-    try:
+class PrivatePostgres:
+    """A private server that a test may stop and start again (an outage), its data kept in between."""
+
+    def __init__(self) -> None:
+        self.bin_dir = _bin_dir()
+        self.root = Path(tempfile.mkdtemp(prefix="isrwatch-pg-"))
+        self.data = self.root / "data"
+        if os.geteuid() == 0:
+            shutil.chown(self.root, "postgres", "postgres")
+        self.port = free_port()
+        self.running = False
         _run(
             [
-                str(bin_dir / "initdb"),
+                str(self.bin_dir / "initdb"),
                 "-D",
-                str(data),
+                str(self.data),
                 "-U",
                 "postgres",
                 "--auth=trust",
@@ -77,36 +77,46 @@ def postgres_server() -> Iterator[str]:
             ],
             "initdb",
         )
+
+    @property
+    def url(self) -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+
+    def start(self) -> None:
         options = (
-            f"-h 127.0.0.1 -p {port} -k {root} -c fsync=off -c synchronous_commit=off "
+            f"-h 127.0.0.1 -p {self.port} -k {self.root} -c fsync=off -c synchronous_commit=off "
             "-c full_page_writes=off -c max_connections=200"
         )
+        pg_ctl = str(self.bin_dir / "pg_ctl")
         _run(
-            [
-                str(bin_dir / "pg_ctl"),
-                "-D",
-                str(data),
-                "-l",
-                str(root / "log"),
-                "-o",
-                options,
-                "-w",
-                "-t",
-                "60",
-                "start",
-            ],
+            [pg_ctl, "-D", str(self.data), "-l", str(self.root / "log"), "-o", options, "-w", "-t", "60", "start"],
             "pg_ctl start",
         )
-        started = True
-        yield f"postgresql://postgres@127.0.0.1:{port}/postgres"
+        self.running = True
+
+    def stop(self, mode: str = "immediate") -> None:
+        subprocess.run(
+            _as_server_user([str(self.bin_dir / "pg_ctl"), "-D", str(self.data), "-m", mode, "-w", "stop"]),
+            capture_output=True,
+            timeout=60,
+        )
+        self.running = False
+
+    def remove(self) -> None:
+        if self.running:
+            self.stop()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+@contextmanager
+def postgres_server() -> Iterator[str]:
+    """Start a server, yield the URL of its `postgres` database (user postgres, trust auth), stop and delete it."""
+    server = PrivatePostgres()
+    try:
+        server.start()
+        yield server.url
     finally:
-        if started:
-            subprocess.run(
-                _as_server_user([str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"]),
-                capture_output=True,
-                timeout=60,
-            )
-        shutil.rmtree(root, ignore_errors=True)
+        server.remove()
 
 
 def fresh_database(server_url: str) -> str:

@@ -23,7 +23,8 @@ router = APIRouter(prefix="/v1/brokers", tags=["brokers"], dependencies=[Depends
     summary="Every broker: partitions led, replicas out of sync, pending ISR changes, last propagation",
 )
 def list_brokers(store: StoreDep, now: NowDep, cluster: ClusterQ = None) -> Response:
-    return JSON({"brokers": [views.broker_summary(b, now) for b in store.brokers(cluster=cluster)], "as_of_ms": now})
+    brokers = [views.broker_summary(b, now) for b in store.brokers(cluster=cluster)]
+    return JSON({"brokers": brokers, "as_of_ms": now.latest if cluster is None else now.of(cluster)})
 
 
 @router.get(

@@ -45,7 +45,7 @@ def list_partitions(
         topic=topic,
         broker=broker,
         state=state,
-        now_ms=now,
+        now=now,
         window_ms=window,
         after=after,
         limit=page_size,
@@ -54,7 +54,7 @@ def list_partitions(
         {
             "partitions": [views.partition_summary(r, now, window) for r in page.items],
             "next_page_token": encode_page_token(page.next_key),
-            "as_of_ms": now,
+            "as_of_ms": now.latest if cluster is None else now.of(cluster),
         }
     )
 

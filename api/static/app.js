@@ -29,17 +29,53 @@ function el(tag, props = {}, ...children) {
   return node;
 }
 
-async function getJSON(path) {
-  const response = await fetch(path, { headers: { Accept: "application/json" } });
+// -- the API token: asked for once when the API wants one, kept for this browser tab's session -------
+
+const TOKEN_KEY = "isrwatch-api-token";
+
+class NeedsToken extends Error {}
+
+function authorization() {
+  const token = sessionStorage.getItem(TOKEN_KEY);
+  return token ? { Authorization: `Bearer ${token}` } : {};
+}
+
+async function get(path, accept) {
+  const response = await fetch(path, { headers: { Accept: accept, ...authorization() } });
+  if (response.status === 401) throw new NeedsToken(path);
   if (!response.ok) throw new Error(`${path} answered HTTP ${response.status}`);
-  return response.json();
+  return response;
+}
+
+async function getJSON(path) {
+  return (await get(path, "application/json")).json();
 }
 
 async function getText(path) {
-  const response = await fetch(path);
-  if (!response.ok) throw new Error(`${path} answered HTTP ${response.status}`);
-  return response.text();
+  return (await get(path, "text/plain")).text();
 }
+
+function askForToken() {
+  const form = document.getElementById("login");
+  const rejected = sessionStorage.getItem(TOKEN_KEY) !== null;
+  sessionStorage.removeItem(TOKEN_KEY);
+  document.getElementById("login-error").textContent = rejected ? "That token was not accepted." : "";
+  form.hidden = false;
+  document.getElementById("token").focus();
+  const status = document.getElementById("status");
+  status.textContent = "token needed";
+  status.className = "pill down";
+}
+
+document.getElementById("login").addEventListener("submit", (event) => {
+  event.preventDefault();
+  const input = document.getElementById("token");
+  if (!input.value) return;
+  sessionStorage.setItem(TOKEN_KEY, input.value);
+  input.value = "";
+  document.getElementById("login").hidden = true;
+  refresh();
+});
 
 // Prometheus text exposition -> Map(name -> [{labels, value}])
 function parseMetrics(text) {
@@ -320,14 +356,17 @@ async function refresh() {
     renderPropagations(propagations.propagations);
     error.hidden = true;
   } catch (err) {
+    if (err instanceof NeedsToken) {
+      askForToken(); // polling resumes when a token is given
+      return;
+    }
     error.textContent = `Cannot read the API: ${err.message}. Retrying…`;
     error.hidden = false;
     const status = document.getElementById("status");
     status.textContent = "API unreachable";
     status.className = "pill down";
-  } finally {
-    view.timer = setTimeout(refresh, REFRESH_MS);
   }
+  view.timer = setTimeout(refresh, REFRESH_MS);
 }
 
 document.getElementById("problems-only").addEventListener("change", renderPartitions);

@@ -7,11 +7,11 @@ DDL and the two dialects, `writer` the job's side, `reader` the API's side.
 
 from __future__ import annotations
 
-from .reader import Key, Page, Reader, StreamPosition
+from .reader import EventTime, Key, Page, Reader, StreamPosition
 from .schema import PROGRESS_FIELDS, StoreError
 from .writer import Writer
 
-__all__ = ["Key", "PROGRESS_FIELDS", "Page", "Store", "StoreError", "StreamPosition", "open_store"]
+__all__ = ["EventTime", "Key", "PROGRESS_FIELDS", "Page", "Store", "StoreError", "StreamPosition", "open_store"]
 
 
 class Store(Writer, Reader):

@@ -8,7 +8,7 @@ says how fresh the stream is.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Generic, TypeVar
@@ -42,6 +42,18 @@ class Page(Generic[T]):
 
 
 @dataclass(frozen=True)
+class EventTime:
+    """Event-time "now" per cluster (SPEC §6): how far each cluster is settled; `latest`, the last batch's
+    watermark, stands for a cluster the store has no frontier of (a replay's store)."""
+
+    latest: int | None
+    clusters: Mapping[str, int]
+
+    def of(self, cluster: str) -> int | None:
+        return self.clusters.get(cluster, self.latest)
+
+
+@dataclass(frozen=True)
 class StreamPosition:
     """What the last committed batch says about the stream: its id, wall-clock commit time, watermark."""
 
@@ -57,6 +69,12 @@ class Reader(Database):
         row = self._one("SELECT batch_id, committed_wall_ms, watermark_ms FROM batches ORDER BY batch_id DESC LIMIT 1")
         return None if row is None else StreamPosition(*row)
 
+    def event_time(self) -> EventTime:
+        """Event-time "now" for readers: each cluster's settled frontier, the last batch's watermark for the rest."""
+        position = self.stream_position()
+        clusters = dict(self._rows("SELECT cluster, frontier_ms FROM clusters"))
+        return EventTime(None if position is None else position.watermark_ms, clusters)
+
     def partitions(
         self,
         *,
@@ -64,15 +82,15 @@ class Reader(Database):
         topic: str | None = None,
         broker: int | None = None,
         state: PartitionState | None = None,
-        now_ms: int | None = None,
+        now: EventTime | None = None,
         window_ms: int | None = None,
         after: Key | None = None,
         limit: int = 100,
     ) -> Page[PartitionRecord]:
         """Partition state records in (cluster, topic, partition) order, filtered like GET /v1/partitions.
 
-        `state="shrink_predicted"` needs the event-time `now_ms`: an ISR follower whose eligible time is
-        at most `now_ms + window_ms` (default window: half its lag).
+        `state="shrink_predicted"` judges at event time `now` (default: the store's): an ISR follower whose
+        eligible time is at most its cluster's now + `window_ms` (default window: half its lag).
         """
         where, params = _equal(("p.cluster", cluster), ("p.topic", topic))
         if broker is not None:
@@ -82,14 +100,14 @@ class Reader(Database):
             )
             params.append(broker)
         if state == PartitionState.SHRINK_PREDICTED:
-            if now_ms is None:
+            condition, bounds = _shrink_predicted(now or self.event_time(), window_ms)
+            if condition is None:
                 return Page([], None)
-            condition, bound = _shrink_predicted(now_ms, window_ms)
             where.append(
                 f"(p.cluster, p.topic, p.partition) IN (SELECT cluster, topic, partition FROM replicas"
                 f" WHERE {condition})"
             )
-            params.append(bound)
+            params.extend(bounds)
         elif state is not None:
             where.append(_FLAG_FILTERS[state])
         if after is not None:
@@ -107,6 +125,12 @@ class Reader(Database):
     def partition(self, topic: str, partition: int, cluster: str | None = None) -> list[PartitionRecord]:
         """The state record of this topic-partition in every cluster that has it (or only in `cluster`)."""
         return [_partition(r[1]) for r in self._rows(*_one_partition("record", topic, partition, cluster))]
+
+    def partition_as_of(self) -> dict[tuple[str, str, int], int | None]:
+        """The event time each stored partition record is exact at (its state key's frontier when written)."""
+        return {
+            (c, t, p): at for c, t, p, at in self._rows("SELECT cluster, topic, partition, as_of_ms FROM partitions")
+        }
 
     def partition_isr(
         self, topic: str, partition: int, cluster: str | None = None
@@ -260,9 +284,11 @@ class Reader(Database):
             )
         ]
 
-    def followers_predicted_to_shrink(self, now_ms: int, window_ms: int | None = None) -> dict[str, int]:
-        condition, bound = _shrink_predicted(now_ms, window_ms)
-        return dict(self._rows(f"SELECT cluster, COUNT(*) FROM replicas WHERE {condition} GROUP BY cluster", (bound,)))
+    def followers_predicted_to_shrink(self, now: EventTime, window_ms: int | None = None) -> dict[str, int]:
+        condition, bounds = _shrink_predicted(now, window_ms)
+        if condition is None:
+            return {}
+        return dict(self._rows(f"SELECT cluster, COUNT(*) FROM replicas WHERE {condition} GROUP BY cluster", bounds))
 
     def followers(self, *, order: str, limit: int | None = None, topics: Sequence[str] = ()) -> list[tuple[Any, ...]]:
         """Follower rows (cluster, topic, partition, replica, last_caught_up_ms, lag_offsets, behind_in_isr).
@@ -351,13 +377,21 @@ def _broker(
     }
 
 
-def _shrink_predicted(now_ms: int, window_ms: int | None) -> tuple[str, int]:
-    """The replicas condition for "past or near the lag limit" and its bound. The explicit IS NOT NULL lets
-    SQLite see that the partial index applies (PostgreSQL infers it)."""
-    column, bound = (
-        ("shrink_warning_at_ms", now_ms) if window_ms is None else ("shrink_eligible_at_ms", now_ms + window_ms)
-    )
-    return f"{column} <= ? AND {column} IS NOT NULL", bound
+def _shrink_predicted(now: EventTime, window_ms: int | None) -> tuple[str | None, list[Any]]:
+    """The replicas condition for "past or near the lag limit", each cluster judged at its own now, and its
+    parameters (None: no now yet). The explicit IS NOT NULL lets SQLite see that the partial index applies."""
+    column, shift = ("shrink_warning_at_ms", 0) if window_ms is None else ("shrink_eligible_at_ms", window_ms)
+    terms, params = [], []
+    for cluster, at in sorted(now.clusters.items()):
+        terms.append(f"(cluster = ? AND {column} <= ?)")
+        params += [cluster, at + shift]
+    if now.latest is not None:
+        named = ", ".join("?" * len(now.clusters))
+        terms.append(f"({column} <= ?" + (f" AND cluster NOT IN ({named}))" if named else ")"))
+        params += [now.latest + shift, *sorted(now.clusters)]
+    if not terms:
+        return None, []
+    return f"{column} IS NOT NULL AND ({' OR '.join(terms)})", params
 
 
 def _one_partition(columns: str, topic: str, partition: int, cluster: str | None) -> tuple[str, tuple[Any, ...]]:

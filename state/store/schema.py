@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Self
 from urllib.parse import urlsplit
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 class StoreError(RuntimeError):
@@ -32,7 +32,7 @@ CREATE TABLE IF NOT EXISTS partitions (
     cluster TEXT NOT NULL, topic TEXT NOT NULL, partition INTEGER NOT NULL, leader INTEGER,
     leader_epoch BIGINT NOT NULL, isr TEXT NOT NULL, under_replicated SMALLINT NOT NULL,
     under_min_isr SMALLINT NOT NULL, at_min_isr SMALLINT NOT NULL, offline SMALLINT NOT NULL,
-    record TEXT NOT NULL, batch_id BIGINT NOT NULL, PRIMARY KEY (cluster, topic, partition));
+    record TEXT NOT NULL, batch_id BIGINT NOT NULL, as_of_ms BIGINT, PRIMARY KEY (cluster, topic, partition));
 CREATE INDEX IF NOT EXISTS partitions_under_replicated ON partitions (cluster, topic, partition)
     WHERE under_replicated = 1;
 CREATE INDEX IF NOT EXISTS partitions_under_min_isr ON partitions (cluster, topic, partition)
@@ -84,6 +84,7 @@ CREATE TABLE IF NOT EXISTS brokers (
     PRIMARY KEY (cluster, broker));
 CREATE TABLE IF NOT EXISTS tallies (
     metric TEXT NOT NULL, labels TEXT NOT NULL, value DOUBLE PRECISION NOT NULL, PRIMARY KEY (metric, labels));
+CREATE TABLE IF NOT EXISTS clusters (cluster TEXT PRIMARY KEY, frontier_ms BIGINT NOT NULL);
 CREATE TABLE IF NOT EXISTS blobs (name TEXT PRIMARY KEY, value {blob} NOT NULL);
 CREATE TABLE IF NOT EXISTS progress (
     batch_id BIGINT PRIMARY KEY, wall_ms BIGINT, watermark_ms BIGINT, input_rows BIGINT,
@@ -104,6 +105,7 @@ PARTITION_COLUMNS = (
     "offline",
     "record",
     "batch_id",
+    "as_of_ms",
 )
 REPLICA_COLUMNS = (
     "cluster",

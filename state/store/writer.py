@@ -35,11 +35,15 @@ class Writer(Database):
         counters: Mapping[str, int] = _EMPTY,
         blobs: Mapping[str, bytes] = _EMPTY,
         watermark_ms: int | None = None,
+        frontiers: Mapping[str, int] = _EMPTY,
+        as_of: Mapping[tuple[str, str, int], int] = _EMPTY,
     ) -> bool:
         """Commit one micro-batch of outputs in one transaction; False (and no change) for a replayed id.
 
         Spark re-runs a failed batch with the same id and data, so a `batch_id` at or below the last
-        committed one is skipped. A batch without a watermark keeps the previous one.
+        committed one is skipped. A batch without a watermark keeps the previous one. `frontiers`: each
+        cluster's settled event time (SPEC §6), kept as the readers' per-cluster "now"; `as_of`: the event
+        time each partition record is exact at (default: the watermark).
         """
         decisions = list(decisions)
         propagations = list(propagations)
@@ -56,7 +60,9 @@ class Writer(Database):
                 watermark_ms = last[1]
             rows, replicas = [], []
             for record in partitions:
-                row, reps = _partition_rows(record, batch_id)
+                row, reps = _partition_rows(
+                    record, batch_id, as_of.get((record.cluster, record.topic, record.partition), watermark_ms)
+                )
                 rows.append(row)
                 replicas.extend(reps)
             insert(cur, "partitions", PARTITION_COLUMNS, rows, upsert_on=3)
@@ -132,6 +138,7 @@ class Writer(Database):
             )
             self._add_tallies(cur, tallies(decisions, propagations, counters))
             insert(cur, "blobs", ("name", "value"), list(blobs.items()), upsert_on=1)
+            insert(cur, "clusters", ("cluster", "frontier_ms"), sorted(frontiers.items()), upsert_on=1)
             insert(
                 cur,
                 "batches",
@@ -206,6 +213,19 @@ class Writer(Database):
             if new:
                 self._add_tallies(cur, {(str(STREAM_INPUT_ROWS.tally), ()): progress.get("input_rows") or 0})
 
+    def claim(self, job: Mapping[str, Any]) -> None:
+        """Record the streaming job that writes this store (its name, host, pid, checkpoint), so that nothing
+        else writes batches into it: the job's batch ids must stay its own."""
+        with self._transaction() as cur:
+            self._insert(
+                cur, "meta", ("key", "value"), [("writer", json.dumps(dict(job), sort_keys=True))], upsert_on=1
+            )
+
+    def holder(self) -> dict[str, Any] | None:
+        """The streaming job that writes this store, as it recorded itself (None: no job has)."""
+        row = self._one("SELECT value FROM meta WHERE key = 'writer'")
+        return None if row is None else dict(json.loads(row[0]))
+
     # -- reads for the job
 
     def last_batch_id(self) -> int | None:
@@ -217,7 +237,9 @@ class Writer(Database):
         return None if row is None else bytes(row[0])
 
 
-def _partition_rows(record: PartitionRecord, batch_id: int) -> tuple[tuple[Any, ...], list[tuple[Any, ...]]]:
+def _partition_rows(
+    record: PartitionRecord, batch_id: int, as_of: int | None
+) -> tuple[tuple[Any, ...], list[tuple[Any, ...]]]:
     """The partitions row and the replicas rows (one per assigned replica) of a SPEC §5 state record."""
     key = (record.cluster, record.topic, record.partition)
     isr = set(record.isr)
@@ -233,6 +255,7 @@ def _partition_rows(record: PartitionRecord, batch_id: int) -> tuple[tuple[Any, 
         int(record.offline),
         _encode(record).decode(),
         batch_id,
+        as_of,
     )
     followers = {f.replica: f for f in record.followers}
     replicas: list[tuple[Any, ...]] = []

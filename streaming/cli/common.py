@@ -17,7 +17,9 @@ CONFIG_HELP = """configuration keys (SPEC §2; --config FILE.json and/or --set K
   schedule_origin_ms             0      scheduled checks run at origin + k*interval
   min_insync_replicas            1      under-min-ISR: |ISR| < it; at-min-ISR: |ISR| = it
   min_insync_replicas_by_topic   {}     per-topic overrides, e.g. --set 'min_insync_replicas_by_topic={"orders":2}'
-  allowed_lateness_ms            5000   streaming only: watermark delay
+  allowed_lateness_ms            5000   streaming only: how far behind its cluster's newest event an event may arrive
+  max_future_ms                  60000  an event dated more than this ahead of its arrival is refused (ts_in_future);
+                                        streaming always, replay with --now
 """
 
 

@@ -12,7 +12,7 @@ import msgspec
 
 from state.config import ConfigError
 from state.replay import ReplayResult
-from state.store import open_store
+from state.store import StreamPosition, open_store
 
 from .common import CONFIG_HELP, add_config_arguments, load_config, say
 
@@ -50,6 +50,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "applied (default: the largest ts of a valid event)",
     )
     rp.add_argument(
+        "--now",
+        type=int,
+        metavar="TS",
+        help="judge the events as if they all arrived at TS (epoch ms): one dated more than max_future_ms after it "
+        "is refused as ts_in_future, as the stream refuses it (default: trust the recorded times)",
+    )
+    rp.add_argument(
         "--engine",
         choices=["local", "spark"],
         default="local",
@@ -68,13 +75,13 @@ def main(args: argparse.Namespace) -> int:
     if args.engine == "spark":
         from streaming.replay_spark import replay_spark
 
-        result = replay_spark(args.events, config, args.until, progress=say)
+        result = replay_spark(args.events, config, args.until, progress=say, now=args.now)
     else:
         from state.replay import replay
 
         with contextlib.ExitStack() as stack:
             handles = [stack.enter_context(open(path, "rb")) for path in args.events]
-            result = replay(handles, config, args.until, progress=say, clock=time.perf_counter)
+            result = replay(handles, config, args.until, progress=say, clock=time.perf_counter, now=args.now)
     written = []
     if args.out:
         write_outputs(Path(args.out), result)
@@ -117,6 +124,9 @@ def store_replay(url: str, result: ReplayResult) -> int:
     "how long ago" at that event time.
     """
     with open_store(url) as store:
+        job = store.holder()
+        if job is not None:
+            raise ConfigError(refusal(url, job, store.stream_position()))
         last = store.last_batch_id()
         batch_id = 0 if last is None else last + 1
         store.write_batch(
@@ -130,3 +140,16 @@ def store_replay(url: str, result: ReplayResult) -> int:
             watermark_ms=result.summary["until"] + 1,
         )
     return batch_id
+
+
+def refusal(url: str, job: dict, position: StreamPosition | None) -> str:
+    """Why a replay may not write into a store a streaming job writes: its batches would take the job's ids."""
+    when = "it has committed no batch yet"
+    if position is not None:
+        age = time.time() - position.committed_wall_ms / 1000
+        when = f"its last batch ({position.batch_id}) committed {age:,.0f} s ago"
+    return (
+        f"store {url} is written by streaming job {job.get('job')} (pid {job.get('pid')} on {job.get('host')}, "
+        f"checkpoint {job.get('checkpoint')}; {when}); a replay would take the job's next batch ids. "
+        "Replay into another store."
+    )

@@ -107,7 +107,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         metavar="BOOTSTRAP",
         help="also send decisions and propagation batches as JSON to Kafka topics "
         "isrwatch.decisions (key cluster/topic/partition) and isrwatch.propagations "
-        "(key cluster/broker)",
+        "(key cluster/broker); at least once, with headers isrwatch-batch and isrwatch-seq to drop repeats by",
+    )
+    rn.add_argument(
+        "--store-retry",
+        type=float,
+        default=600.0,
+        metavar="SECONDS",
+        help="how long a micro-batch keeps retrying an unreachable store (a database restart) before the query "
+        "fails; restarted with the same --checkpoint it resumes where it stopped (default 600)",
     )
     rn.add_argument("--quiet", action="store_true", help="no per-batch progress lines")
     rn.set_defaults(func=main)
@@ -137,6 +145,7 @@ def main(args: argparse.Namespace) -> int:
         available_now=args.available_now,
         until_idle=args.until_idle,
         kafka_output=args.kafka_output,
+        store_retry_seconds=args.store_retry,
         spark=SparkSettings(
             master=args.master,
             shuffle_partitions=args.shuffle_partitions,

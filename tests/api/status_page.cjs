@@ -2,6 +2,8 @@
 // object, what a person would see: the partitions table, the summary cards, the decisions and batches,
 // and every console error, page error, failed request or HTTP error the page caused.
 // Usage: PLAYWRIGHT_CORE=/path/to/playwright-core node status_page.cjs URL SCREENSHOT.png [WAIT_FOR_SELECTOR]
+// With TOKEN set, the page is expected to ask for the API token: the script first gives a wrong one, then
+// TOKEN, and reports what the login form said ("login") and whether a reload asked again.
 "use strict";
 
 const { chromium } = require(process.env.PLAYWRIGHT_CORE);
@@ -29,6 +31,25 @@ function tableRows(selector) {
     page.on("response", (r) => { if (r.status() >= 400) problems.push(`HTTP ${r.status()}: ${r.url()}`); });
 
     await page.goto(url, { waitUntil: "load" });
+    let login = null;
+    if (process.env.TOKEN) {
+      await page.waitForSelector("#login:not([hidden])", { timeout: 20000 });
+      login = { askedFirst: true };
+      await page.fill("#token", "not-the-token");
+      await page.click("#login button");
+      await page.waitForSelector("#login:not([hidden])", { timeout: 20000 });
+      await page.waitForFunction(() => document.getElementById("login-error").textContent !== "");
+      login.wrongToken = await page.textContent("#login-error");
+      const beforeLogin = problems.length; // the 401s so far are the page finding out it needs a token
+      await page.fill("#token", process.env.TOKEN);
+      await page.click("#login button");
+      await page.waitForSelector(waitFor, { timeout: 20000 });
+      await page.reload({ waitUntil: "load" }); // the token is kept for the tab's session
+      await page.waitForSelector(waitFor, { timeout: 20000 });
+      login.askedAgainAfterReload = !(await page.$eval("#login", (f) => f.hidden));
+      const expected = (p) => p.startsWith("HTTP 401") || p.includes("status of 401 (Unauthorized)");
+      problems.splice(0, beforeLogin, ...problems.slice(0, beforeLogin).filter((p) => !expected(p)));
+    }
     await page.waitForSelector(waitFor, { timeout: 20000 });
     await page.waitForTimeout(2500); // one more poll, so a refresh is seen too
     const seen = await page.evaluate((fn) => {
@@ -61,6 +82,7 @@ function tableRows(selector) {
     await page.uncheck("#problems-only");
     if (screenshot) await page.screenshot({ path: screenshot, fullPage: true });
     seen.problems = problems;
+    seen.login = login;
     process.stdout.write(JSON.stringify(seen));
   } finally {
     await browser.close();

@@ -25,10 +25,10 @@ RED = "rgb(198, 40, 40)"  # --bad in style.css
 
 
 @contextmanager
-def serving(store_url: str) -> Iterator[str]:
+def serving(store_url: str, *options: str) -> Iterator[str]:
     """`isrwatch serve` on a loopback port the kernel picks; yields its base URL."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "streaming.cli", "serve", "--store", store_url, "--port", "0"],
+        [sys.executable, "-m", "streaming.cli", "serve", "--store", store_url, "--port", "0", *options],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -49,10 +49,12 @@ def serving(store_url: str) -> Iterator[str]:
         proc.stdout.close()
 
 
-def browse(url: str, screenshot: Path, wait_for: str = "#partitions tbody tr[data-partition]") -> dict:
+def browse(
+    url: str, screenshot: Path, wait_for: str = "#partitions tbody tr[data-partition]", token: str | None = None
+) -> dict:
     done = subprocess.run(
         ["node", str(Path(__file__).with_name("status_page.cjs")), url, str(screenshot), wait_for],
-        env={**os.environ, "PLAYWRIGHT_CORE": str(PLAYWRIGHT_CORE)},
+        env={**os.environ, "PLAYWRIGHT_CORE": str(PLAYWRIGHT_CORE), **({"TOKEN": token} if token else {})},
         capture_output=True,
         text=True,
         timeout=120,
@@ -153,3 +155,34 @@ def test_status_page_before_the_first_batch_says_so_without_errors(tmp_path):
     assert seen["status"] == "no batch yet" and seen["partitions"] == []
     assert [r["cells"] for r in seen["decisions"]] == [["no decisions yet"]]
     assert seen["summary"]["total"]["value"] == "0"
+
+
+def test_behind_a_token_the_page_asks_once_keeps_it_for_the_session_and_shows_the_data(tmp_path):
+    store = f"sqlite:///{tmp_path / 'isrwatch.db'}"
+    scenario = ROOT / "tests" / "scenarios" / "01-stuck-follower-shrink"
+    until = (scenario.parent / f"{scenario.name}.until").read_text().strip()
+    assert (
+        main(
+            [
+                "replay",
+                f"{scenario}.events.jsonl",
+                "--config",
+                f"{scenario}.config.json",
+                "--until",
+                until,
+                "--store",
+                store,
+            ]
+        )
+        == 0
+    )
+    with serving(store, "--token", "s3cret") as base:
+        assert httpx.get(f"{base}/v1/partitions").status_code == 401
+        seen = browse(base + "/", tmp_path / "token.png", token="s3cret")
+    assert seen["login"] == {
+        "askedFirst": True,
+        "wrongToken": "That token was not accepted.",
+        "askedAgainAfterReload": False,
+    }
+    assert seen["problems"] == [] and seen["error"] is None
+    assert [r["partition"] for r in seen["partitions"]] == ["orders-0"] and seen["partitions"][0]["problem"]

@@ -175,10 +175,10 @@ def test_shrink_predicted_is_judged_at_the_watermark(filled, window_ms: int | No
     now = store.stream_position().watermark_ms
     assert now == END + 1
     expected = [s for s in seen.states if any(follower_shrink_predicted(f, now, window_ms) for f in s["followers"])]
-    got = j(store.partitions(state="shrink_predicted", now_ms=now, window_ms=window_ms, limit=1000).items)
+    got = j(store.partitions(state="shrink_predicted", now=store.event_time(), window_ms=window_ms, limit=1000).items)
     assert _keys(got) == _keys(expected)
     followers = sum(follower_shrink_predicted(f, now, window_ms) for s in seen.states for f in s["followers"])
-    assert sum(store.followers_predicted_to_shrink(now, window_ms).values()) == followers
+    assert sum(store.followers_predicted_to_shrink(store.event_time(), window_ms).values()) == followers
     # West's stuck and slow followers, not yet removed: one past its limit, one 758 ms before it, inside
     # the default window (half the 10 s lag) but not inside a zero window.
     assert {k[0] for k in _keys(got)} == {"west"}

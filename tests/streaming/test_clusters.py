@@ -1,0 +1,77 @@
+"""Event time per cluster, end to end through `isrwatch run` (SPEC §6).
+
+Two clusters stream into one job, the second a minute behind the first — the normal shape of a
+fleet in which one source lags — and one event of the first is dated a year ahead, from a broker
+with a wrong clock. Each cluster must come out exactly as a replay of its own events alone; only
+the future-dated event is a dead letter, and nothing is late.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import msgspec
+
+from state.config import Config
+from state.store import open_store
+from streaming.sim.synthetic import StreamShape, generate
+from tests.state.helpers import canonical
+from tests.streaming.streams import START_MS, in_order
+from tests.streaming.test_run import dump, replay_of, run_job
+
+CONFIG = Config(replica_lag_time_max_ms=10_000, allowed_lateness_ms=3000)
+BEHIND_MS = 60_000
+YEAR_MS = 365 * 86_400_000
+
+
+def _cluster(name: str, start: int, seed: int) -> list[dict]:
+    shape = StreamShape(
+        partitions=24, brokers=4, topics=2, stuck_followers=2, slow_followers=2, start_ms=start, cluster=name
+    )
+    return list(generate(shape, 6000, seed))
+
+
+def test_a_cluster_a_minute_behind_another_loses_nothing_and_a_future_event_moves_no_time(spark, tmp_path: Path):
+    east = _cluster("east", START_MS + BEHIND_MS, 1)
+    west = _cluster("west", START_MS, 2)  # the same minute of its own time arrives a minute later
+    future = {**east[len(east) // 2], "ts": int(time.time() * 1000) + YEAR_MS}
+    # Files of one second of arrival each: east's second t with west's second t - 60 s.
+    seconds: dict[int, list[dict]] = {}
+    for ev in east:
+        seconds.setdefault((ev["ts"] - START_MS) // 1000, []).append(ev)
+    for ev in west:
+        seconds.setdefault((ev["ts"] - START_MS + BEHIND_MS) // 1000, []).append(ev)
+    seconds[min(seconds) + 20].append(future)
+    inbox = tmp_path / "in"
+    inbox.mkdir()
+    paths = []
+    for n, second in enumerate(sorted(seconds)):
+        path = inbox / f"events-{n:04d}.jsonl"
+        path.write_text("".join(json.dumps(ev) + "\n" for ev in seconds[second]))
+        paths.append(path)
+    in_order(paths)
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    run_job(inbox, url, tmp_path / "checkpoint", max_per_batch=8)
+
+    got = dump(url)
+    [dead] = [json.loads(d) for d in got["dead_letters"]]
+    assert dead["reason"].startswith("ts_in_future") and dead["field"] == "ts" and dead["ts"] == future["ts"]
+    tallies = {(m, labels.get("reason")): v for m, labels, v in got["tallies"]}
+    assert ("late_events", None) not in tallies and ("dead_letters", "late") not in tallies
+    with open_store(url) as store:
+        frontiers = store.event_time().clusters
+        decisions = msgspec.to_builtins(store.decisions(limit=100_000).items)
+        propagations = msgspec.to_builtins(store.propagations(limit=100_000).items)
+        partitions = msgspec.to_builtins(store.partitions(limit=100_000).items)
+    # Each cluster's time is its own: east settles a minute ahead of west.
+    assert frontiers["east"] - frontiers["west"] > BEHIND_MS - 5_000
+    for name, own in (("east", east), ("west", west)):
+        alone = tmp_path / f"{name}.jsonl"
+        alone.write_text("".join(json.dumps(ev) + "\n" for ev in own))
+        expected = replay_of(url, [alone], cluster=name)
+        assert expected.propagations and [d for d in decisions if d["cluster"] == name and d["kind"] == "shrink"]
+        assert canonical([d for d in decisions if d["cluster"] == name]) == expected.decisions
+        assert canonical([p for p in propagations if p["cluster"] == name]) == expected.propagations
+        assert [p for p in partitions if p["cluster"] == name] == msgspec.to_builtins(expected.partitions)
