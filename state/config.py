@@ -67,15 +67,6 @@ class Config:
                 raise ConfigError(f"{key}: must be >= 0, got {value}")
         return cls(**raw)
 
-    @classmethod
-    def from_json(cls, text: str, source: str = "config") -> Config:
-        """Build a config from a JSON object's text; errors name `source` (e.g. `--config FILE`)."""
-        try:
-            raw = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"{source}: not JSON ({exc.msg} at line {exc.lineno})") from None
-        return cls.from_dict(raw)
-
     def with_overrides(self, pairs: list[str]) -> Config:
         """Apply `KEY=VALUE` strings (VALUE parsed as JSON, e.g. 10000 or {"t": 2})."""
         merged = {k: v for k, v in self.to_dict().items()}
@@ -87,6 +78,8 @@ class Config:
                 merged[key.strip()] = json.loads(text)
             except json.JSONDecodeError as exc:
                 raise ConfigError(f"--set {key}: value {text!r} is not JSON ({exc.msg})") from None
+            except RecursionError:
+                raise ConfigError(f"--set {key}: value nested too deeply") from None
         return Config.from_dict(merged)
 
 

@@ -8,9 +8,11 @@ fixed offset ranges, so a batch Spark re-runs after a restart reads exactly the 
 
 from __future__ import annotations
 
+import itertools
+import sys
 import time
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
@@ -28,6 +30,27 @@ _ARROW = pa.schema(
     ]
 )
 Offsets = dict[str, dict[str, int]]
+T = TypeVar("T")
+RETRY_PAUSES_S = (1, 2, 5, 10, 30)  # then every 30 s: a broker that is down does not fail the query
+
+
+def retrying(bootstrap: str, what: str, attempt: Callable[[], T]) -> T:
+    """Run `attempt` until Kafka answers, waiting longer between tries and saying so on stderr each time."""
+    from kafka.errors import KafkaError
+
+    for n in itertools.count():
+        try:
+            return attempt()
+        except (KafkaError, OSError, TimeoutError) as exc:
+            pause = RETRY_PAUSES_S[min(n, len(RETRY_PAUSES_S) - 1)]
+            print(
+                f"isrwatch: kafka-python source: Kafka at {bootstrap} unreachable while {what} "
+                f"({type(exc).__name__}: {exc}); retrying in {pause} s",
+                file=sys.stderr,
+                flush=True,
+            )
+            time.sleep(pause)
+    raise AssertionError("unreachable")
 
 
 class KafkaRange(InputPartition):
@@ -71,6 +94,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _probe(self, start: Offsets) -> Offsets:
         """Every partition's high watermark, learned from a fetch at the position we are at."""
+        return retrying(self.bootstrap, "reading where the topics end", lambda: self._probe_once(start))
+
+    def _probe_once(self, start: Offsets) -> Offsets:
         from kafka import TopicPartition
 
         consumer = _consumer(self.bootstrap, max_partition_fetch_bytes=1, fetch_max_wait_ms=10)
@@ -100,6 +126,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def initialOffset(self) -> Offsets:
         if self.starting == "latest":
             return self._probe({})
+        return retrying(self.bootstrap, "reading where the topics begin", self._beginning)
+
+    def _beginning(self) -> Offsets:
         from kafka import TopicPartition
 
         consumer = _consumer(self.bootstrap)
@@ -142,7 +171,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         from kafka import TopicPartition
 
         tp = TopicPartition(partition.topic, partition.partition)
-        consumer = _consumer(self.bootstrap, fetch_max_wait_ms=50)
+        consumer = retrying(self.bootstrap, f"reading {tp}", lambda: _consumer(self.bootstrap, fetch_max_wait_ms=50))
         try:
             consumer.assign([tp])
             consumer.seek(tp, partition.start)
@@ -151,8 +180,14 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             while position < partition.end:
                 records = consumer.poll(timeout_ms=500).get(tp, [])
                 if not records:
-                    if time.monotonic() - idle_since > 60:
-                        raise TimeoutError(f"{tp}: no records between offsets {position} and {partition.end} for 60 s")
+                    if time.monotonic() - idle_since > 30:  # the broker went away mid-batch: wait for it
+                        print(
+                            f"isrwatch: kafka-python source: no records of {tp} between offsets {position} and "
+                            f"{partition.end} for 30 s from {self.bootstrap}; still waiting",
+                            file=sys.stderr,
+                            flush=True,
+                        )
+                        idle_since = time.monotonic()
                     continue
                 idle_since = time.monotonic()
                 position = records[-1].offset + 1

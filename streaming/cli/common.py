@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from state.config import Config, ConfigError
 
@@ -38,12 +40,22 @@ def add_config_arguments(
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help=set_help)
 
 
+def read_json_file(path: str, option: str) -> Any:
+    """A JSON file an option names; whatever is wrong with it is a ConfigError naming the option and the file."""
+    where = f"{option} {path}"
+    try:
+        return json.loads(Path(path).read_bytes().decode("utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"{where}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{where}: not UTF-8 text (byte {exc.start})") from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{where}: not JSON ({exc.msg} at line {exc.lineno})") from None
+    except RecursionError:
+        raise ConfigError(f"{where}: JSON nested too deeply") from None
+
+
 def load_config(path: str | None, overrides: list[str]) -> Config:
     """The configuration from an optional JSON file plus --set overrides."""
-    if not path:
-        return Config().with_overrides(overrides)
-    try:
-        text = Path(path).read_text()
-    except OSError as exc:
-        raise ConfigError(f"--config {path}: {exc.strerror}") from None
-    return Config.from_json(text, f"--config {path}").with_overrides(overrides)
+    raw = read_json_file(path, "--config") if path else {}
+    return Config.from_dict(raw).with_overrides(overrides)

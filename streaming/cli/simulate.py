@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -17,7 +16,7 @@ from streaming.sim.model import simulate_events, with_scenario
 from streaming.sim.pacing import Pacer, run
 from streaming.sim.sinks import DirectorySink, KafkaSink, Sink, StreamSink
 
-from .common import add_config_arguments, load_config
+from .common import add_config_arguments, load_config, read_json_file
 
 DEFAULT_DURATION_MS = 120_000
 DEFAULT_KAFKA_TOPIC = "isrwatch.events"
@@ -140,12 +139,7 @@ def build(args: argparse.Namespace, config: Config) -> tuple[SimConfig, list[Fau
         if topics:  # the command line's topics win over the scenario's
             sim = replace(sim, topics=topics)
     if args.faults:
-        try:
-            raw = json.loads(Path(args.faults).read_text())
-        except OSError as exc:
-            raise ConfigError(f"--faults {args.faults}: {exc.strerror}") from None
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"--faults {args.faults}: not JSON ({exc.msg})") from None
+        raw = read_json_file(args.faults, "--faults")
         if not isinstance(raw, list) or not all(isinstance(f, dict) for f in raw):
             raise ConfigError(f"--faults {args.faults}: expected a JSON list of fault objects")
         faults += [fault_from_dict(f, args.brokers) for f in raw]
