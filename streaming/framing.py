@@ -86,7 +86,7 @@ def frame(raw: DataFrame, layout: Layout, ranks: dict[str, int] | None = None, u
         F.col("line").cast("binary").alias("raw"),
         "received",
         (is_file & (F.col("pos") >= F.col("count") - 2)).alias("last"),  # a file's last line (before its newline)
-        F.from_json(F.regexp_replace("line", "^\uFEFF", ""), KEY_SCHEMA).alias("j"),  # a byte-order mark is no data
+        F.from_json(F.regexp_replace("line", "^\ufeff", ""), KEY_SCHEMA).alias("j"),  # a byte-order mark is no data
     )
     ts = F.col("j.ts")
     timed = ts.isNotNull() & (ts >= 0)
