@@ -13,7 +13,7 @@ import msgspec
 from msgspec import Struct
 
 from .config import Config
-from .events import Append, Event, Fetch, LeaderAndIsr, Tick
+from .events import Append, Event, Fetch, IsrChangePropagated, IsrUpdated, LeaderAndIsr, Tick
 from .order import Half, Order
 from .partition import (
     Outputs,
@@ -132,6 +132,8 @@ class PartitionEngine:
                 become_leader_or_follower(p, ev, lag, out)
             elif type(ev) is Tick:
                 self._tick(ev, out)
+            elif isinstance(ev, IsrUpdated | IsrChangePropagated):  # what a broker did: recorded, never applied
+                out.observed.append(ev)
             self.stale = True
             done += 1
         del buf[:done]
@@ -171,12 +173,13 @@ class PartitionEngine:
         if not self.stale:
             self.next_check = max(self.next_check, first_at_or_after(limit, self.origin, self.interval))
 
-    def _check(self, now: int, out: Outputs, cluster: str | None, at: Order) -> int:
-        """The isr-expiration task at `now` over every partition (of `cluster`); returns the next eligible time."""
+    def _check(self, now: int, out: Outputs, cluster: str | None, at: Order, broker: int | None = None) -> int:
+        """The isr-expiration task at `now` over every partition (of `cluster`; with `broker`, only the ones it
+        leads: that broker's own run); returns the next eligible time."""
         lag = self.lag
         next_eligible = INF
         for p in self.partitions.values():
-            if cluster is None or p.cluster == cluster:
+            if (cluster is None or p.cluster == cluster) and (broker is None or p.leader == broker):
                 eligible = maybe_shrink_isr(p, now, lag, out, at)
                 if eligible < next_eligible:
                     next_eligible = eligible
@@ -184,6 +187,14 @@ class PartitionEngine:
 
     def _tick(self, tick: Tick, out: Outputs) -> None:
         if tick.task in (None, "isr-expiration"):
-            self._check(tick.ts, out, tick.cluster, Order.of_event(tick))
+            self._check(tick.ts, out, tick.cluster, Order.of_event(tick), tick.broker)
         if tick.task in (None, "isr-change-propagation") and self.emit_propagation_ticks:
-            out.ticks.append(PropagationTick(*Order.of_event(tick, Half.PROPAGATION), tick.cluster))
+            out.ticks.append(
+                PropagationTick(
+                    *Order.of_event(tick, Half.PROPAGATION),
+                    tick.cluster,
+                    tick.broker,
+                    tick.last_isr_change_ms,
+                    tick.last_propagation_ms,
+                )
+            )

@@ -26,6 +26,8 @@ class _Event(Struct, kw_only=True, tag_field="type", omit_defaults=True):
     ts: NonNegative
     cluster: Cluster = DEFAULT_CLUSTER
     seq: int | None = None
+    # The broker that reported it (the agent's events, SPEC §3.1); None: a cluster-wide source.
+    broker: BrokerId | None = None
     # Tie-breaker after (ts, seq): position of the event in its input, assigned by the reader.
     arrival: int = msgspec.field(default=0, name="_arrival")
 
@@ -47,6 +49,8 @@ class LeaderAndIsr(_PartitionEvent, kw_only=True, tag="leader_and_isr"):
     controller_id: BrokerId | None = None
     leader_leo: NonNegative | None = None
     hw: NonNegative | None = None
+    min_insync_replicas: Annotated[int, Meta(ge=1, le=MAX_ID)] | None = None  # the topic's, as the leader has it
+    new_leader: bool | None = None  # Kafka's own isNewLeader, as the agent saw makeLeader decide
 
 
 class Fetch(_PartitionEvent, kw_only=True, tag="fetch"):
@@ -63,15 +67,55 @@ class Append(_PartitionEvent, kw_only=True, tag="append"):
     """The leader appended records; its LEO is now `leader_leo`."""
 
     leader_leo: NonNegative
+    check_ms: NonNegative | None = None  # the agent: the clock of the isr-expiration check that read this LEO
 
 
 class Tick(_Event, kw_only=True, tag="tick"):
-    """An explicit scheduler run; `task` None means both tasks, isr-expiration first."""
+    """An explicit scheduler run; `task` None means both tasks, isr-expiration first. With `broker`, that
+    broker's own run (the agent): it acts on what that broker leads and on its pending ISR changes only."""
 
     task: Literal["isr-expiration", "isr-change-propagation"] | None = None
+    kafka_version: Annotated[str, Meta(max_length=64)] | None = None
+    # The agent's propagation run: the broker's throttle after it (both start at the broker's start).
+    last_isr_change_ms: NonNegative | None = None
+    last_propagation_ms: NonNegative | None = None
 
 
-Event = LeaderAndIsr | Fetch | Append | Tick
+class OutOfSync(Struct, kw_only=True, omit_defaults=True):
+    """A replica a leader removed, as Kafka judged it."""
+
+    replica: BrokerId
+    leo: Annotated[int, Meta(ge=-1, le=MAX_MS)]
+    last_caught_up_ms: NonNegative
+    last_fetch_ms: NonNegative | None = None
+
+
+class IsrUpdated(_PartitionEvent, kw_only=True, tag="isr_updated"):
+    """Observed: the leader's actual ISR write (the agent). It never changes the model; the audit compares."""
+
+    leader: BrokerId
+    isr: list[BrokerId]
+    isr_before: list[BrokerId] | None = None
+    partition_epoch: NonNegative
+    kind: Literal["shrink", "expand"]
+    out_of_sync: list[OutOfSync] = []
+    check_ms: NonNegative | None = None
+    check_leader_leo: NonNegative | None = None
+
+
+class PartitionName(Struct, frozen=True):
+    topic: Topic
+    partition: Annotated[int, Meta(ge=0, le=MAX_ID)]
+
+
+class IsrChangePropagated(_Event, kw_only=True, tag="isr_change_propagated"):
+    """Observed: a broker wrote one `/isr_change_notification` znode with these partitions (the agent)."""
+
+    partitions: list[PartitionName]
+
+
+Event = LeaderAndIsr | Fetch | Append | Tick | IsrUpdated | IsrChangePropagated
+Observed = IsrUpdated | IsrChangePropagated
 
 _decoder: msgspec.json.Decoder[Event] = msgspec.json.Decoder(Event)
 _any_json = msgspec.json.Decoder()

@@ -15,7 +15,7 @@ from collections import Counter
 from msgspec import Struct
 
 from .config import Config
-from .events import Append, Fetch, LeaderAndIsr
+from .events import Append, Fetch, LeaderAndIsr, Observed
 from .order import Order
 from .records import Decision, DecisionKind, FollowerRecord, PartitionRecord, ShrinkReason
 from .schedule import INF, first_at_or_after
@@ -54,6 +54,7 @@ class Partition(Struct, array_like=True, gc=False):
     leader_leo: int = 0
     leader_epoch_start_offset: int | None = None
     followers: list[Follower] = []
+    min_isr: int | None = None  # the topic's min.insync.replicas as its leader reported it (else the config's)
 
     def follower(self, replica: int) -> Follower | None:
         for f in self.followers:
@@ -94,22 +95,37 @@ class IsrChange(Ordered, frozen=True, tag="c"):
 
 
 class PropagationTick(Ordered, frozen=True, tag="t"):
-    """An explicit isr-change-propagation run for one cluster."""
+    """An explicit isr-change-propagation run for one cluster, or for one broker of it (the agent's, with the
+    broker's throttle state after the run: what the model starts a broker it has not seen from)."""
 
     cluster: str
+    broker: int | None = None
+    last_isr_change_ms: int | None = None
+    last_propagation_ms: int | None = None
 
 
 class Outputs:
     """What advancing the state produced: decisions, ISR changes to propagate, ticks, counters."""
 
-    __slots__ = ("decisions", "changes", "ticks", "ignored_fetches", "ignored_appends", "touched")
+    __slots__ = (
+        "decisions",
+        "changes",
+        "ticks",
+        "observed",
+        "ignored_fetches",
+        "ignored_appends",
+        "ignored_leader_and_isr",
+        "touched",
+    )
 
     def __init__(self) -> None:
         self.decisions: list[Decision] = []
         self.changes: list[IsrChange] = []
         self.ticks: list[PropagationTick] = []
+        self.observed: list[Observed] = []
         self.ignored_fetches: Counter[str] = Counter()
         self.ignored_appends: Counter[str] = Counter()
+        self.ignored_leader_and_isr: Counter[str] = Counter()
         self.touched: set[PartitionKey] = set()
 
     def decide(
@@ -177,7 +193,19 @@ def update_isr(p: Partition, isr: tuple[int, ...], at: Order, out: Outputs) -> N
 
 
 def become_leader_or_follower(p: Partition, ev: LeaderAndIsr, lag: int, out: Outputs) -> None:
-    """ReplicaManager.becomeLeaderOrFollower: the epoch guards, then `make_leader` for an accepted state."""
+    """ReplicaManager.becomeLeaderOrFollower: the epoch guards, then `make_leader` for an accepted state.
+
+    A state reported by a broker (the agent) counts once: a live partition's from its new leader (another
+    replica's copy is `follower_copy`), an offline one's from the first replica that reports it (the others,
+    the same state again, are `duplicate`). Neither is a decision: one request must not become many.
+    """
+    if ev.broker is not None:
+        if ev.leader >= 0 and ev.broker != ev.leader:
+            out.ignored_leader_and_isr["follower_copy"] += 1
+            return
+        if _same_state(p, ev):
+            out.ignored_leader_and_isr["duplicate"] += 1
+            return
     if ev.controller_epoch < p.controller_epoch:
         out.decide(p, ev.ts, DecisionKind.REJECTED, p.isr, [], error="STALE_CONTROLLER_EPOCH")
         return
@@ -189,6 +217,17 @@ def become_leader_or_follower(p: Partition, ev: LeaderAndIsr, lag: int, out: Out
         out.decide(p, ev.ts, DecisionKind.REJECTED, p.isr, [], error="UNKNOWN_TOPIC_OR_PARTITION")
         return
     make_leader(p, ev, lag, out)
+
+
+def _same_state(p: Partition, ev: LeaderAndIsr) -> bool:
+    return (p.leader, p.leader_epoch, p.partition_epoch, p.controller_epoch, p.replicas, p.isr) == (
+        ev.leader,
+        ev.leader_epoch,
+        ev.partition_epoch,
+        ev.controller_epoch,
+        tuple(ev.replicas),
+        tuple(sorted(set(ev.isr))),
+    )
 
 
 def make_leader(p: Partition, ev: LeaderAndIsr, lag: int, out: Outputs) -> None:
@@ -222,17 +261,22 @@ def make_leader(p: Partition, ev: LeaderAndIsr, lag: int, out: Outputs) -> None:
     p.followers = followers
     if ev.hw is not None:
         p.hw = ev.hw
+    if ev.min_insync_replicas is not None:
+        p.min_isr = ev.min_insync_replicas
     maybe_increment_leader_hw(p, ev.ts, lag)
     changed = sorted(set(isr_before).symmetric_difference(isr))
     out.decide(p, ev.ts, DecisionKind.LEADER_AND_ISR, isr_before, changed)
 
 
-def _inactive(p: Partition | None) -> str | None:
-    """Why a fetch or append is ignored before it is read: no accepted LeaderAndIsr yet, or offline."""
+def _inactive(p: Partition | None, ev: Fetch | Append) -> str | None:
+    """Why a fetch or append is ignored before it is read: no accepted LeaderAndIsr yet, offline, or reported by
+    a broker (the agent) that is not the partition's leader (an old leader's last events, its clock skewed)."""
     if p is None or p.leader_epoch < 0:
         return "no_leader_and_isr"
     if p.leader == -1:
         return "offline"
+    if ev.broker is not None and ev.broker != p.leader:
+        return "not_leader"
     return None
 
 
@@ -243,7 +287,7 @@ def update_follower_fetch_state(p: Partition | None, ev: Fetch, lag: int, out: O
     not from a follower (ReplicaManager L1567-1572), a stale leader epoch (KAFKA-8400), or an offset past
     the leader's LEO (OFFSET_OUT_OF_RANGE).
     """
-    inactive = _inactive(p)
+    inactive = _inactive(p, ev)
     if inactive:
         out.ignored_fetches[inactive] += 1
         return
@@ -294,7 +338,7 @@ def maybe_expand_isr(p: Partition, f: Follower, ev: Fetch, out: Outputs) -> tupl
 
 def append_to_leader(p: Partition | None, ev: Append, lag: int, out: Outputs) -> None:
     """Partition.appendRecordsToLeader: the leader's LEO only grows; a new LEO may let the HW move."""
-    inactive = _inactive(p)
+    inactive = _inactive(p, ev)
     if inactive:
         out.ignored_appends[inactive] += 1
         return
@@ -360,7 +404,7 @@ def partition_record(p: Partition, config: Config) -> PartitionRecord:
                 predicted_shrink_at_ms=None if scheduled >= INF else scheduled,
             )
         )
-    min_isr = config.min_isr(p.topic)
+    min_isr = min(p.min_isr, len(p.replicas) or 1) if p.min_isr is not None else config.min_isr(p.topic)
     return PartitionRecord(
         cluster=p.cluster,
         topic=p.topic,

@@ -136,10 +136,10 @@ class PropagationBook:
             if item.ts >= until:
                 break
             self._run_checks_before(book, item.ts, out)
-            if type(item) is IsrChange:
+            if isinstance(item, IsrChange):
                 self._record(book, item)
             else:
-                self._check(book, item.ts, out)
+                self._tick(book, item, out)
             done += 1
         del book.buffer[:done]
         self._run_checks_before(book, until, out)
@@ -178,11 +178,25 @@ class PropagationBook:
             book.next_check = at + self.interval
         book.next_check = max(book.next_check, first_at_or_after(limit, self.origin, self.interval))
 
-    def _check(self, book: ClusterBook, now: int, out: list[Propagation]) -> None:
-        """ReplicaManager.maybePropagateIsrChanges at `now` for every broker of the cluster."""
+    def _tick(self, book: ClusterBook, tick: PropagationTick, out: list[Propagation]) -> None:
+        """An explicit run: the cluster's, or one broker's (the agent's tick). A broker the model has not seen yet
+        starts from the throttle state its run reported (Kafka starts both times at the broker's start)."""
+        if tick.broker is not None and tick.broker not in book.brokers and tick.last_propagation_ms is not None:
+            book.brokers[tick.broker] = Broker(
+                book.cluster,
+                tick.broker,
+                set(),
+                None,
+                tick.last_isr_change_ms if tick.last_isr_change_ms is not None else tick.last_propagation_ms,
+                tick.last_propagation_ms,
+            )
+        self._check(book, tick.ts, out, tick.broker)
+
+    def _check(self, book: ClusterBook, now: int, out: list[Propagation], only: int | None = None) -> None:
+        """ReplicaManager.maybePropagateIsrChanges at `now` for every broker of the cluster (or only `only`)."""
         c = self.config
         for _, broker in sorted(book.brokers.items()):
-            if not broker.pending:
+            if not broker.pending or only not in (None, broker.broker):
                 continue
             quiet = broker.last_isr_change_ms + c.isr_change_linger_ms < now
             overdue = broker.last_propagation_ms + c.isr_change_max_delay_ms < now
