@@ -279,6 +279,12 @@ def build_parser() -> argparse.ArgumentParser:
     add_demo_arguments(dp)
     dp.set_defaults(func=cmd_demo)
 
+    from streaming.lab import command as lab
+
+    lp = sub.add_parser("lab", help="a real Kafka 3.9 cluster on loopback (ZooKeeper mode) with real faults")
+    lab.add_arguments(lp)
+    lp.set_defaults(func=lab.main)
+
     bp = sub.add_parser("bench", help="benchmarks that print numbers (isrwatch bench engine|api --help)")
     bp.add_argument("rest", nargs=argparse.REMAINDER, help="benchmark name and its options")
     bp.set_defaults(func=cmd_bench)
