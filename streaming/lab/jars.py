@@ -25,7 +25,7 @@ import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
-from importlib.metadata import version
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -161,7 +161,7 @@ def spark_kafka_jars() -> list[Path]:
     """Spark's Kafka connector jars if provisioned for the installed PySpark, else [] (never runs Maven)."""
     try:
         return jars(spark_kafka_set()) or []
-    except JarsError:
+    except (JarsError, PackageNotFoundError):  # PySpark not installed as a distribution (e.g. the image's own)
         return []
 
 
