@@ -40,6 +40,8 @@ MONITOR_CHROOT = "/monitor"
 MONITOR_ID = 100
 CLUSTER_NAME = "lab"
 EVENTS_TOPIC = "isrwatch.events"
+# isrwatch's own traffic, on the monitor broker: the agent's events and `isrwatch run --kafka-output`'s topics.
+MONITOR_TOPICS = {EVENTS_TOPIC: 3, "isrwatch.decisions": 3, "isrwatch.propagations": 3}
 INTER_BROKER_PROTOCOL_VERSION = "2.6"  # below 2.7-IV2: the ZooKeeper ISR writer and its throttled propagation
 ZOOKEEPER_SESSION_TIMEOUT_MS = 18_000  # Kafka 3.9's default zookeeper.session.timeout.ms
 REPLICA_FETCH_WAIT_MAX_MS = 500  # Kafka's default; replica.lag.time.max.ms may not be smaller
@@ -644,7 +646,7 @@ def up(directory: Path, spec: LabSpec, progress: Progress) -> Lab:
                      + ", ".join(f"{t} ({n} partitions, RF {lab.replication_factor})" for t, n in lab.topics.items()))
             wait_until("electing a controller", lambda: controller(zk)[0] is not None, 60)
             _create_topics(lab.bootstrap_servers, lab.topics, lab.replication_factor)
-            _create_topics(lab.monitor_bootstrap, {EVENTS_TOPIC: 3}, 1)
+            _create_topics(lab.monitor_bootstrap, MONITOR_TOPICS, 1)
             wait_until("topics getting their leaders and full ISRs", lambda: isr_full(zk, lab.topics), 60)
         finally:
             zk.stop()

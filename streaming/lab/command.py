@@ -32,11 +32,14 @@ state-change.log with every LeaderAndIsr at TRACE, controller.log, scheduler.log
 isr-expiration and isr-change-propagation run times). Brokers use 512 MB heaps, the serial collector
 and small thread pools: the lab fits a 2-core machine."""
 
+SESSION_S = ZOOKEEPER_SESSION_TIMEOUT_MS // 1000
 FAULT_EPILOG = f"""kinds:
   stall --broker ID --seconds N
       SIGSTOP the broker, SIGCONT after N s: its followers stop fetching and each leader drops it from the
-      ISR once it is replica.lag.time.max.ms behind. Keep N below zookeeper.session.timeout.ms
-      ({ZOOKEEPER_SESSION_TIMEOUT_MS // 1000} s): a longer stop expires the broker's session, a crash, not a stall.
+      ISR once it is replica.lag.time.max.ms behind. A stall must stay shorter than the broker's ZooKeeper
+      session (zookeeper.session.timeout.ms, {SESSION_S} s): a longer stop expires it, and that is a crash,
+      not a stall. As its client pings every third of the timeout, only N <= {SESSION_S * 2 // 3} s is safe; a longer
+      N gets a warning.
   slow --broker ID --seconds N [--rate BYTES_PER_S]
       throttle the broker's replication as a follower with Kafka's replication quotas (default
       {faults.SLOW_RATE} B/s) for N s. Kafka throttles only a follower outside the ISR: one that fell behind (after

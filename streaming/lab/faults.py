@@ -85,14 +85,25 @@ def stall(directory: Path, broker_id: int, seconds: float) -> str:
         send(broker, signal.SIGSTOP)
         ends = int((time.time() + seconds) * 1000)
         _helper(lab, "stall", broker_id, ends, "end-stall", "--broker", str(broker_id), "--seconds", str(seconds))
-    said = [f"broker {broker_id} (pid {broker.pid}) stopped with SIGSTOP; SIGCONT at {_clock(ends)} "
+    said = (f"broker {broker_id} (pid {broker.pid}) stopped with SIGSTOP; SIGCONT at {_clock(ends)} "
             f"(in {seconds:g} s). Its followers stop fetching: each leader drops it from the ISR once it is "
-            f"replica.lag.time.max.ms ({lab.replica_lag_time_max_ms} ms) behind, at its next isr-expiration run."]
-    if seconds * 1000 >= lab.zookeeper_session_timeout_ms:
-        said.append(f"warning: {seconds:g} s is not shorter than zookeeper.session.timeout.ms "
-                    f"({lab.zookeeper_session_timeout_ms} ms): ZooKeeper expires the broker's session and the "
-                    "controller treats it as failed; that is a crash, not a stall")
-    return "\n".join(said)
+            f"replica.lag.time.max.ms ({lab.replica_lag_time_max_ms} ms) behind, at its next isr-expiration run.")
+    warning = stall_warning(seconds, lab.zookeeper_session_timeout_ms)
+    return said + (f"\n{warning}" if warning else "")
+
+
+def stall_warning(seconds: float, session_timeout_ms: int) -> str | None:
+    """A stall that outlasts the broker's ZooKeeper session is a crash: the session expires and the controller acts.
+
+    The broker's ZooKeeper client pings every third of the session timeout when idle, so the server may
+    have heard nothing for a third of it already when the stall starts: only stalls up to two thirds of
+    the timeout (12 s of Kafka's default 18 s) are sure to stay stalls.
+    """
+    if seconds * 1000 <= session_timeout_ms * 2 / 3:
+        return None
+    return (f"warning: {seconds:g} s is more than 2/3 of zookeeper.session.timeout.ms ({session_timeout_ms} ms): "
+            "the broker's ZooKeeper session may expire (its client pings every third of the timeout), and then "
+            "the controller treats it as failed: a crash, not a stall")
 
 
 def _throttle(lab: Lab, broker_id: int, rate: int) -> None:

@@ -63,7 +63,7 @@ class JarSet:
         return {"pom_sha256": digest, "properties": dict(self.properties)}
 
 
-def _pyspark_jars() -> Path:
+def pyspark_jars() -> Path:
     spec = importlib.util.find_spec("pyspark")
     if spec is None or spec.origin is None:
         raise JarsError("PySpark is not installed in this Python (run `make setup`)")
@@ -75,7 +75,7 @@ def kafka_set() -> JarSet:
 
 
 def spark_kafka_set() -> JarSet:
-    return JarSet("spark-kafka", "spark-kafka.xml", (("spark.version", version("pyspark")),), _pyspark_jars())
+    return JarSet("spark-kafka", "spark-kafka.xml", (("spark.version", version("pyspark")),), pyspark_jars())
 
 
 def jars(jar_set: JarSet) -> list[Path] | None:
@@ -105,7 +105,7 @@ def _listed_files(listing: str) -> dict[str, str]:
     return files
 
 
-def _shipped_artifacts(directory: Path) -> set[str]:
+def artifacts_in(directory: Path) -> set[str]:
     """Artifact names of the jars in a directory: a name-VERSION.jar file, VERSION starting with a digit."""
     return {m.group(1) for jar in directory.glob("*.jar") if (m := re.match(r"^(.+?)-\d.*\.jar$", jar.name))}
 
@@ -135,7 +135,7 @@ def provision(jar_set: JarSet, progress: Progress) -> list[Path]:
         if missing:
             raise JarsError(f"Maven listed but did not copy {', '.join(missing)}")
         if jar_set.shipped is not None:
-            shipped = _shipped_artifacts(jar_set.shipped)
+            shipped = artifacts_in(jar_set.shipped)
             for name, artifact in files.items():
                 if artifact in shipped:
                     (out / name).unlink()
