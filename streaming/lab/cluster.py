@@ -316,15 +316,24 @@ class PartitionState:
         return self.replicas[0]
 
 
-@contextlib.contextmanager
-def zookeeper(hosts: str, timeout: float = 10.0) -> Iterator[KazooClient]:
-    """A started kazoo client, stopped on exit; quiet (the lab reports what matters itself)."""
+def _kazoo(hosts: str, timeout: float) -> KazooClient:
+    """A kazoo client that logs nothing (the lab reports what matters itself)."""
     from kazoo.client import KazooClient
 
     quiet = logging.getLogger("isrwatch.lab.kazoo")
     quiet.setLevel(logging.CRITICAL)
-    client = KazooClient(hosts=hosts, timeout=timeout, logger=quiet)
-    client.start(timeout=timeout)
+    return KazooClient(hosts=hosts, timeout=timeout, logger=quiet)
+
+
+@contextlib.contextmanager
+def zookeeper(hosts: str, timeout: float = 10.0) -> Iterator[KazooClient]:
+    """A started ZooKeeper client, stopped on exit."""
+    client = _kazoo(hosts, timeout)
+    try:
+        client.start(timeout=timeout)
+    except Exception as exc:
+        client.close()
+        raise LabError(f"ZooKeeper at {hosts} does not answer ({type(exc).__name__}): is the lab up?") from None
     try:
         yield client
     finally:
@@ -432,6 +441,14 @@ log4j.additivity.org.apache.kafka.server.util.KafkaScheduler=false
 """
 
 
+ZOOKEEPER_LOG4J = """log4j.rootLogger=INFO, file
+log4j.appender.file=org.apache.log4j.FileAppender
+log4j.appender.file.File=${zookeeper.log}
+log4j.appender.file.layout=org.apache.log4j.PatternLayout
+log4j.appender.file.layout.ConversionPattern=[%d] %p %m (%c)%n
+"""
+
+
 def broker_config(broker_id: int, port: int, log_dir: Path, zookeeper_connect: str, spec: LabSpec,
                   replication_factor: int) -> dict[str, Any]:
     """The server.properties of a lab broker (the monitor has replication factor 1)."""
@@ -511,7 +528,7 @@ def _plan(directory: Path, spec: LabSpec, java: str, classpath: str) -> Lab:
                                       "clientPortAddress": "127.0.0.1", "maxClientCnxns": 0,
                                       "admin.enableServer": "false", "tickTime": 2000}))
     zk_log4j = config_dir / "zookeeper-log4j.properties"
-    zk_log4j.write_text(LOG4J.replace("${kafka.logs.dir}/server.log", f"{zk_dir}/zookeeper.log"))
+    zk_log4j.write_text(ZOOKEEPER_LOG4J.replace("${zookeeper.log}", str(zk_dir / "zookeeper.log")))
     zookeeper = f"127.0.0.1:{zk_port}"
     monitor_bootstrap = f"127.0.0.1:{monitor_port}"
 
@@ -667,16 +684,12 @@ def up(directory: Path, spec: LabSpec, progress: Progress) -> Lab:
 
 def _connect(lab: Lab, timeout: float) -> KazooClient:
     """A kazoo client on the lab's ZooKeeper once it answers (fails early if ZooKeeper exited)."""
-    from kazoo.client import KazooClient
-
-    quiet = logging.getLogger("isrwatch.lab.kazoo")
-    quiet.setLevel(logging.CRITICAL)
     deadline = time.monotonic() + timeout
     while True:
         if not alive(lab.zookeeper_process):
             raise LabError(f"ZooKeeper exited during start-up; its last log lines:\n"
                            f"{tail(Path(lab.dir) / 'zookeeper' / 'zookeeper.log')}\n{tail(lab.zookeeper_process.log)}")
-        client = KazooClient(hosts=lab.zookeeper, timeout=5, logger=quiet)
+        client = _kazoo(lab.zookeeper, 5)
         try:
             client.start(timeout=2)
             return client

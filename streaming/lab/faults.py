@@ -57,8 +57,14 @@ def _clock(ms: int) -> str:
     return time.strftime("%H:%M:%S", time.localtime(ms / 1000))
 
 
+def _up(lab: Lab) -> Lab:
+    if not alive(lab.zookeeper_process):
+        raise LabError(f"the lab in {lab.dir} is not running: start it with isrwatch lab up --dir {lab.dir}")
+    return lab
+
+
 def _running(lab: Lab, broker_id: int) -> Broker:
-    broker = lab.broker(broker_id)
+    broker = _up(lab).broker(broker_id)
     if not alive(broker):
         raise LabError(f"broker {broker_id} is not running (start it with: isrwatch lab fault restart "
                        f"--broker {broker_id} --dir {lab.dir})")
@@ -179,7 +185,7 @@ def _start_when_unregistered(directory: Path, broker_id: int, fault_id: str | No
 def restart(directory: Path, broker_id: int) -> str:
     """SIGKILL the broker if it runs, then start it afresh on the same log directory (after its session expired)."""
     with editing(directory) as lab:
-        broker = lab.broker(broker_id)
+        broker = _up(lab).broker(broker_id)
         was = f"killed (pid {broker.pid}) with SIGKILL" if send(broker, signal.SIGKILL) else "was not running"
         wait_gone([broker], 10)
         with zookeeper(lab.zookeeper) as zk:
@@ -198,7 +204,7 @@ def elect(directory: Path) -> str:
     """Run a preferred leader election over every partition and say which leaders moved."""
     from kafka.errors import for_code
 
-    lab = load(directory)
+    lab = _up(load(directory))
     with zookeeper(lab.zookeeper) as zk:
         before = partition_states(zk, list(lab.topics))
     with admin(lab.bootstrap_servers) as client:
@@ -220,7 +226,7 @@ def elect(directory: Path) -> str:
 
 def controller_failover(directory: Path) -> str:
     """Kill the active controller (SIGKILL) and start it again: another broker takes over with a new epoch."""
-    lab = load(directory)
+    lab = _up(load(directory))
     with zookeeper(lab.zookeeper) as zk:
         active, epoch = controller(zk)
     if active is None:
