@@ -7,6 +7,7 @@ The times each fault took are printed (pytest -s shows them); no test asserts a 
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 
@@ -229,15 +230,17 @@ def test_controller_failover_elects_another_controller_with_a_new_epoch(lab: Lab
     report(f"controller-failover: broker {old} restarted, every ISR full again after", wait_healthy(lab))
 
 
-def test_a_broker_that_cannot_start_is_reported_with_its_last_log_lines(tmp_path: Path):
+def test_a_broker_that_cannot_start_is_reported_with_its_last_log_lines(tmp_path: Path, capsys):
     not_a_jar = tmp_path / "agent.jar"
     not_a_jar.write_text("not a jar")
     with pytest.raises(LabError) as failed:
         up(tmp_path / "lab", LabSpec(agent=str(not_a_jar), rate=0, start_timeout_s=60), progress)
     message = str(failed.value)
-    assert "broker 1 exited during start-up; its last log lines" in message
+    assert re.search(r"broker [123] exited during start-up; its last log lines", message), message
     assert "Error opening zip file or JAR manifest missing" in message  # the JVM's own words, from stdout.log
     assert not [p for p in load(tmp_path / "lab").processes() if alive(p)]
+    assert main(["lab", "fault", "elect", "--dir", str(tmp_path / "lab")]) == 2
+    assert "is not running: start it with isrwatch lab up" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("argv, message", [
