@@ -607,23 +607,33 @@ def _wait_registered(lab: Lab, zk: KazooClient, timeout: float) -> float:
 
 
 def _create_topics(bootstrap: str, topics: dict[str, int], replication_factor: int, timeout: float = 60) -> None:
-    """Create the topics; the controller may not know every registered broker yet, so that is retried."""
+    """Create the topics, retrying while the cluster settles (the controller may not know every broker yet)."""
     from kafka.admin import KafkaAdminClient, NewTopic
-    from kafka.errors import InvalidReplicationFactorError
+    from kafka.errors import KafkaError, TopicAlreadyExistsError
 
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="isrwatch-lab")
     deadline = time.monotonic() + timeout
-    try:
-        while True:
+    while True:
+        try:
+            admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="isrwatch-lab")
             try:
                 admin.create_topics([NewTopic(name, count, replication_factor) for name, count in topics.items()])
-                return
-            except InvalidReplicationFactorError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.5)
-    finally:
-        admin.close()
+            finally:
+                admin.close()
+            return
+        except TopicAlreadyExistsError:  # an earlier try went through
+            return
+        except KafkaError as exc:
+            if time.monotonic() > deadline:
+                raise LabError(f"creating topics {', '.join(topics)} on {bootstrap}: {exc}") from None
+            time.sleep(0.5)
+
+
+def _listening(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+    except OSError:
+        return False
+    return True
 
 
 def _producer_argv(lab: Lab, rate: int) -> list[str]:
@@ -659,6 +669,10 @@ def up(directory: Path, spec: LabSpec, progress: Progress) -> Lab:
                 launch(broker)
             save(lab)
             took = _wait_registered(lab, zk, spec.start_timeout_s)
+            # A broker registers before its listener accepts connections.
+            wait_until("the brokers' listeners", lambda: all(_listening(b.port) for b in [*lab.brokers, lab.monitor]),
+                       60, failed=lambda: next((f"broker {b.id} exited" for b in [*lab.brokers, lab.monitor]
+                                                if not alive(b)), None))
             progress(f"brokers registered in ZooKeeper after {took:.1f} s; creating topics "
                      + ", ".join(f"{t} ({n} partitions, RF {lab.replication_factor})" for t, n in lab.topics.items()))
             wait_until("electing a controller", lambda: controller(zk)[0] is not None, 60)
@@ -673,10 +687,14 @@ def up(directory: Path, spec: LabSpec, progress: Progress) -> Lab:
             launch(lab.producer)
             lab.producer_rate = spec.rate
         save(lab)
-    except BaseException:
+    except BaseException as exc:  # failed or interrupted: leave nothing running
         stop_all(lab)
         save(lab)
-        raise
+        if isinstance(exc, LabError) or not isinstance(exc, Exception):
+            raise
+        # A client error while the cluster starts: say it with the brokers' own words.
+        raise LabError(f"starting the lab: {type(exc).__name__}: {exc}; the brokers' last log lines:\n"
+                       + "\n".join(f"broker {b.id}:\n{broker_logs(b)}" for b in [*lab.brokers, lab.monitor])) from exc
     progress(f"lab up in {time.monotonic() - started:.1f} s: bootstrap {lab.bootstrap_servers}, monitor "
              f"{lab.monitor_bootstrap}, ZooKeeper {lab.zookeeper_connect}; {directory / LAB_JSON}")
     return lab
