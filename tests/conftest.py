@@ -34,6 +34,12 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return request.getfixturevalue("postgres_url")
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests on the Kafka lab run last: the lab (four brokers, ZooKeeper, a producer: about half a core)
+    is started on first use and runs until the session ends, so every other test runs before it exists."""
+    items.sort(key=lambda item: "lab" in getattr(item, "fixturenames", ()))
+
+
 @pytest.fixture(scope="session")
 def lab_spec(tmp_path_factory: pytest.TempPathFactory) -> LabSpec:
     """The session lab's settings (tests/lab.py session_spec): a 5 s lag and a no-op agent on every broker."""

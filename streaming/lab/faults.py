@@ -171,14 +171,19 @@ def _start_when_unregistered(directory: Path, broker_id: int, fault_id: str | No
     (NODEEXISTS), so the start waits for the old session to expire.
     """
     lab = load(directory)
-    with zookeeper(lab.zookeeper) as zk:
-        wait_until(f"ZooKeeper dropping broker {broker_id}'s registration",
-                   lambda: broker_id not in registered_brokers(zk, CHROOT), timeout, interval=0.2)
-    with editing(directory) as lab:
-        broker = lab.broker(broker_id)
-        if not alive(broker):
-            launch(broker)
-        lab.faults = [f for f in lab.faults if f.id != fault_id]
+    try:
+        def gone_or_restarted() -> bool:  # another restart may have started it already
+            return broker_id not in registered_brokers(zk, CHROOT) or alive(load(directory).broker(broker_id))
+
+        with zookeeper(lab.zookeeper) as zk:
+            wait_until(f"ZooKeeper dropping broker {broker_id}'s registration", gone_or_restarted, timeout, 0.2)
+        with editing(directory) as lab:
+            broker = lab.broker(broker_id)
+            if not alive(broker):
+                launch(broker)
+    finally:
+        with editing(directory) as lab:
+            lab.faults = [f for f in lab.faults if f.id != fault_id]
     return broker
 
 
