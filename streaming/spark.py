@@ -1,4 +1,5 @@
-"""The Spark session isrwatch runs in: local by default, quiet, with the state store provider chosen by name."""
+"""The Spark session isrwatch runs in: local by default, quiet, with the state store provider chosen by name
+and Spark's Kafka connector from .tools/jars/spark-kafka when it was provisioned."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from .lab.jars import spark_kafka_jars
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -49,6 +52,10 @@ class SparkSettings:
             "spark.sql.ui.retainedExecutions": "20",
             **self.extra,
         }
+        # Spark's Kafka source from the provisioned jars (nothing downloaded at run time); --spark-conf spark.jars adds.
+        local = ",".join(str(p) for p in spark_kafka_jars())
+        if local:
+            conf["spark.jars"] = ",".join(filter(None, [local, self.extra.get("spark.jars")]))
         # Under spark-submit (a JVM gateway is already up) the master is the submitter's to choose.
         if self.master or "PYSPARK_GATEWAY_PORT" not in os.environ:
             conf["spark.master"] = self.master or "local[2]"

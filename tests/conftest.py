@@ -1,4 +1,5 @@
-"""Fixtures shared by every test room: one Spark session, a private PostgreSQL server, a store URL per backend."""
+"""Fixtures shared by every test room: one Spark session, a private PostgreSQL server, a store URL on each
+backend, and one real Kafka lab (ZooKeeper, 3 brokers, a monitor broker) for the session."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from streaming.lab.cluster import Lab, LabSpec
+from tests.lab import noop_agent, running_lab, session_spec
 from tests.pg import fresh_database, postgres_server
 
 
@@ -37,3 +40,25 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'isrwatch.db'}"
     return request.getfixturevalue("postgres_url")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests on the Kafka lab run last: the lab (four brokers, ZooKeeper, a producer: about half a core)
+    is started on first use and runs until the session ends, so every other test runs before it exists."""
+    items.sort(key=lambda item: "lab" in getattr(item, "fixturenames", ()))
+
+
+@pytest.fixture(scope="session")
+def lab_spec(tmp_path_factory: pytest.TempPathFactory) -> LabSpec:
+    """The session lab's settings (tests/lab.py session_spec): a 5 s lag and a no-op agent on every broker."""
+    return session_spec(noop_agent(tmp_path_factory.mktemp("agent")))
+
+
+@pytest.fixture(scope="session")
+def lab(lab_spec: LabSpec, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    """One real Kafka lab for the session, started on first use like `isrwatch lab up`; never skipped.
+
+    Stopped with `isrwatch lab down`'s code at the end, which must leave no process running.
+    """
+    with running_lab(tmp_path_factory.mktemp("lab"), lab_spec) as running:
+        yield running

@@ -9,9 +9,9 @@ import sys
 from state.config import ConfigError
 from state.store import StoreError
 
-from . import bench, demo, replay, run, serve, simulate
+from . import bench, demo, lab, replay, run, serve, simulate
 
-COMMANDS = (replay, run, serve, simulate, demo, bench)
+COMMANDS = (replay, run, serve, simulate, demo, lab, bench)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import zlib
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,7 +25,7 @@ from state.store import Page, open_store
 from streaming.buckets import LAYOUT_FILE
 from streaming.cli import build_parser
 from streaming.job import JobOptions, StreamJob, describe_failure
-from streaming.sources import SourceError, parse_source, read_stream
+from streaming.sources import SourceError, parse_source
 from tests.state.helpers import canonical
 from tests.streaming.streams import START_MS, Mix, events, in_order, write_files
 
@@ -212,71 +211,6 @@ def test_late_events_are_dead_letters_and_change_nothing(spark, tmp_path):
     assert tallies[("dead_letters", "late")] == 2 and tallies[("late_events", None)] == 2
     assert got["decisions"] == expected.decisions
     assert got["partitions"] == expected.partitions
-
-
-def test_kafka_python_source_and_kafka_output(spark, tmp_path, tansu_broker):
-    """Events from two Kafka partitions (read by offset ranges, several batches) in; decisions out to Kafka."""
-    from kafka import KafkaConsumer, KafkaProducer
-    from kafka.admin import KafkaAdminClient, NewTopic
-
-    rows = [ev for ev in events(Mix(partitions=30, events=4000, seed=4, invalid=0)) if isinstance(ev, dict)]
-    for seq, ev in enumerate(rows, start=1):
-        ev["seq"] = seq  # Kafka offsets would differ from line numbers: give every event its own
-    admin = KafkaAdminClient(bootstrap_servers=tansu_broker)
-    admin.create_topics([NewTopic("events", num_partitions=2, replication_factor=1)])
-    admin.close()
-    producer = KafkaProducer(bootstrap_servers=tansu_broker)
-    for ev in rows:
-        producer.send("events", json.dumps(ev).encode(), partition=zlib.crc32(str(ev.get("topic")).encode()) % 2)
-    producer.send("events", b"{broken", partition=0)
-    producer.flush()
-    producer.close()
-    url = f"sqlite:///{tmp_path / 'store.db'}"
-    StreamJob(
-        JobOptions(
-            source=f"kafka-python:{tansu_broker}/events",
-            store=url,
-            checkpoint=str(tmp_path / "checkpoint"),
-            config=CONFIG,
-            available_now=True,
-            max_per_batch=len(rows) // 3,
-            kafka_output=tansu_broker,
-        )
-    ).run()
-    got = dump(url)
-    source = tmp_path / "events.jsonl"
-    source.write_text("".join(json.dumps(ev) + "\n" for ev in rows))
-    expected = replay_of(url, [source])
-    assert got["decisions"] == expected.decisions and got["partitions"] == expected.partitions
-    assert [json.loads(d)["raw"] for d in got["dead_letters"]] == ["{broken"]
-    with open_store(url) as store:
-        assert store.last_batch_id() >= 3
-    consumer = KafkaConsumer(
-        "isrwatch.decisions",
-        "isrwatch.propagations",
-        bootstrap_servers=tansu_broker,
-        auto_offset_reset="earliest",
-        group_id=None,
-        consumer_timeout_ms=3000,
-    )
-    sent = {"isrwatch.decisions": [], "isrwatch.propagations": []}
-    for record in consumer:
-        value = json.loads(record.value)
-        key = (
-            f"{value['cluster']}/{value['topic']}/{value['partition']}"
-            if record.topic.endswith("decisions")
-            else f"{value['cluster']}/{value['broker']}"
-        )
-        assert record.key.decode() == key
-        sent[record.topic].append(value)
-    consumer.close()
-    assert canonical(sent["isrwatch.decisions"]) == got["decisions"]
-    assert canonical(sent["isrwatch.propagations"]) == got["propagations"]
-
-
-def test_spark_kafka_source_without_its_connector_says_how_to_add_it(spark):
-    with pytest.raises(SourceError, match=r"spark.jars.packages=org.apache.spark:spark-sql-kafka-0-10_2.13:"):
-        read_stream(spark, parse_source("kafka:127.0.0.1:9/events"))
 
 
 @pytest.mark.parametrize("spec", ["files", "files:", "kafka:host:9092", "kafka:/topic", "mqtt:x/y"])

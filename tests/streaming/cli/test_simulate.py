@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import uuid
 from pathlib import Path
 
 import msgspec
@@ -12,6 +13,7 @@ from kafka import KafkaConsumer
 from state.config import Config
 from state.events import parse_event
 from streaming.cli import main
+from streaming.lab.cluster import Lab
 from streaming.sim.config import SimConfig
 from streaming.sim.faults import parse_fault
 from streaming.sim.model import simulate, simulate_events, with_scenario
@@ -194,7 +196,9 @@ def test_stop_ends_a_paced_run_and_still_publishes_the_open_file(tmp_path):
     assert json.loads(lines[-1])["ts"] < 5100
 
 
-def test_kafka_records_keyed_by_partition_in_order(tansu_broker: str) -> None:
+def test_kafka_records_keyed_by_partition_in_order(lab: Lab) -> None:
+    """To the lab's monitor broker (isrwatch's own traffic), into a topic the producer creates."""
+    topic = f"sim.events.{uuid.uuid4().hex[:8]}"
     assert (
         main(
             [
@@ -204,9 +208,9 @@ def test_kafka_records_keyed_by_partition_in_order(tansu_broker: str) -> None:
                 "--duration",
                 "5s",
                 "--kafka",
-                tansu_broker,
+                lab.monitor_bootstrap,
                 "--kafka-topic",
-                "sim.events",
+                topic,
                 "--seed",
                 "9",
             ]
@@ -214,8 +218,8 @@ def test_kafka_records_keyed_by_partition_in_order(tansu_broker: str) -> None:
         == 0
     )
     consumer = KafkaConsumer(
-        "sim.events",
-        bootstrap_servers=tansu_broker,
+        topic,
+        bootstrap_servers=lab.monitor_bootstrap,
         auto_offset_reset="earliest",
         group_id=None,
         consumer_timeout_ms=5000,

@@ -1,0 +1,155 @@
+"""The tests' real Kafka lab: started once per session by the same code as `isrwatch lab up`, and helpers
+that read the cluster's truth (ISR, leaders, controller) from ZooKeeper and Kafka's admin API, never
+from isrwatch.
+
+Suites that need other lab settings (an agent jar, another lag) extend `session_spec()` or override the
+`lab_spec` fixture in tests/conftest.py; fault tests leave the cluster healthy (`wait_healthy`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from streaming.lab.cluster import (
+    CHROOT,
+    Lab,
+    LabError,
+    LabSpec,
+    PartitionState,
+    alive,
+    controller,
+    down,
+    load,
+    parse_topics,
+    partition_states,
+    registered_brokers,
+    up,
+    zookeeper,
+)
+
+States = dict[tuple[str, int], PartitionState]
+# Short, so that faults show within seconds (a stalled follower is out after 5-7.5 s, well within a 10 s stall,
+# itself safely inside the 18 s ZooKeeper session); >= replica.fetch.wait.max.ms as Kafka requires.
+LAG_MS = 5000
+AGENT_OPTIONS = (("suite", "tests"),)
+
+NOOP_AGENT = """import java.lang.instrument.Instrumentation;
+
+/** Does nothing but say it was attached, with its options: proof that -javaagent reaches the broker's JVM. */
+public final class IsrwatchNoopAgent {
+    public static void premain(String options, Instrumentation instrumentation) {
+        System.out.println("isrwatch noop agent: " + options);
+    }
+}
+"""
+
+
+def progress(message: str) -> None:
+    print(f"lab: {message}", file=sys.stderr, flush=True)
+
+
+def noop_agent(directory: Path) -> Path:
+    """Build a Java agent that only prints its options (javac and jar from the JDK)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "IsrwatchNoopAgent.java").write_text(NOOP_AGENT)
+    (directory / "manifest.txt").write_text("Premain-Class: IsrwatchNoopAgent\n")
+    jar = directory / "isrwatch-noop-agent.jar"
+    for argv in (
+        ["javac", "-d", str(directory / "classes"), str(directory / "IsrwatchNoopAgent.java")],
+        ["jar", "cfm", str(jar), str(directory / "manifest.txt"), "-C", str(directory / "classes"), "."],
+    ):
+        done = subprocess.run(argv, capture_output=True, text=True)
+        assert done.returncode == 0, f"{' '.join(argv)}:\n{done.stdout}{done.stderr}"
+    return jar
+
+
+def session_spec(agent: Path | None) -> LabSpec:
+    """The session lab: 3 brokers, a 5 s lag, two topics with RF 3 under 200 records/s."""
+    return LabSpec(
+        brokers=3,
+        lag_ms=LAG_MS,
+        topics=parse_topics("orders:6,payments:3"),
+        rate=200,
+        agent=str(agent) if agent else None,
+        agent_options=AGENT_OPTIONS if agent else (),
+    )
+
+
+@contextlib.contextmanager
+def running_lab(directory: Path, spec: LabSpec) -> Iterator[Lab]:
+    """A lab for the block; a failed start fails the test with the brokers' last log lines (it never skips)."""
+    try:
+        lab = up(directory, spec, progress)
+    except LabError as exc:
+        pytest.fail(f"the Kafka lab did not start:\n{exc}", pytrace=False)
+    try:
+        yield lab
+    finally:
+        down(directory, progress)
+        left = [p.pid for p in load(directory).processes() if alive(p)]
+        assert not left, f"isrwatch lab down left processes running: {left}"
+
+
+def current(lab: Lab) -> Lab:
+    """The lab as lab.json has it now: restarts give brokers new pids."""
+    return load(Path(lab.dir))
+
+
+def states(lab: Lab, topics: list[str] | None = None) -> States:
+    with zookeeper(lab.zookeeper) as zk:
+        return partition_states(zk, list(lab.topics) if topics is None else topics)
+
+
+def wait_for(
+    lab: Lab, what: str, check: Callable[[States], bool], topics: list[str] | None = None, timeout: float = 60
+) -> tuple[float, States]:
+    """Poll ZooKeeper until `check(states)` holds; returns the seconds it took and those states."""
+    started = time.monotonic()
+    names = list(lab.topics) if topics is None else topics
+    with zookeeper(lab.zookeeper) as zk:
+        while True:
+            now = partition_states(zk, names)
+            if check(now):
+                return time.monotonic() - started, now
+            assert time.monotonic() - started < timeout, (
+                f"{what}: not within {timeout} s; partitions now:\n"
+                + "\n".join(f"  {t}-{p}: leader {s.leader}, isr {list(s.isr)}" for (t, p), s in sorted(now.items()))
+            )
+            time.sleep(0.2)
+
+
+def full(now: States) -> bool:
+    return bool(now) and all(s.leader >= 0 and set(s.isr) == set(s.replicas) for s in now.values())
+
+
+def wait_healthy(lab: Lab, timeout: float = 120) -> float:
+    """Wait until every broker runs and is registered and every lab partition has its full ISR again."""
+    started = time.monotonic()
+    ids = {b.id for b in lab.brokers}
+    with zookeeper(lab.zookeeper) as zk:
+        while registered_brokers(zk, CHROOT) != ids or not all(alive(b) for b in current(lab).brokers):
+            assert time.monotonic() - started < timeout, f"brokers {sorted(ids)} not all back within {timeout} s"
+            time.sleep(0.2)
+    wait_for(lab, "every ISR full again", full, timeout=max(1, timeout - (time.monotonic() - started)))
+    return time.monotonic() - started
+
+
+def followed(now: States, broker: int) -> set[tuple[str, int]]:
+    """The partitions the broker follows (a replica, not the leader)."""
+    return {key for key, s in now.items() if broker in s.replicas and s.leader != broker}
+
+
+def led(now: States, broker: int) -> set[tuple[str, int]]:
+    return {key for key, s in now.items() if s.leader == broker}
+
+
+def active_controller(lab: Lab) -> tuple[int | None, int]:
+    with zookeeper(lab.zookeeper) as zk:
+        return controller(zk)

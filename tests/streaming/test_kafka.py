@@ -1,0 +1,211 @@
+"""`isrwatch run` on the lab's real Kafka brokers: Spark's Kafka source (`kafka:`), the kafka-python source and
+the Kafka output topics. Events go to a topic with replication factor 3 on the monitored cluster; outputs
+go to the monitor broker, as in production (isrwatch's own traffic off the brokers it watches).
+
+In each test the store equals `state.replay` of the same events up to the times the store says it settled.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+import zlib
+from pathlib import Path
+
+from state.store import open_store
+from streaming.job import JobOptions, StreamJob
+from streaming.lab import faults
+from streaming.lab.cluster import Lab
+from streaming.lab.jars import artifacts_in, ensure, kafka_set, pyspark_jars, spark_kafka_jars
+from tests.state.helpers import canonical
+from tests.streaming.streams import Mix, events
+from tests.streaming.test_run import CONFIG, dump, replay_of
+
+PARTITIONS = 2
+
+
+def event_rows(seed: int, count: int) -> list[dict]:
+    rows = [ev for ev in events(Mix(partitions=30, events=count, seed=seed, invalid=0)) if isinstance(ev, dict)]
+    for seq, ev in enumerate(rows, start=1):
+        ev["seq"] = seq  # Kafka offsets would differ from line numbers: give every event its own
+    return rows
+
+
+def new_topic(lab: Lab) -> str:
+    """A topic of its own on the monitored cluster: replication factor 3, leaders on different brokers."""
+    from kafka.admin import NewTopic
+
+    name = f"events-{uuid.uuid4().hex[:8]}"
+    with faults.admin(lab.bootstrap_servers) as client:
+        client.create_topics([NewTopic(name, PARTITIONS, 3)])
+    return name
+
+
+def produce(bootstrap: str, topic: str, lines: list[dict | bytes]) -> None:
+    """Events keyed to a partition by their Kafka topic (each partition's events stay in order); raw bytes as given."""
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    for line in lines:
+        if isinstance(line, bytes):
+            producer.send(topic, line, partition=0)
+        else:
+            producer.send(
+                topic, json.dumps(line).encode(), partition=zlib.crc32(str(line.get("topic")).encode()) % PARTITIONS
+            )
+    producer.flush()
+    producer.close()
+
+
+def end_offsets(bootstrap: str, topics: list[str]) -> dict:
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap)
+    try:
+        return consumer.end_offsets([TopicPartition(t, p) for t in topics for p in consumer.partitions_for_topic(t)])
+    finally:
+        consumer.close()
+
+
+def records_after(bootstrap: str, start: dict) -> list:
+    """Every record written to the partitions since the `start` offsets, up to their end now."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    stop = end_offsets(bootstrap, sorted({tp.topic for tp in start}))
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False)
+    consumer.assign(list(start))
+    for tp, offset in start.items():
+        consumer.seek(tp, offset)
+    records = []
+    try:
+        while any(consumer.position(tp) < stop[tp] for tp in start):
+            for batch in consumer.poll(timeout_ms=1000).values():
+                records += [r for r in batch if r.offset < stop[TopicPartition(r.topic, r.partition)]]
+    finally:
+        consumer.close()
+    return records
+
+
+def written(tmp_path: Path, rows: list[dict]) -> Path:
+    """The produced events as a file, for the replay the store is compared with."""
+    source = tmp_path / "events.jsonl"
+    source.write_text("".join(json.dumps(ev) + "\n" for ev in rows))
+    return source
+
+
+def test_spark_kafka_source_restarted_mid_topic_loses_and_duplicates_nothing(spark, tmp_path, lab: Lab):
+    """Two runs on one checkpoint: the first reads the topic as far as it went, the second the rest."""
+    topic = new_topic(lab)
+    rows = event_rows(seed=5, count=4000)
+    half = len(rows) // 2
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    options = dict(
+        source=f"kafka:{lab.bootstrap_servers}/{topic}",
+        store=url,
+        checkpoint=str(tmp_path / "checkpoint"),
+        config=CONFIG,
+        available_now=True,
+    )
+    produce(lab.bootstrap_servers, topic, [*rows[:half], b"{broken first"])
+    StreamJob(JobOptions(**options)).run()
+    with open_store(url) as store:
+        first_run = store.last_batch_id()
+    produce(lab.bootstrap_servers, topic, [*rows[half:], b"{broken second"])
+    StreamJob(JobOptions(**options)).run()
+    got = dump(url)
+    expected = replay_of(url, [written(tmp_path, rows)])
+    assert expected.highest.summary["decisions_by_kind"]["shrink"]
+    assert got["decisions"] == expected.decisions and got["partitions"] == expected.partitions
+    assert got["propagations"] == expected.propagations
+    assert sorted(json.loads(d)["raw"] for d in got["dead_letters"]) == ["{broken first", "{broken second"]
+    with open_store(url) as store:
+        assert store.last_batch_id() > first_run  # the second run went on from the first one's offsets
+
+
+def test_kafka_python_source_and_kafka_output(spark, tmp_path, lab: Lab):
+    """Events from two Kafka partitions (read by offset ranges, several batches) in; decisions out to Kafka."""
+    topic = new_topic(lab)
+    rows = event_rows(seed=4, count=4000)
+    produce(lab.bootstrap_servers, topic, [*rows, b"{broken"])
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    outputs = end_offsets(lab.monitor_bootstrap, ["isrwatch.decisions", "isrwatch.propagations"])
+    StreamJob(
+        JobOptions(
+            source=f"kafka-python:{lab.bootstrap_servers}/{topic}",
+            store=url,
+            checkpoint=str(tmp_path / "checkpoint"),
+            config=CONFIG,
+            available_now=True,
+            max_per_batch=len(rows) // 3,
+            kafka_output=lab.monitor_bootstrap,
+        )
+    ).run()
+    got = dump(url)
+    expected = replay_of(url, [written(tmp_path, rows)])
+    assert got["decisions"] == expected.decisions and got["partitions"] == expected.partitions
+    assert [json.loads(d)["raw"] for d in got["dead_letters"]] == ["{broken"]
+    with open_store(url) as store:
+        assert store.last_batch_id() >= 3
+    sent = {"isrwatch.decisions": [], "isrwatch.propagations": []}
+    for record in records_after(lab.monitor_bootstrap, outputs):
+        value = json.loads(record.value)
+        key = (
+            f"{value['cluster']}/{value['topic']}/{value['partition']}"
+            if record.topic.endswith("decisions")
+            else f"{value['cluster']}/{value['broker']}"
+        )
+        assert record.key.decode() == key
+        sent[record.topic].append(value)
+    assert canonical(sent["isrwatch.decisions"]) == got["decisions"]
+    assert canonical(sent["isrwatch.propagations"]) == got["propagations"]
+
+
+def test_without_provisioned_connector_the_kafka_source_says_how_to_add_it(tmp_path):
+    """A fresh JVM with no .tools (ISRWATCH_TOOLS elsewhere): the clear error, not a stack trace."""
+    env = {**os.environ, "ISRWATCH_TOOLS": str(tmp_path / "no-tools")}
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "streaming.cli",
+            "run",
+            "--source",
+            "kafka:127.0.0.1:9/events",
+            "--store",
+            f"sqlite:///{tmp_path / 'store.db'}",
+            "--checkpoint",
+            str(tmp_path / "cp"),
+            "--available-now",
+            "--driver-memory",
+            "512m",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "Spark's Kafka connector is not on the classpath. Provision it into .tools/jars/spark-kafka" in done.stderr
+    assert "spark.jars.packages=org.apache.spark:spark-sql-kafka-0-10_2.13:" in done.stderr
+
+
+def test_provisioned_jars_hold_kafka_3_9_and_only_the_connector_jars_pyspark_lacks(monkeypatch, tmp_path):
+    connector = spark_kafka_jars()
+    names = {p.name for p in connector}
+    from importlib.metadata import version
+
+    assert f"spark-sql-kafka-0-10_2.13-{version('pyspark')}.jar" in names and "kafka-clients-3.9.2.jar" in names
+    assert not artifacts_in(connector[0].parent) & artifacts_in(pyspark_jars())
+    # Complete sets are used as they are: no Maven on the PATH, nothing fetched.
+    monkeypatch.setenv("PATH", str(tmp_path))
+    kafka = {p.name for p in ensure(kafka_set(), lambda message: None)}
+    assert {
+        "kafka_2.13-3.9.2.jar",
+        "kafka-tools-3.9.2.jar",
+        "reload4j-1.2.25.jar",
+        "slf4j-reload4j-1.7.36.jar",
+        "zookeeper-3.8.4.jar",
+    } <= kafka

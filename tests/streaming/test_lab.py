@@ -1,0 +1,334 @@
+"""`isrwatch lab` on real Kafka: what `up` starts, and each fault's effect on the cluster, read from
+ZooKeeper and Kafka's admin API (never from isrwatch). Every fault test leaves the cluster healthy.
+
+The times each fault took are printed (pytest -s shows them); no test asserts a duration.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+from streaming.cli import main
+from streaming.lab import faults
+from streaming.lab.cluster import (
+    CHROOT,
+    MONITOR_CHROOT,
+    MONITOR_ID,
+    Lab,
+    LabError,
+    LabSpec,
+    alive,
+    load,
+    registered_brokers,
+    up,
+    zookeeper,
+)
+from tests.lab import (
+    LAG_MS,
+    active_controller,
+    current,
+    followed,
+    led,
+    progress,
+    states,
+    wait_for,
+    wait_healthy,
+)
+
+
+def report(what: str, seconds: float) -> None:
+    print(f"\n  {what}: {seconds:.1f} s", flush=True)
+
+
+def process_state(pid: int, until: str | None = None) -> str:
+    """The process's state letter (T: stopped), after waiting up to 5 s for `until` (signals land asynchronously)."""
+    deadline = time.monotonic() + 5
+    while True:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        if until is None or state == until or time.monotonic() > deadline:
+            return state
+        time.sleep(0.05)
+
+
+def fault_over(lab: Lab, kind: str, timeout: float = 90) -> None:
+    """Wait until the fault's detached helper has finished (its entry left lab.json)."""
+    deadline = time.monotonic() + timeout
+    while any(f.kind == kind for f in load(Path(lab.dir)).faults):
+        assert time.monotonic() < deadline, f"the {kind} helper did not finish within {timeout} s"
+        time.sleep(0.2)
+
+
+def broker_configs(lab: Lab, broker: int, names: list[str]) -> dict[str, str | None]:
+    from kafka.admin import ConfigResource, ConfigResourceType
+
+    with faults.admin(lab.bootstrap_servers) as client:
+        got = client.describe_configs(
+            [ConfigResource(ConfigResourceType.BROKER, str(broker), names)], config_filter="all"
+        )["broker"][str(broker)]
+    return {name: got[name]["value"] if name in got else None for name in names}
+
+
+def replica_sizes(lab: Lab, broker: int, partitions: set[tuple[str, int]]) -> dict[tuple[str, int], int]:
+    """Bytes of each replica on the broker's disk (DescribeLogDirs): grows while the follower fetches."""
+    with faults.admin(lab.bootstrap_servers) as client:
+        [answer] = client.describe_log_dirs(list(lab.topics), brokers=[broker])
+    return {
+        (t["name"], p["partition_index"]): p["partition_size"]
+        for d in answer["log_dirs"]
+        for t in d["topics"]
+        for p in t["partitions"]
+        if (t["name"], p["partition_index"]) in partitions
+    }
+
+
+def test_up_starts_zookeeper_mode_brokers_with_ibp_2_6_a_monitor_topics_and_load(lab: Lab, lab_spec: LabSpec):
+    record = json.loads((Path(lab.dir) / "lab.json").read_text())
+    assert {"bootstrap_servers", "monitor_bootstrap", "zookeeper", "zookeeper_connect"} <= set(record)
+    assert [(b["id"], b["port"]) for b in record["brokers"]] == [
+        (1, lab.brokers[0].port),
+        (2, lab.brokers[1].port),
+        (3, lab.brokers[2].port),
+    ]
+    assert all(alive(b) and Path(b.log_dir).is_dir() for b in [*lab.brokers, lab.monitor])
+    with zookeeper(lab.zookeeper) as zk:
+        assert registered_brokers(zk, CHROOT) == {1, 2, 3}
+        assert registered_brokers(zk, MONITOR_CHROOT) == {MONITOR_ID}
+    now = states(lab)
+    assert sorted(now) == [("orders", p) for p in range(6)] + [("payments", p) for p in range(3)]
+    assert all(len(s.replicas) == 3 and set(s.isr) == set(s.replicas) for s in now.values())
+    assert broker_configs(lab, 2, ["inter.broker.protocol.version", "replica.lag.time.max.ms"]) == {
+        "inter.broker.protocol.version": "2.6",
+        "replica.lag.time.max.ms": str(LAG_MS),
+    }
+    with faults.admin(lab.monitor_bootstrap) as client:
+        assert lab.events_topic in client.list_topics()
+
+    # The producer keeps every partition growing, so a follower that stops fetching really falls behind.
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=lab.bootstrap_servers)
+    tps = [TopicPartition(t, p) for t, p in now]
+    first = consumer.end_offsets(tps)
+    time.sleep(2)
+    assert all(end > first[tp] for tp, end in consumer.end_offsets(tps).items())
+    consumer.close()
+
+    # Every LeaderAndIsr a broker received is in its state-change.log (TRACE), the ISR checks' runs in scheduler.log.
+    logs = Path(lab.brokers[0].kafka_logs_dir)
+    assert (
+        "Received LeaderAndIsr request LeaderAndIsrPartitionState(topicName='orders'"
+        in (logs / "state-change.log").read_text()
+    )
+    assert "Beginning execution of scheduled task 'isr-expiration'" in (logs / "scheduler.log").read_text()
+
+
+def test_the_agent_reaches_every_monitored_broker_jvm_but_not_the_monitor(lab: Lab, lab_spec: LabSpec):
+    expected = (
+        f"-javaagent:{Path(lab_spec.agent).resolve()}=bootstrap.servers={lab.monitor_bootstrap},"
+        f"topic=isrwatch.events,cluster=lab,suite=tests"
+    )
+    for broker in current(lab).brokers:
+        argv = Path(f"/proc/{broker.pid}/cmdline").read_bytes().decode().split("\0")
+        assert expected in argv, argv
+    monitor = Path(f"/proc/{lab.monitor.pid}/cmdline").read_text().split("\0")
+    assert not any(a.startswith("-javaagent") for a in monitor)
+
+
+def test_stall_drops_the_paused_broker_from_the_isr_of_every_partition_it_follows(lab: Lab):
+    wait_healthy(lab)
+    before = states(lab)
+    stalled = 3
+    follows = followed(before, stalled)
+    said = faults.stall(Path(lab.dir), stalled, 10)
+    assert "SIGSTOP" in said and "warning" not in said
+    assert process_state(current(lab).broker(stalled).pid, until="T") == "T"
+    took, now = wait_for(
+        lab,
+        f"broker {stalled} out of the ISR of the partitions it follows",
+        lambda s: all(stalled not in s[k].isr for k in follows),
+        timeout=40,
+    )
+    report(f"stall: broker {stalled} out of the ISR of all {len(follows)} partitions it follows after", took)
+    for key in follows:  # the leaders shrank their ISRs: same leader and leader epoch, a new partition epoch
+        assert now[key].leader == before[key].leader and now[key].leader_epoch == before[key].leader_epoch
+        assert now[key].leader in now[key].isr and now[key].partition_epoch > before[key].partition_epoch
+    with zookeeper(lab.zookeeper) as zk:  # a stall, not a crash: its ZooKeeper session lives on
+        assert stalled in registered_brokers(zk, CHROOT)
+    fault_over(lab, "stall")
+    report("stall: every ISR full again after SIGCONT", wait_healthy(lab))
+
+
+def test_slow_keeps_a_follower_that_fell_behind_fetching_but_out_of_the_isr(lab: Lab):
+    wait_healthy(lab)
+    slowed = 1
+    follows = followed(states(lab), slowed)
+    # 8 KB/s: well below the ~20 KB/s the producer sends to its replicas, and Kafka lets a fetch through
+    # every few seconds (the quota is a rate over 11 one-second samples; a fetch brings up to 8 KB a partition).
+    said = faults.slow(Path(lab.dir), slowed, 25, rate=8192)
+    assert "8192 B/s" in said
+    assert broker_configs(lab, slowed, [faults.THROTTLED_RATE]) == {faults.THROTTLED_RATE: "8192"}
+    [slow] = current(lab).faults
+    # Kafka throttles only a follower outside the ISR: a short stall puts this one behind.
+    faults.stall(Path(lab.dir), slowed, 10)
+    wait_for(
+        lab, f"broker {slowed} out of the ISRs", lambda s: all(slowed not in s[k].isr for k in follows), timeout=40
+    )
+    fault_over(lab, "stall")
+    assert process_state(current(lab).broker(slowed).pid) != "T"
+    # Until the throttle ends it fetches (its replicas grow) but stays behind, out of the ISR.
+    sizes = [sum(replica_sizes(lab, slowed, follows).values())]
+    while time.time() * 1000 < slow.ends_ms - 2000:
+        now = states(lab)
+        assert all(slowed not in now[k].isr for k in follows), now
+        sizes.append(sum(replica_sizes(lab, slowed, follows).values()))
+        time.sleep(0.5)
+    assert sizes[-1] > sizes[0], sizes
+    fault_over(lab, "slow")
+    assert broker_configs(lab, slowed, [faults.THROTTLED_RATE]) == {faults.THROTTLED_RATE: None}
+    report(f"slow: broker {slowed} back in every ISR once the throttle ended after", wait_healthy(lab))
+
+
+def test_kill_moves_leaderships_restart_brings_the_broker_back_and_elect_restores_leaders(lab: Lab):
+    wait_healthy(lab)
+    active, _ = active_controller(lab)
+    killed = next(b.id for b in lab.brokers if b.id != active)  # the controller's fate is the next test's
+    before = states(lab)
+    leads = led(before, killed)
+    assert leads, f"broker {killed} leads nothing: {before}"
+    started = time.monotonic()
+    assert "SIGKILL" in faults.kill(Path(lab.dir), killed)
+    assert not alive(current(lab).broker(killed))
+    took, now = wait_for(
+        lab,
+        f"broker {killed}'s leaderships moved and it left every ISR",
+        lambda s: all(s[k].leader != killed for k in leads) and all(killed not in x.isr for x in s.values()),
+        timeout=60,
+    )
+    report(f"kill: broker {killed}'s {len(leads)} leaderships moved, out of every ISR after", took)
+    for key in leads:  # the controller elected a new leader from the ISR, with a new leader epoch
+        assert now[key].leader in before[key].isr and now[key].leader_epoch > before[key].leader_epoch
+    with zookeeper(lab.zookeeper) as zk:
+        assert killed not in registered_brokers(zk, CHROOT)
+
+    said = faults.restart(Path(lab.dir), killed)
+    assert "started again" in said
+    report(f"restart: broker {killed} back in every ISR after", wait_healthy(lab))
+    now = states(lab)
+    assert all(now[k].leader != killed for k in leads)  # no automatic rebalance in the lab
+    report("kill to healthy", time.monotonic() - started)
+
+    said = faults.elect(Path(lab.dir))
+    preferred = {k for k in leads if before[k].preferred_leader == killed}
+    assert preferred and all(f"{t}-{p} " in said for t, p in preferred), said  # named among the moved ones
+    now = states(lab)  # the election answered once done: no waiting
+    assert all(s.leader == s.preferred_leader for s in now.values()), now
+
+
+def test_controller_failover_elects_another_controller_with_a_new_epoch(lab: Lab):
+    wait_healthy(lab)
+    old, epoch = active_controller(lab)
+    old_pid = current(lab).broker(old).pid
+    before = states(lab)
+    said = faults.controller_failover(Path(lab.dir))
+    assert f"the active controller was broker {old}" in said
+    deadline = time.monotonic() + 60
+    started = time.monotonic()
+    while (now := active_controller(lab))[1] == epoch or now[0] is None:
+        assert time.monotonic() < deadline, f"no new controller after 60 s: {now}"
+        time.sleep(0.2)
+    report(f"controller-failover: broker {now[0]} controller (epoch {now[1]}) after", time.monotonic() - started)
+    assert now[0] != old and now[1] == epoch + 1
+    moved = led(before, old)
+    took, after = wait_for(
+        lab, f"broker {old}'s leaderships moved", lambda s: all(s[k].leader != old for k in moved), timeout=30
+    )
+    assert all(after[k].controller_epoch == epoch + 1 for k in moved)  # written by the new controller
+    fault_over(lab, "restart")
+    restarted = current(lab).broker(old)
+    assert restarted.pid != old_pid and alive(restarted)
+    report(f"controller-failover: broker {old} restarted, every ISR full again after", wait_healthy(lab))
+
+
+def test_a_broker_that_cannot_start_is_reported_with_its_last_log_lines(tmp_path: Path, capsys):
+    not_a_jar = tmp_path / "agent.jar"
+    not_a_jar.write_text("not a jar")
+    with pytest.raises(LabError) as failed:
+        up(tmp_path / "lab", LabSpec(agent=str(not_a_jar), rate=0, start_timeout_s=60), progress)
+    message = str(failed.value)
+    assert re.search(r"broker [123] exited during start-up; its last log lines", message), message
+    assert "Error opening zip file or JAR manifest missing" in message  # the JVM's own words, from stdout.log
+    assert not [p for p in load(tmp_path / "lab").processes() if alive(p)]
+    assert main(["lab", "fault", "elect", "--dir", str(tmp_path / "lab")]) == 2
+    assert "is not running: start it with isrwatch lab up" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["up", "--brokers", "2"], "--brokers 2: must be 3..9"),
+        (["up", "--lag-ms", "100"], "--lag-ms 100: must be >= replica.fetch.wait.max.ms (500)"),
+        (["up", "--topics", "orders"], "expected NAME:PARTITIONS"),
+        (["up", "--agent-options", "novalue"], "expected K=V"),
+        (["fault", "elect"], "no lab there"),
+    ],
+)
+def test_bad_lab_options_exit_2_naming_the_problem(argv, message, tmp_path, capsys):
+    assert main(["lab", *argv, "--dir", str(tmp_path / "nothing")]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_faults_refuse_the_monitor_and_unknown_brokers(lab: Lab, capsys):
+    assert main(["lab", "fault", "stall", "--broker", str(MONITOR_ID), "--seconds", "1", "--dir", lab.dir]) == 2
+    assert "the monitor broker 100 takes no faults" in capsys.readouterr().err
+    assert main(["lab", "fault", "kill", "--broker", "7", "--dir", lab.dir]) == 2
+    assert "the lab's brokers are 1, 2, 3" in capsys.readouterr().err
+
+
+def test_stall_warns_when_it_may_outlast_the_zookeeper_session():
+    assert faults.stall_warning(12, 18_000) is None
+    assert "2/3 of zookeeper.session.timeout.ms (18000 ms)" in faults.stall_warning(13, 18_000)
+
+
+def test_lab_help_documents_every_command_fault_and_option(capsys):
+    from streaming.cli import build_parser
+
+    for argv, words in (
+        (
+            ["lab", "up"],
+            [
+                "--dir",
+                "--brokers",
+                "--lag-ms",
+                "--topics",
+                "--rate",
+                "--agent",
+                "--agent-options",
+                "lab.json",
+                "state-change.log",
+            ],
+        ),
+        (
+            ["lab", "fault", "stall"],
+            [
+                "--broker",
+                "--seconds",
+                "zookeeper.session.timeout.ms",
+                "controller-failover",
+                "elect",
+                "restart",
+                "slow",
+            ],
+        ),
+        (["lab", "fault", "slow"], ["--rate", "outside the ISR"]),
+        (["lab", "down"], ["ports free"]),
+    ):
+        with pytest.raises(SystemExit):
+            build_parser().parse_args([*argv, "--help"])
+        text = capsys.readouterr().out
+        for word in words:
+            assert word in text, (argv, word)
