@@ -7,22 +7,36 @@ In each test the store equals `state.replay` of the same events up to the times 
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import json
 import os
+import socket
 import subprocess
 import sys
+import threading
+import time
 import uuid
 import zlib
 from pathlib import Path
 
+import msgspec
+import pytest
+
+from state.config import Config
 from state.store import open_store
 from streaming.job import JobOptions, StreamJob
 from streaming.lab import faults
 from streaming.lab.cluster import Lab
 from streaming.lab.jars import artifacts_in, ensure, kafka_set, pyspark_jars, spark_kafka_jars
+from tests.net import free_port
 from tests.state.helpers import canonical
 from tests.streaming.streams import Mix, events
+from tests.streaming.test_hostile_input import CONFIG as SCENARIO_CONFIG_ARGS
+from tests.streaming.test_hostile_input import SCENARIO, hostile_lines
 from tests.streaming.test_run import CONFIG, dump, replay_of
+
+SCENARIO_CONFIG = SCENARIO_CONFIG_ARGS[1]
 
 PARTITIONS = 2
 
@@ -44,14 +58,16 @@ def new_topic(lab: Lab) -> str:
     return name
 
 
-def produce(bootstrap: str, topic: str, lines: list[dict | bytes]) -> None:
-    """Events keyed to a partition by their Kafka topic (each partition's events stay in order); raw bytes as given."""
+def produce(bootstrap: str, topic: str, lines: list[dict | bytes], partition: int | None = None) -> None:
+    """Events keyed to a partition by their Kafka topic (each partition's events stay in order), raw bytes to
+    partition 0; everything to `partition` when given."""
     from kafka import KafkaProducer
 
     producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
     for line in lines:
-        if isinstance(line, bytes):
-            producer.send(topic, line, partition=0)
+        if partition is not None or isinstance(line, bytes):
+            value = line if isinstance(line, bytes) else json.dumps(line).encode()
+            producer.send(topic, value, partition=partition or 0)
         else:
             producer.send(
                 topic, json.dumps(line).encode(), partition=zlib.crc32(str(line.get("topic")).encode()) % PARTITIONS
@@ -149,8 +165,11 @@ def test_kafka_python_source_and_kafka_output(spark, tmp_path, lab: Lab):
     assert [json.loads(d)["raw"] for d in got["dead_letters"]] == ["{broken"]
     with open_store(url) as store:
         assert store.last_batch_id() >= 3
-    sent = {"isrwatch.decisions": [], "isrwatch.propagations": []}
+    sent: dict[str, list] = {"isrwatch.decisions": [], "isrwatch.propagations": []}
+    ids: dict[str, set] = {"isrwatch.decisions": set(), "isrwatch.propagations": set()}
     for record in records_after(lab.monitor_bootstrap, outputs):
+        headers = dict(record.headers)
+        ids[record.topic].add((int(headers["isrwatch-batch"]), int(headers["isrwatch-seq"])))
         value = json.loads(record.value)
         key = (
             f"{value['cluster']}/{value['topic']}/{value['partition']}"
@@ -161,6 +180,8 @@ def test_kafka_python_source_and_kafka_output(spark, tmp_path, lab: Lab):
         sent[record.topic].append(value)
     assert canonical(sent["isrwatch.decisions"]) == got["decisions"]
     assert canonical(sent["isrwatch.propagations"]) == got["propagations"]
+    # Every record names its batch and place in it, once: the key a consumer drops repeats by.
+    assert {t: len(v) for t, v in ids.items()} == {t: len(v) for t, v in sent.items()}
 
 
 def test_without_provisioned_connector_the_kafka_source_says_how_to_add_it(tmp_path):
@@ -209,3 +230,109 @@ def test_provisioned_jars_hold_kafka_3_9_and_only_the_connector_jars_pyspark_lac
         "slf4j-reload4j-1.7.36.jar",
         "zookeeper-3.8.4.jar",
     } <= kafka
+
+
+@pytest.mark.parametrize("kind", ["kafka", "kafka-python"])
+def test_hostile_records_on_both_kafka_sources_end_as_dead_letters(spark, tmp_path: Path, lab: Lab, kind: str):
+    """Corrupt records, and one from a broker whose clock is a year ahead (judged against the Kafka record's
+    timestamp), between a scenario's events: each hostile record is a dead letter with its reason, the future one
+    `ts_in_future`, and the outputs are the scenario's alone."""
+    valid = (SCENARIO.parent / f"{SCENARIO.name}.events.jsonl").read_bytes().splitlines()
+    hostile = [line for line in hostile_lines() if len(line) < 900_000]  # Kafka's default max.message.bytes
+    year_ahead = int(time.time() * 1000) + 365 * 86_400_000
+    hostile.append(json.dumps({"type": "tick", "ts": year_ahead, "task": "isr-expiration", "seq": 99_999}).encode())
+    topic = new_topic(lab)
+    records = [line for pair in itertools.zip_longest(valid, hostile) for line in pair if line is not None]
+    produce(lab.bootstrap_servers, topic, records, partition=0)
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    StreamJob(
+        JobOptions(
+            source=f"{kind}:{lab.bootstrap_servers}/{topic}",
+            store=url,
+            checkpoint=str(tmp_path / "checkpoint"),
+            config=Config.from_dict(msgspec.json.decode(Path(SCENARIO_CONFIG).read_bytes())),
+            available_now=True,
+        )
+    ).run()
+    got = dump(url)
+    clean = tmp_path / "clean.jsonl"
+    clean.write_bytes(b"\n".join(valid) + b"\n")
+    expected = replay_of(url, [clean])
+    assert expected.highest.summary["decisions_by_kind"]["shrink"]
+    assert got["decisions"] == expected.decisions and got["propagations"] == expected.propagations
+    assert got["partitions"] == expected.partitions
+    with open_store(url) as store:
+        dead = store.dead_letters(limit=100).items
+    assert len(dead) == len(hostile) and all(d["reason"] for d in dead)
+    assert [d["field"] for d in dead if d["reason"].startswith("ts_in_future")] == ["ts"]
+
+
+class Outage:
+    """A TCP forwarder to a broker that is not there until `restore()`: the network between a job and its Kafka."""
+
+    def __init__(self, target: str) -> None:
+        self.port = free_port()
+        host, port = target.rsplit(":", 1)
+        self.target = (host, int(port))
+        self.server: socket.socket | None = None
+
+    def restore(self) -> None:
+        self.server = socket.create_server(("127.0.0.1", self.port))
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        assert self.server is not None
+        while True:
+            try:
+                client, _ = self.server.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(self.target)
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(source: socket.socket, sink: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := source.recv(65536):
+                sink.sendall(data)
+        with contextlib.suppress(OSError):
+            sink.shutdown(socket.SHUT_WR)
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.close()
+
+
+def test_kafka_python_source_waits_for_an_unreachable_kafka_and_loses_nothing(tmp_path: Path, lab: Lab):
+    """`isrwatch run` started while its Kafka cannot be reached says so on stderr, retries with backoff, and once
+    the network is back reads every event: the store equals the replay."""
+    topic = new_topic(lab)
+    rows = event_rows(seed=6, count=2000)
+    produce(lab.bootstrap_servers, topic, rows)
+    outage = Outage(lab.bootstrap_servers.split(",")[0])
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    config = tmp_path / "config.json"
+    config.write_bytes(json.dumps(CONFIG.to_dict()).encode())
+    argv = [sys.executable, "-m", "streaming.cli", "run", "--source", f"kafka-python:127.0.0.1:{outage.port}/{topic}",
+            "--store", url, "--checkpoint", str(tmp_path / "cp"), "--config", str(config), "--available-now",
+            "--driver-memory", "512m"]  # fmt: skip
+    stderr = tmp_path / "stderr.txt"
+    with open(stderr, "wb") as err:
+        job = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err)
+    try:
+        deadline = time.monotonic() + 180
+        while stderr.read_text().count("unreachable") < 2:  # it has waited and tried again
+            assert job.poll() is None, stderr.read_text()
+            assert time.monotonic() < deadline, stderr.read_text()
+            time.sleep(0.5)
+        outage.restore()
+        assert job.wait(300) == 0, stderr.read_text()
+    finally:
+        job.kill()
+        outage.close()
+    assert f"Kafka at 127.0.0.1:{outage.port} unreachable while reading where the topics " in stderr.read_text()
+    got = dump(url)
+    expected = replay_of(url, [written(tmp_path, rows)])
+    assert got["decisions"] and got["decisions"] == expected.decisions
+    assert got["partitions"] == expected.partitions and got["propagations"] == expected.propagations
