@@ -25,6 +25,10 @@ class Config:
     min_insync_replicas_by_topic: dict[str, int] = field(default_factory=dict)
     allowed_lateness_ms: int = 5000
     max_future_ms: int = 60000  # an event dated more than this ahead of its arrival is refused (ts_in_future)
+    # The audit of agent input (SPEC §7): how long a side waits for its partner (None = replica_lag_time_max_ms,
+    # which spans the next isr-expiration run), and the clock difference a `timing` divergence may hinge on.
+    audit_window_ms: int | None = None
+    audit_timing_ms: int = 100
 
     @property
     def expiration_interval_ms(self) -> int:
@@ -32,6 +36,10 @@ class Config:
         if self.isr_expiration_interval_ms is None:
             return self.replica_lag_time_max_ms // 2
         return self.isr_expiration_interval_ms
+
+    @property
+    def audit_window(self) -> int:
+        return self.replica_lag_time_max_ms if self.audit_window_ms is None else self.audit_window_ms
 
     def min_isr(self, topic: str) -> int:
         return self.min_insync_replicas_by_topic.get(topic, self.min_insync_replicas)
@@ -57,7 +65,7 @@ class Config:
                     isinstance(k, str) and _is_int(v) and v >= 1 for k, v in value.items()
                 ):
                     raise ConfigError(f"{key}: must be an object mapping topic names to integers >= 1")
-            elif key == "isr_expiration_interval_ms" and value is None:
+            elif key in ("isr_expiration_interval_ms", "audit_window_ms") and value is None:
                 continue
             elif not _is_int(value):
                 raise ConfigError(f"{key}: must be an integer, got {value!r}")
@@ -66,6 +74,14 @@ class Config:
             elif key != "schedule_origin_ms" and value < 0:
                 raise ConfigError(f"{key}: must be >= 0, got {value}")
         return cls(**raw)
+
+    def with_profile(self, name: str | None) -> Config:
+        """A named set of overrides (`PROFILES`): `agent` runs checks and propagation on the brokers' own ticks."""
+        if name is None:
+            return self
+        if name not in PROFILES:
+            raise ConfigError(f"--profile {name!r}: known profiles: {', '.join(sorted(PROFILES))}")
+        return Config.from_dict({**self.to_dict(), **PROFILES[name]})
 
     def with_overrides(self, pairs: list[str]) -> Config:
         """Apply `KEY=VALUE` strings (VALUE parsed as JSON, e.g. 10000 or {"t": 2})."""
@@ -81,6 +97,13 @@ class Config:
             except RecursionError:
                 raise ConfigError(f"--set {key}: value nested too deeply") from None
         return Config.from_dict(merged)
+
+
+# Input from isrwatch-agent carries every broker's real isr-expiration and isr-change-propagation runs as
+# ticks: the model must not add scheduled runs of its own (SPEC §3.1).
+PROFILES: dict[str, dict[str, Any]] = {
+    "agent": {"isr_expiration_interval_ms": 0, "isr_change_check_interval_ms": 0},
+}
 
 
 def _is_int(value: Any) -> bool:

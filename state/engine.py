@@ -11,6 +11,7 @@ import sys
 
 import msgspec
 from msgspec import Struct
+from msgspec.structs import replace
 
 from .config import Config
 from .events import Append, Event, Fetch, IsrChangePropagated, IsrUpdated, LeaderAndIsr, Tick
@@ -132,8 +133,10 @@ class PartitionEngine:
                 become_leader_or_follower(p, ev, lag, out)
             elif type(ev) is Tick:
                 self._tick(ev, out)
-            elif isinstance(ev, IsrUpdated | IsrChangePropagated):  # what a broker did: recorded, never applied
-                out.observed.append(ev)
+            elif type(ev) is IsrUpdated:  # what a broker did: recorded with the model's view, never applied
+                out.observe(partitions.get((ev.cluster, ev.topic, ev.partition)), replace(ev, arrival=0))
+            elif type(ev) is IsrChangePropagated:
+                out.observed.append(replace(ev, arrival=0))  # its input position is no part of the record
             self.stale = True
             done += 1
         del buf[:done]

@@ -32,12 +32,14 @@ class _Event(Struct, kw_only=True, tag_field="type", omit_defaults=True):
     arrival: int = msgspec.field(default=0, name="_arrival")
 
 
-class _PartitionEvent(_Event, kw_only=True):
+class PartitionEvent(_Event, kw_only=True):
+    """An event about one partition: routed to the state key that holds it."""
+
     topic: Topic
     partition: Annotated[int, Meta(ge=0, le=MAX_ID)]
 
 
-class LeaderAndIsr(_PartitionEvent, kw_only=True, tag="leader_and_isr"):
+class LeaderAndIsr(PartitionEvent, kw_only=True, tag="leader_and_isr"):
     """One partition state of a controller LeaderAndIsr request."""
 
     controller_epoch: NonNegative
@@ -53,7 +55,7 @@ class LeaderAndIsr(_PartitionEvent, kw_only=True, tag="leader_and_isr"):
     new_leader: bool | None = None  # Kafka's own isNewLeader, as the agent saw makeLeader decide
 
 
-class Fetch(_PartitionEvent, kw_only=True, tag="fetch"):
+class Fetch(PartitionEvent, kw_only=True, tag="fetch"):
     """A follower FETCH as the partition leader handles it."""
 
     replica: BrokerId
@@ -63,7 +65,7 @@ class Fetch(_PartitionEvent, kw_only=True, tag="fetch"):
     current_leader_epoch: Annotated[int, Meta(ge=-1, le=MAX_MS)] | None = None
 
 
-class Append(_PartitionEvent, kw_only=True, tag="append"):
+class Append(PartitionEvent, kw_only=True, tag="append"):
     """The leader appended records; its LEO is now `leader_leo`."""
 
     leader_leo: NonNegative
@@ -90,8 +92,10 @@ class OutOfSync(Struct, kw_only=True, omit_defaults=True):
     last_fetch_ms: NonNegative | None = None
 
 
-class IsrUpdated(_PartitionEvent, kw_only=True, tag="isr_updated"):
+class IsrUpdated(PartitionEvent, kw_only=True, tag="isr_updated"):
     """Observed: the leader's actual ISR write (the agent). It never changes the model; the audit compares."""
+
+    broker: BrokerId  # the leader that wrote it: required, the audit pairs by it
 
     leader: BrokerId
     isr: list[BrokerId]
@@ -110,6 +114,8 @@ class PartitionName(Struct, frozen=True):
 
 class IsrChangePropagated(_Event, kw_only=True, tag="isr_change_propagated"):
     """Observed: a broker wrote one `/isr_change_notification` znode with these partitions (the agent)."""
+
+    broker: BrokerId
 
     partitions: list[PartitionName]
 

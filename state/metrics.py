@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
+from .audit import Divergence
 from .records import Decision, DecisionKind, Propagation
 
 
@@ -133,6 +134,20 @@ IGNORED_APPENDS = Metric(
     ("reason",),
     tally="ignored_appends",
 )
+IGNORED_LEADER_AND_ISR = Metric(
+    "isrwatch_ignored_leader_and_isr",
+    Kind.COUNTER,
+    "LeaderAndIsr states reported by a broker and not applied: another replica's copy or a repeat",
+    ("reason",),
+    tally="ignored_leader_and_isr",
+)
+DIVERGENCES = Metric(
+    "isrwatch_divergences",
+    Kind.COUNTER,
+    "Where the model and a broker disagreed (agent input), by kind; `timing` hinges on a few ms of clock reads",
+    ("cluster", "kind"),
+    tally="divergences",
+)
 LATE_EVENTS = Metric(
     "isrwatch_late_events", Kind.COUNTER, "Events at or behind the watermark, counted and dropped", tally="late_events"
 )
@@ -196,6 +211,8 @@ CATALOGUE: tuple[Metric, ...] = (
     DEAD_LETTERS,
     IGNORED_FETCHES,
     IGNORED_APPENDS,
+    IGNORED_LEADER_AND_ISR,
+    DIVERGENCES,
     LATE_EVENTS,
     STREAM_INPUT_ROWS,
     PROPAGATION_BATCH_SIZE,
@@ -221,13 +238,16 @@ def bucket_label(value: float, bounds: Sequence[float]) -> str:
 
 
 def tallies(
-    decisions: Iterable[Decision], propagations: Iterable[Propagation], counters: Mapping[str, int]
+    decisions: Iterable[Decision],
+    propagations: Iterable[Propagation],
+    counters: Mapping[str, int],
+    divergences: Iterable[Divergence] = (),
 ) -> dict[TallyKey, float]:
     """The cumulative-counter increments one batch contributes.
 
     Counted once at write time, so /metrics never scans the decision history: shrinks per removed
     follower by its reason, expands, decisions by kind, batches by trigger, the batch-size and
-    change-to-batch delay histograms, plus the step's `name[.reason]` counters.
+    change-to-batch delay histograms, divergences by kind, plus the step's `name[.reason]` counters.
     """
     counts: dict[TallyKey, float] = defaultdict(float)
 
@@ -250,6 +270,8 @@ def tallies(
             add(f"{histogram.tally}_bucket", cluster=p.cluster, le=bucket_label(value, histogram.buckets))
             add(f"{histogram.tally}_sum", value, cluster=p.cluster)
             add(f"{histogram.tally}_count", cluster=p.cluster)
+    for divergence in divergences:
+        add(DIVERGENCES.tally, cluster=divergence.cluster, kind=divergence.kind)
     for name, value in counters.items():
         tally, _, why = name.partition(".")
         if why:

@@ -14,8 +14,9 @@ from collections import Counter
 
 from msgspec import Struct
 
+from .audit import IsrWrite, Observation, ReplicaView
 from .config import Config
-from .events import Append, Fetch, LeaderAndIsr, Observed
+from .events import Append, Fetch, IsrChangePropagated, IsrUpdated, LeaderAndIsr
 from .order import Order
 from .records import Decision, DecisionKind, FollowerRecord, PartitionRecord, ShrinkReason
 from .schedule import INF, first_at_or_after
@@ -55,6 +56,7 @@ class Partition(Struct, array_like=True, gc=False):
     leader_epoch_start_offset: int | None = None
     followers: list[Follower] = []
     min_isr: int | None = None  # the topic's min.insync.replicas as its leader reported it (else the config's)
+    audited: bool = False  # its leader reports (the agent): the model's ISR writes are audited against the broker's
 
     def follower(self, replica: int) -> Follower | None:
         for f in self.followers:
@@ -112,6 +114,7 @@ class Outputs:
         "changes",
         "ticks",
         "observed",
+        "writes",
         "ignored_fetches",
         "ignored_appends",
         "ignored_leader_and_isr",
@@ -122,7 +125,8 @@ class Outputs:
         self.decisions: list[Decision] = []
         self.changes: list[IsrChange] = []
         self.ticks: list[PropagationTick] = []
-        self.observed: list[Observed] = []
+        self.observed: list[Observation | IsrChangePropagated] = []  # what brokers did, with the model's view
+        self.writes: list[IsrWrite] = []  # the model's ISR writes of audited partitions, with their evidence
         self.ignored_fetches: Counter[str] = Counter()
         self.ignored_appends: Counter[str] = Counter()
         self.ignored_leader_and_isr: Counter[str] = Counter()
@@ -157,6 +161,47 @@ class Outputs:
                 leader_leo=p.leader_leo,
             )
         )
+        if p.audited and p.leader is not None and kind in (DecisionKind.SHRINK, DecisionKind.EXPAND):
+            self.writes.append(
+                IsrWrite(
+                    ts=ts,
+                    cluster=p.cluster,
+                    broker=p.leader,
+                    topic=p.topic,
+                    partition=p.partition,
+                    partition_epoch=p.partition_epoch,
+                    kind=kind,
+                    isr_before=list(isr_before),
+                    isr=list(p.isr),
+                    reasons=reasons or {},
+                    evidence=replica_views(p, changed),
+                )
+            )
+
+    def observe(self, p: Partition | None, ev: IsrUpdated) -> None:
+        """Record a broker's ISR write with the model's view of the partition at that moment."""
+        if p is None:
+            self.observed.append(Observation(event=ev))
+            return
+        concerned = [r.replica for r in ev.out_of_sync] or sorted(set(ev.isr) - set(ev.isr_before or ()))
+        self.observed.append(
+            Observation(
+                event=ev,
+                model_leader=p.leader,
+                model_isr=list(p.isr),
+                model_partition_epoch=p.partition_epoch,
+                evidence=replica_views(p, concerned),
+            )
+        )
+
+
+def replica_views(p: Partition, replicas: list[int]) -> list[ReplicaView]:
+    """The model's record of these followers of `p`: the evidence an ISR write is judged on."""
+    return [
+        ReplicaView(replica=f.replica, leo=f.leo, last_caught_up_ms=f.last_caught_up_ms, last_fetch_ms=f.last_fetch_ms)
+        for f in p.followers
+        if f.replica in replicas
+    ]
 
 
 def shrink_eligible_at(p: Partition, f: Follower, lag: int) -> int:
@@ -263,6 +308,7 @@ def make_leader(p: Partition, ev: LeaderAndIsr, lag: int, out: Outputs) -> None:
         p.hw = ev.hw
     if ev.min_insync_replicas is not None:
         p.min_isr = ev.min_insync_replicas
+    p.audited = ev.broker is not None
     maybe_increment_leader_hw(p, ev.ts, lag)
     changed = sorted(set(isr_before).symmetric_difference(isr))
     out.decide(p, ev.ts, DecisionKind.LEADER_AND_ISR, isr_before, changed)

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .audit import Audit
 from .config import Config
 from .engine import PartitionEngine
 from .events import DeadLetter, Event, in_future, parse_event
@@ -75,10 +76,13 @@ def replay_events(
     engine = PartitionEngine(config)
     engine.add(events)
     book = PropagationBook(config)
-    settled = settle(book, [engine.advance(until + 1)], until + 1)
+    audit = Audit(config)
+    settled = settle(book, [engine.advance(until + 1)], until + 1, audit)
     result = ReplayResult(
         decisions=settled.decisions,
         propagations=settled.propagations,
+        observed=settled.observed,
+        divergences=settled.divergences,
         records=[partition_record(p, config) for p in sorted(engine.partitions.values(), key=lambda p: p.key)],
         brokers=settled.brokers,
         counters=settled.counters,
@@ -89,7 +93,7 @@ def replay_events(
         "events": len(events),
         "events_after_until": len(engine.buffer),
         "until": until,
-        **summarize(result, len(engine.partitions), book),
+        **summarize(result, len(engine.partitions), book, audit),
     }
     if clock:
         result.summary["engine_seconds"] = round(clock() - started, 3)

@@ -3,8 +3,9 @@
 The replay (one step over everything), the streaming sink (one step per micro-batch, fed by the state
 keys' reports), the Spark replay's finish and the tests all run this, so what a step outputs and how
 it counts is written once: decisions, propagation batches, partition records, the brokers' throttle
-state, dead letters, and the counters the store keeps as cumulative metrics (`ignored_fetches.<reason>`,
-`ignored_appends.<reason>`, `dead_letters.<category>`, `late_events`).
+state, what brokers observably did and where the model disagrees with it (the audit), dead letters, and
+the counters the store keeps as cumulative metrics (`ignored_fetches.<reason>`, `ignored_appends.<reason>`,
+`ignored_leader_and_isr.<reason>`, `dead_letters.<category>`, `late_events`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from .events import DeadLetter
+from .audit import Audit, Divergence, IsrWrite, Observation, sorted_divergences
+from .events import DeadLetter, IsrChangePropagated, Observed
 from .partition import IsrChange, PropagationTick
 from .propagation import PropagationBook
 from .records import BrokerRecord, Decision, PartitionRecord, Propagation
@@ -33,6 +35,12 @@ class StepOutputs(Protocol):
     def ignored_fetches(self) -> Mapping[str, int]: ...
     @property
     def ignored_appends(self) -> Mapping[str, int]: ...
+    @property
+    def ignored_leader_and_isr(self) -> Mapping[str, int]: ...
+    @property
+    def writes(self) -> list[IsrWrite]: ...
+    @property
+    def observed(self) -> list[Observation | IsrChangePropagated]: ...
 
 
 @dataclass
@@ -48,6 +56,8 @@ class Settled:
     records: list[PartitionRecord] = field(default_factory=list)
     brokers: list[BrokerRecord] = field(default_factory=list)
     dead_letters: list[DeadLetter] = field(default_factory=list)
+    observed: list[Observed] = field(default_factory=list)
+    divergences: list[Divergence] = field(default_factory=list)
     counters: Counter[str] = field(default_factory=Counter)
     watermark: int | None = None
     frontiers: dict[str, int] = field(default_factory=dict)
@@ -59,24 +69,45 @@ class Settled:
             self.counters[f"dead_letters.{d.category}"] += 1
 
 
-def settle(book: PropagationBook, outputs: Iterable[StepOutputs], until: int | Mapping[str, int] | None) -> Settled:
+def settle(
+    book: PropagationBook,
+    outputs: Iterable[StepOutputs],
+    until: int | Mapping[str, int] | None,
+    audit: Audit | None = None,
+) -> Settled:
     """Fold state keys' outputs into one step: the ISR changes and ticks go to the brokers' propagation
-    book, which advances to `until` (one time, or one per cluster; None: the book only buffers)."""
+    book, which advances to `until` (one time, or one per cluster; None: the book only buffers); the model's
+    ISR writes and batches and the brokers' observed writes go to the `audit`, which advances likewise."""
     settled = Settled()
     counters = settled.counters
     items: list[IsrChange | PropagationTick] = []
+    writes: list[IsrWrite] = []
+    observed: list[Observation | IsrChangePropagated] = []
     for out in outputs:
         settled.decisions.extend(out.decisions)
         items.extend(out.changes)
         items.extend(out.ticks)
-        for name, ignored in (("ignored_fetches", out.ignored_fetches), ("ignored_appends", out.ignored_appends)):
+        writes.extend(out.writes)
+        observed.extend(out.observed)
+        for name, ignored in (
+            ("ignored_fetches", out.ignored_fetches),
+            ("ignored_appends", out.ignored_appends),
+            ("ignored_leader_and_isr", out.ignored_leader_and_isr),
+        ):
             for reason, count in ignored.items():
                 counters[f"{name}.{reason}"] += count
     counters["late_events"] += book.add(items)
+    settled.observed = [o.event if isinstance(o, Observation) else o for o in observed]
+    divergences = audit.add(writes, observed) if audit is not None else []
     if until is not None:
         settled.propagations = book.advance(until)
-        settled.frontiers = {c: until for c in book.clusters} if isinstance(until, int) else dict(until)
+        clusters = {c: until for c in book.clusters} if isinstance(until, int) else dict(until)
+        settled.frontiers = clusters
         settled.watermark = until if isinstance(until, int) else max(until.values(), default=None)
+        if audit is not None:
+            divergences += audit.add(batches=settled.propagations)
+            divergences += audit.advance(until)
+    settled.divergences = sorted_divergences(divergences)
     settled.brokers = book.brokers_view()
     return settled
 
@@ -87,7 +118,7 @@ def by_reason(counters: Mapping[str, int], name: str) -> dict[str, int]:
     return dict(sorted((k[len(prefix) :], v) for k, v in counters.items() if v and k.startswith(prefix)))
 
 
-def summarize(settled: Settled, partitions: int, book: PropagationBook) -> dict[str, Any]:
+def summarize(settled: Settled, partitions: int, book: PropagationBook, audit: Audit) -> dict[str, Any]:
     """The counts every replay summary carries (summary.json), from a settled step over the whole input."""
     decisions, propagations, counters = settled.decisions, settled.propagations, settled.counters
     return {
@@ -102,4 +133,8 @@ def summarize(settled: Settled, partitions: int, book: PropagationBook) -> dict[
         "dead_letters": len(settled.dead_letters),
         "dead_letters_by_reason": by_reason(counters, "dead_letters"),
         "partitions_pending_propagation": book.pending_partitions(),
+        "ignored_leader_and_isr_by_reason": by_reason(counters, "ignored_leader_and_isr"),
+        "observed_by_type": dict(sorted(Counter(type(o).__name__ for o in settled.observed).items())),
+        "divergences_by_kind": dict(sorted(Counter(str(d.kind) for d in settled.divergences).items())),
+        "audit_pending": audit.pending(),
     }

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from state.audit import Audit, sorted_divergences
 from state.config import Config
 from state.engine import PartitionEngine
 from state.events import Event
@@ -20,7 +21,7 @@ from state.replay import ReplayResult
 from state.step import Settled, settle, summarize
 
 from .reports import Report, decode_bucket
-from .sink import BOOK_BLOB, settle_reports
+from .sink import AUDIT_BLOB, BOOK_BLOB, settle_reports
 
 
 class ReplayCollector:
@@ -44,6 +45,8 @@ class ReplayCollector:
         total = self.total
         total.decisions += settled.decisions
         total.propagations += settled.propagations
+        total.observed += settled.observed
+        total.divergences += settled.divergences
         total.dead_letters += settled.dead_letters
         total.counters.update(settled.counters)
         for r in reports:
@@ -77,11 +80,14 @@ class ReplayCollector:
                 partitions.extend(engine.partitions.values())
                 buffered += len(engine.buffer)
         book = PropagationBook(self.config, self.sink_blobs.get(BOOK_BLOB))
-        last = settle(book, outputs, end + 1)
+        audit = Audit(self.config, self.sink_blobs.get(AUDIT_BLOB))
+        last = settle(book, outputs, end + 1, audit)
         partitions.sort(key=lambda p: p.key)
         result = ReplayResult(
             decisions=total.decisions + last.decisions,
             propagations=total.propagations + last.propagations,
+            observed=total.observed + last.observed,
+            divergences=sorted_divergences(total.divergences + last.divergences),
             records=[partition_record(p, self.config) for p in partitions],
             brokers=last.brokers,
             dead_letters=total.dead_letters,
@@ -93,7 +99,7 @@ class ReplayCollector:
             "events": self.events + self.after_until,
             "events_after_until": self.after_until + buffered,
             "until": end,
-            **summarize(result, len(partitions), book),
+            **summarize(result, len(partitions), book, audit),
             "late_events": result.counters["late_events"],
             "micro_batches": self.batches,
             "config": self.config.to_dict(),

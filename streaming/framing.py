@@ -3,11 +3,12 @@
 Only what routing needs is read here (type, ts, cluster, topic, partition, with an explicit
 schema); the full validation is `state.events.parse_event` in the stateful function, the one the
 replay uses. A partition event goes to its partition's bucket; a tick, which every partition of
-its cluster obeys, to every bucket; anything without a usable time or key to the control key,
-which dead-letters it. A missing `seq` is the line number in its file or the Kafka offset;
-`arrival`, the last tie-breaker, orders files by rank, lines by number, Kafka records by
-partition and offset. `received` is when the line reached isrwatch (the Kafka record's timestamp,
-else the micro-batch's time): an event dated far beyond it is refused (`max_future_ms`).
+its cluster obeys, to every bucket; a broker's `isr_change_propagated` to the first bucket;
+anything without a usable time or key to the control key, which dead-letters it. A missing `seq`
+is the line number in its file or the Kafka offset; `arrival`, the last tie-breaker, orders files
+by rank, lines by number, Kafka records by partition and offset. `received` is when the line
+reached isrwatch (the Kafka record's timestamp, else the file's modification time): an event dated
+far beyond it is refused (`max_future_ms`).
 
 Event time is kept per cluster by the buckets themselves (SPEC §6), not by a Spark watermark: a
 bucket knows a cluster's time from the events it receives. So that a bucket whose own partitions
@@ -29,7 +30,8 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
 KEY_SCHEMA = "type STRING, ts LONG, cluster STRING, topic STRING, partition INT"
-PARTITION_TYPES = ("leader_and_isr", "fetch", "append")
+PARTITION_TYPES = ("leader_and_isr", "fetch", "append", "isr_updated")
+BROKER_TYPES = ("isr_change_propagated",)  # a broker's event about many partitions: the first bucket keeps it
 INPUT_METRICS = "isrwatch_input"  # observed per batch: input lines (or Kafka records)
 BEACON_EVERY = 256  # one partition event in this many (by seq) also tells every bucket its cluster's time
 
@@ -95,18 +97,19 @@ def frame(raw: DataFrame, layout: Layout, ranks: dict[str, int] | None = None, u
     kind = F.col("j.type")
     tick = timed & (kind == "tick")
     keyed = timed & kind.isin(*PARTITION_TYPES) & F.col("j.topic").isNotNull() & (F.col("j.partition") >= 0)
+    by_broker = timed & kind.isin(*BROKER_TYPES)
     ids = list(layout.ids)
     slot = F.pmod(
         F.xxhash64(F.coalesce(F.col("j.cluster"), F.lit(DEFAULT_CLUSTER)), F.col("j.topic"), F.col("j.partition")),
         len(ids),
     )
     every = F.array(*[F.lit(b) for b in ids])
-    own = F.element_at(every, (slot + 1).cast("int"))
+    own = F.when(by_broker, F.lit(ids[0])).otherwise(F.element_at(every, (slot + 1).cast("int")))
     beacon = keyed & ((F.pmod(F.col("seq"), F.lit(BEACON_EVERY)) == 1) | F.col("last"))
-    targets = F.when(tick | beacon, every).when(keyed, F.array(own)).otherwise(F.array(F.lit(CONTROL_KEY)))
+    targets = F.when(tick | beacon, every).when(keyed | by_broker, F.array(own)).otherwise(F.array(F.lit(CONTROL_KEY)))
     routed = parsed.select(
         F.explode(targets).alias("bucket"),
-        F.when(tick | keyed, ts).alias("ts"),
+        F.when(tick | keyed | by_broker, ts).alias("ts"),
         "seq",
         "arrival",
         "raw",

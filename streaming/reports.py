@@ -8,7 +8,8 @@ import msgspec
 import pyarrow as pa
 from msgspec import Struct
 
-from state.events import DeadLetter, Event
+from state.audit import IsrWrite, Observation
+from state.events import DeadLetter, Event, IsrChangePropagated
 from state.partition import IsrChange, PropagationTick
 from state.records import Decision, PartitionRecord
 
@@ -80,6 +81,9 @@ class Report(Struct, array_like=True):
     as_of: list[int] = []  # the event time each record is exact at (its cluster's frontier here)
     ignored_fetches: dict[str, int] = {}
     ignored_appends: dict[str, int] = {}
+    ignored_leader_and_isr: dict[str, int] = {}
+    writes: list[IsrWrite] = []  # the model's audited ISR writes
+    observed: list[Observation | IsrChangePropagated] = []  # what brokers did (agent input)
     dead: list[DeadLetter] = []
     blob: bytes | None = None  # the bucket's state, only when replaying (to finish at --until)
 

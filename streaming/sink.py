@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 import msgspec
 import psycopg
 
+from state.audit import Audit
 from state.config import Config
 from state.propagation import PropagationBook
 from state.schedule import INF
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
     from state.store import Store
 
 BOOK_BLOB = "propagation_book"
+AUDIT_BLOB = "audit"
 # What an unreachable store raises: the sink waits and retries on these, any other error fails the batch at once.
 STORE_DOWN: tuple[type[BaseException], ...] = (
     StoreError,
@@ -42,6 +44,7 @@ STORE_DOWN: tuple[type[BaseException], ...] = (
     psycopg.InterfaceError,
 )
 FRONTIERS_BLOB = "frontiers"
+SINK_BLOBS = (BOOK_BLOB, AUDIT_BLOB, FRONTIERS_BLOB)  # the sink's state, kept in the store with each batch
 
 
 class Frontiers(msgspec.Struct, array_like=True):
@@ -79,21 +82,26 @@ def collect(df: DataFrame) -> list[Report]:
 def settle_reports(
     config: Config, reports: Iterable[Report], blobs: Mapping[str, bytes | None]
 ) -> tuple[Settled, dict[str, bytes]]:
-    """One batch's reports as one settled step, and the sink's state it leaves behind (`BOOK_BLOB`,
-    `FRONTIERS_BLOB`); pure, so a replay can run it without a store."""
+    """One batch's reports as one settled step, and the sink's state it leaves behind (`SINK_BLOBS`); pure, so
+    a replay can run it without a store."""
     reports = list(reports)
     book = PropagationBook(config, blobs.get(BOOK_BLOB))
+    audit = Audit(config, blobs.get(AUDIT_BLOB))
     frontiers = Frontiers.load(blobs.get(FRONTIERS_BLOB))
     for r in reports:
         frontiers.report(r.bucket, r.frontiers)
-    settled = settle(book, reports, frontiers.settled())
+    settled = settle(book, reports, frontiers.settled(), audit)
     for r in reports:
         settled.add_dead_letters(r.dead)
         settled.counters["late_events"] += sum(1 for d in r.dead if d.category == "late")
         settled.records.extend(r.records)
         keys = ((rec.cluster, rec.topic, rec.partition) for rec in r.records)
         settled.as_of.update(zip(keys, r.as_of, strict=True))
-    return settled, {BOOK_BLOB: book.to_bytes(), FRONTIERS_BLOB: msgspec.msgpack.encode(frontiers)}
+    return settled, {
+        BOOK_BLOB: book.to_bytes(),
+        AUDIT_BLOB: audit.to_bytes(),
+        FRONTIERS_BLOB: msgspec.msgpack.encode(frontiers),
+    }
 
 
 BatchHook = Callable[[int, Settled, bool], None]
@@ -147,9 +155,7 @@ class StoreSink:
         last = self.store.last_batch_id()
         if last is not None and batch_id <= last:
             return  # a batch re-run after a restart: its outputs are already committed
-        settled, blobs = settle_reports(
-            self.config, reports, {name: self.store.load_blob(name) for name in (BOOK_BLOB, FRONTIERS_BLOB)}
-        )
+        settled, blobs = settle_reports(self.config, reports, {name: self.store.load_blob(name) for name in SINK_BLOBS})
         if self.kafka is not None:
             self.kafka.send(settled, batch_id)  # before the commit: at-least-once, deduplicated by batch id and seq
         written = self.store.write_batch(
@@ -158,6 +164,8 @@ class StoreSink:
             propagations=settled.propagations,
             partitions=settled.records,
             dead_letters=settled.dead_letters,
+            observed=settled.observed,
+            divergences=settled.divergences,
             brokers=settled.brokers,
             counters=+settled.counters,
             blobs=blobs,

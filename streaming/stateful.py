@@ -24,7 +24,7 @@ import pandas as pd
 
 from state.config import Config
 from state.engine import PartitionEngine
-from state.events import DeadLetter, Event, Tick, in_future, parse_event
+from state.events import DeadLetter, Event, PartitionEvent, Tick, in_future, parse_event
 from state.partition import partition_record
 from state.schedule import INF
 
@@ -155,7 +155,9 @@ def state_function(
             held.applied[cluster] = frontier
             if engine.partitions:
                 held.holding.add(cluster)
-            changed = {(ev.cluster, ev.topic, ev.partition) for ev in due if type(ev) is not Tick} | out.touched
+            changed = {
+                (ev.cluster, ev.topic, ev.partition) for ev in due if isinstance(ev, PartitionEvent)
+            } | out.touched
             for k in sorted(changed):
                 if k in engine.partitions:
                     report.records.append(partition_record(engine.partitions[k], config))
@@ -163,10 +165,15 @@ def state_function(
             report.decisions.extend(out.decisions)
             report.changes.extend(out.changes)
             report.ticks.extend(out.ticks)
-            for reason, n in out.ignored_fetches.items():
-                report.ignored_fetches[reason] = report.ignored_fetches.get(reason, 0) + n
-            for reason, n in out.ignored_appends.items():
-                report.ignored_appends[reason] = report.ignored_appends.get(reason, 0) + n
+            report.writes.extend(out.writes)
+            report.observed.extend(out.observed)
+            for mine, theirs in (
+                (report.ignored_fetches, out.ignored_fetches),
+                (report.ignored_appends, out.ignored_appends),
+                (report.ignored_leader_and_isr, out.ignored_leader_and_isr),
+            ):
+                for reason, n in theirs.items():
+                    mine[reason] = mine.get(reason, 0) + n
         held.pending = pending
         # What this key may still change: clusters it holds partitions or pending events of, and (the first
         # key) those whose propagation ticks it passes on. The sink settles no cluster beyond these.

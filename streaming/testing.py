@@ -24,7 +24,7 @@ from state.replay import ReplayResult
 
 from .buckets import CONTROL_KEY
 from .collect import ReplayCollector
-from .framing import BEACON_EVERY, PARTITION_TYPES, Role
+from .framing import BEACON_EVERY, BROKER_TYPES, PARTITION_TYPES, Role
 from .reports import Line, decode_report
 from .stateful import state_function
 
@@ -51,8 +51,8 @@ class FakeGroupState:
 
 def route(raw: bytes, number: int, buckets: list[int], received: int | None = None) -> list[tuple[int, Line]]:
     """(bucket, line) for each state key a line goes to, as `streaming.framing.frame` routes it: a tick to every
-    bucket, a partition event to its own (and, one in `BEACON_EVERY`, as a beacon to every other), anything
-    without a usable time or key to the control key."""
+    bucket, a partition event to its own (and, one in `BEACON_EVERY`, as a beacon to every other), a broker's
+    event about many partitions to the first, anything without a usable time or key to the control key."""
     try:
         obj = msgspec.json.decode(raw)
     except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
@@ -62,6 +62,8 @@ def route(raw: bytes, number: int, buckets: list[int], received: int | None = No
     timed = type(ts) is int and 0 <= ts < 2**63
     if timed and kind == "tick":
         return [(b, Line(ts, number, number, raw, Role.TICK, received)) for b in buckets]
+    if timed and kind in BROKER_TYPES:
+        return [(buckets[0], Line(ts, number, number, raw, Role.EVENT, received))]
     if timed and kind in PARTITION_TYPES and type(topic) is str and type(partition) is int and partition >= 0:
         cluster = fields.get("cluster")
         key = f"{cluster if isinstance(cluster, str) else DEFAULT_CLUSTER}\0{topic}\0{partition}".encode()

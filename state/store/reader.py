@@ -25,6 +25,7 @@ _partition = msgspec.json.Decoder(PartitionRecord).decode
 _decoders: dict[type, Any] = {
     Decision: msgspec.json.Decoder(Decision).decode,
     Propagation: msgspec.json.Decoder(Propagation).decode,
+    dict: msgspec.json.Decoder(dict[str, Any]).decode,  # observed events and divergences, as JSON objects
 }
 T = TypeVar("T")
 # Fixed SQL per flag: a literal (not a parameter) so both planners can use the partial indexes.
@@ -190,6 +191,54 @@ class Reader(Database):
             )
             params.append(topic)
         return self._newest_first(Propagation, "propagations", where, params, after, limit)
+
+    def observed(
+        self,
+        *,
+        cluster: str | None = None,
+        broker: int | None = None,
+        topic: str | None = None,
+        partition: int | None = None,
+        type: str | None = None,
+        since: int | None = None,
+        after: Key | None = None,
+        limit: int = 100,
+    ) -> Page[dict[str, Any]]:
+        """What brokers did (the agent's `isr_updated` and `isr_change_propagated`), newest first."""
+        where, params = _event_filters(
+            ("d.cluster", cluster),
+            ("d.broker", broker),
+            ("d.topic", topic),
+            ("d.partition", partition),
+            ("d.type", type),
+            since=since,
+        )
+        return self._newest_first(dict, "observed", where, params, after, limit)
+
+    def divergences(
+        self,
+        *,
+        cluster: str | None = None,
+        broker: int | None = None,
+        topic: str | None = None,
+        partition: int | None = None,
+        kind: str | None = None,
+        subject: str | None = None,
+        since: int | None = None,
+        after: Key | None = None,
+        limit: int = 100,
+    ) -> Page[dict[str, Any]]:
+        """Where the model and a broker disagreed, newest first."""
+        where, params = _event_filters(
+            ("d.cluster", cluster),
+            ("d.broker", broker),
+            ("d.topic", topic),
+            ("d.partition", partition),
+            ("d.kind", kind),
+            ("d.subject", subject),
+            since=since,
+        )
+        return self._newest_first(dict, "divergences", where, params, after, limit)
 
     def dead_letters(
         self, *, since: int | None = None, after: Key | None = None, limit: int = 100

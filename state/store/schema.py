@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Self
 from urllib.parse import urlsplit
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 class StoreError(RuntimeError):
@@ -75,6 +75,20 @@ CREATE INDEX IF NOT EXISTS propagations_broker ON propagations (broker, cluster,
 CREATE TABLE IF NOT EXISTS propagation_partitions (
     batch_id BIGINT NOT NULL, seq INTEGER NOT NULL, topic TEXT NOT NULL, partition INTEGER NOT NULL,
     PRIMARY KEY (batch_id, seq, topic, partition));
+CREATE TABLE IF NOT EXISTS observed (
+    batch_id BIGINT NOT NULL, seq INTEGER NOT NULL, ts BIGINT NOT NULL, cluster TEXT NOT NULL,
+    broker INTEGER NOT NULL, type TEXT NOT NULL, topic TEXT, partition INTEGER, record TEXT NOT NULL,
+    PRIMARY KEY (batch_id, seq));
+CREATE INDEX IF NOT EXISTS observed_time ON observed (ts, batch_id, seq);
+CREATE INDEX IF NOT EXISTS observed_partition ON observed (cluster, topic, partition, ts, batch_id, seq);
+CREATE INDEX IF NOT EXISTS observed_broker ON observed (broker, cluster, ts, batch_id, seq);
+CREATE TABLE IF NOT EXISTS divergences (
+    batch_id BIGINT NOT NULL, seq INTEGER NOT NULL, ts BIGINT NOT NULL, cluster TEXT NOT NULL,
+    broker INTEGER NOT NULL, kind TEXT NOT NULL, subject TEXT NOT NULL, topic TEXT, partition INTEGER,
+    record TEXT NOT NULL, PRIMARY KEY (batch_id, seq));
+CREATE INDEX IF NOT EXISTS divergences_time ON divergences (ts, batch_id, seq);
+CREATE INDEX IF NOT EXISTS divergences_partition ON divergences (cluster, topic, partition, ts, batch_id, seq);
+CREATE INDEX IF NOT EXISTS divergences_kind ON divergences (kind, ts, batch_id, seq);
 CREATE TABLE IF NOT EXISTS dead_letters (
     batch_id BIGINT NOT NULL, seq INTEGER NOT NULL, ts BIGINT, reason TEXT NOT NULL, field TEXT,
     raw {blob} NOT NULL, PRIMARY KEY (batch_id, seq));

@@ -10,7 +10,8 @@ from typing import Any
 
 import msgspec
 
-from state.events import DeadLetter
+from state.audit import Divergence
+from state.events import DeadLetter, IsrUpdated, Observed
 from state.metrics import STREAM_INPUT_ROWS, TallyKey, tallies
 from state.records import BrokerRecord, Decision, PartitionRecord, Propagation, shrink_warning_at
 
@@ -31,6 +32,8 @@ class Writer(Database):
         propagations: Iterable[Propagation] = (),
         partitions: Iterable[PartitionRecord] = (),
         dead_letters: Iterable[DeadLetter] = (),
+        observed: Iterable[Observed] = (),
+        divergences: Iterable[Divergence] = (),
         brokers: Iterable[BrokerRecord] = (),
         counters: Mapping[str, int] = _EMPTY,
         blobs: Mapping[str, bytes] = _EMPTY,
@@ -50,6 +53,7 @@ class Writer(Database):
         # One row per partition (the last record wins): a multi-row upsert may not touch a row twice.
         partitions = list({(r.cluster, r.topic, r.partition): r for r in partitions}.values())
         dead_letters = list(dead_letters)
+        divergences = list(divergences)
         insert = self._insert
         with self._transaction() as cur:
             cur.execute(self._q("SELECT batch_id, watermark_ms FROM batches ORDER BY batch_id DESC LIMIT 1"))
@@ -106,6 +110,32 @@ class Writer(Database):
             )
             insert(
                 cur,
+                "observed",
+                ("batch_id", "seq", "ts", "cluster", "broker", "type", "topic", "partition", "record"),
+                [(batch_id, seq, *_observed_columns(o), _encode(o).decode()) for seq, o in enumerate(observed)],
+            )
+            insert(
+                cur,
+                "divergences",
+                ("batch_id", "seq", "ts", "cluster", "broker", "kind", "subject", "topic", "partition", "record"),
+                [
+                    (
+                        batch_id,
+                        seq,
+                        d.ts,
+                        d.cluster,
+                        d.broker,
+                        str(d.kind),
+                        d.subject,
+                        d.topic,
+                        d.partition,
+                        _encode(d).decode(),
+                    )
+                    for seq, d in enumerate(divergences)
+                ],
+            )
+            insert(
+                cur,
                 "dead_letters",
                 ("batch_id", "seq", "ts", "reason", "field", "raw"),
                 [(batch_id, seq, d.ts, d.reason, d.field, _raw_bytes(d.raw)) for seq, d in enumerate(dead_letters)],
@@ -136,7 +166,7 @@ class Writer(Database):
                 ],
                 upsert_on=2,
             )
-            self._add_tallies(cur, tallies(decisions, propagations, counters))
+            self._add_tallies(cur, tallies(decisions, propagations, counters, divergences))
             insert(cur, "blobs", ("name", "value"), list(blobs.items()), upsert_on=1)
             insert(cur, "clusters", ("cluster", "frontier_ms"), sorted(frontiers.items()), upsert_on=1)
             insert(
@@ -268,6 +298,13 @@ def _partition_rows(
         warning = None if eligible is None else shrink_warning_at(eligible, f.last_caught_up_ms)
         replicas.append((*key, broker, 0, int(f.in_sync), f.leo, f.lag_offsets, f.last_caught_up_ms, eligible, warning))
     return row, replicas
+
+
+def _observed_columns(o: Observed) -> tuple[Any, ...]:
+    """(ts, cluster, broker, type, topic, partition) of what a broker did."""
+    if isinstance(o, IsrUpdated):
+        return (o.ts, o.cluster, o.broker, "isr_updated", o.topic, o.partition)
+    return (o.ts, o.cluster, o.broker, "isr_change_propagated", None, None)
 
 
 def _decision_brokers(d: Decision) -> set[int]:

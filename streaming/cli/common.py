@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from state.config import Config, ConfigError
+from state.config import PROFILES, Config, ConfigError
 
 CONFIG_HELP = """configuration keys (SPEC §2; --config FILE.json and/or --set KEY=VALUE, later wins):
   replica_lag_time_max_ms        30000  Kafka replica.lag.time.max.ms (10000 before Kafka 2.5)
@@ -22,6 +22,13 @@ CONFIG_HELP = """configuration keys (SPEC §2; --config FILE.json and/or --set K
   allowed_lateness_ms            5000   streaming only: how far behind its cluster's newest event an event may arrive
   max_future_ms                  60000  an event dated more than this ahead of its arrival is refused (ts_in_future);
                                         streaming always, replay with --now
+  audit_window_ms                lag    agent input: how long the model's ISR write or batch and the broker's wait
+                                        for each other before either is a divergence
+  audit_timing_ms                100    agent input: a shrink that hinges on less than this is a `timing` divergence
+
+profiles (--profile NAME, applied after --config and before --set):
+  agent    input from isrwatch-agent: isr_expiration_interval_ms=0 and isr_change_check_interval_ms=0, so the
+           model runs each broker's checks and propagation at that broker's own ticks, never on a schedule
 """
 
 
@@ -38,6 +45,7 @@ def add_config_arguments(
     """--config FILE.json and --set KEY=VALUE, read by `load_config`."""
     p.add_argument("--config", metavar="FILE.json", help=config_help)
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help=set_help)
+    p.add_argument("--profile", choices=sorted(PROFILES), help="a named set of configuration keys (see profiles below)")
 
 
 def read_json_file(path: str, option: str) -> Any:
@@ -55,7 +63,7 @@ def read_json_file(path: str, option: str) -> Any:
         raise ConfigError(f"{where}: JSON nested too deeply") from None
 
 
-def load_config(path: str | None, overrides: list[str]) -> Config:
-    """The configuration from an optional JSON file plus --set overrides."""
+def load_config(path: str | None, overrides: list[str], profile: str | None = None) -> Config:
+    """The configuration from an optional JSON file, a profile, then --set overrides."""
     raw = read_json_file(path, "--config") if path else {}
-    return Config.from_dict(raw).with_overrides(overrides)
+    return Config.from_dict(raw).with_profile(profile).with_overrides(overrides)

@@ -24,7 +24,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="replay recorded events through the replica engine and write its outputs",
         description="Replay JSONL events (SPEC §3) in (ts, seq) order, run the scheduled isr-expiration and "
         "propagation checks up to --until, and write decisions.jsonl, propagations.jsonl, "
-        "state.jsonl, dead_letter.jsonl and summary.json into --out. Replaying the same events "
+        "state.jsonl, dead_letter.jsonl and summary.json into --out (with agent input also observed.jsonl "
+        "and divergences.jsonl). Replaying the same events "
         "with another --set replica_lag_time_max_ms=... shows how many shrinks it would cause.",
         epilog=CONFIG_HELP,
     )
@@ -66,7 +67,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    config = load_config(args.config, args.set)
+    config = load_config(args.config, args.set, args.profile)
     if not args.out and not args.store:
         raise ConfigError("give --out DIR, --store URL or both")
     for path in args.events:
@@ -94,13 +95,17 @@ def main(args: argparse.Namespace) -> int:
         f"{s['decisions']:,} decisions {s['decisions_by_kind']}, {s['propagations']:,} propagations, "
         f"{s['partitions']:,} partitions; {s.get('events_per_second') or 0:,} lines/s; wrote {' and '.join(written)}"
     )
+    if s.get("observed_by_type"):
+        say(f"observed {s['observed_by_type']}; divergences {s['divergences_by_kind'] or 'none'}")
     if s.get("events_after_until"):
         say(f"warning: {s['events_after_until']:,} events after --until {s['until']} were not applied")
     return 0
 
 
 def write_outputs(out: Path, result: ReplayResult) -> None:
-    """Write the replay output files (SPEC §5 fields), one JSON object per line, and summary.json."""
+    """Write the replay output files (SPEC §5 fields), one JSON object per line, and summary.json; when the input
+    holds agent events, also what the brokers did (observed.jsonl) and where the model disagrees
+    (divergences.jsonl)."""
     out.mkdir(parents=True, exist_ok=True)
     encode = msgspec.json.encode
     files = (
@@ -109,6 +114,8 @@ def write_outputs(out: Path, result: ReplayResult) -> None:
         ("state", result.records),
         ("dead_letter", [d.to_record() for d in result.dead_letters]),
     )
+    if result.observed or result.divergences:  # agent input: what brokers did, and the audit
+        files += (("observed", result.observed), ("divergences", result.divergences))
     for name, rows in files:
         with open(out / f"{name}.jsonl", "wb") as fh:
             for row in rows:
@@ -135,6 +142,8 @@ def store_replay(url: str, result: ReplayResult) -> int:
             propagations=result.propagations,
             partitions=result.records,
             dead_letters=result.dead_letters,
+            observed=result.observed,
+            divergences=result.divergences,
             brokers=result.brokers,
             counters=+result.counters,
             watermark_ms=result.summary["until"] + 1,

@@ -137,7 +137,7 @@ def main(args: argparse.Namespace) -> int:
         source=args.source,
         store=args.store,
         checkpoint=args.checkpoint,
-        config=load_config(args.config, args.set),
+        config=load_config(args.config, args.set, args.profile),
         buckets=args.buckets,
         trigger_seconds=args.trigger,
         max_per_batch=args.max_per_batch,

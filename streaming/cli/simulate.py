@@ -158,7 +158,7 @@ def open_sink(args: argparse.Namespace) -> Sink:
 
 
 def main(args: argparse.Namespace) -> int:
-    sim, faults = build(args, load_config(args.config, args.set))
+    sim, faults = build(args, load_config(args.config, args.set, args.profile))
     events = simulate_events(sim, faults, args.seed)
     sink = open_sink(args)
     k = sim.kafka

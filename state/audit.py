@@ -1,0 +1,342 @@
+"""The live audit (SPEC §7): what the model decided against what each broker observably did.
+
+With agent input every leader reports its real ISR writes (`isr_updated`) and its real
+`/isr_change_notification` writes (`isr_change_propagated`). The engine hands the audit the model's
+own ISR writes (`IsrWrite`, with the evidence it judged on) and each broker write with the model's view of
+the partition at that moment (`Observation`); the propagation book hands it the model's batches.
+
+Pairing:
+- an ISR write pairs with the broker's write of the same cluster, leader, partition and partition epoch
+  (the zkVersion the write created);
+- a batch pairs with the broker's znode of the same cluster and broker at the same time (the agent's
+  propagation tick and its write carry the run's one `now`).
+
+A side left without a partner once its cluster's time has passed it by `audit_window_ms`, or a pair
+that disagrees, is a `Divergence`. Kafka reads its clock per partition a few ms after its task starts,
+so a shrink that hinges on less than `audit_timing_ms` is a `timing` divergence carrying that margin, not
+an error; a batch whose difference is only such partitions is `timing` too. Like the engine and the
+book, the audit advances "up to W" per cluster and serialises, so any cut of the input gives the
+same divergences.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from enum import StrEnum
+
+import msgspec
+from msgspec import Struct
+
+from .config import Config
+from .events import IsrChangePropagated, IsrUpdated
+from .records import DecisionKind, Propagation, ShrinkReason
+
+STATE_VERSION = 1
+
+
+class DivergenceKind(StrEnum):
+    """How the model and a broker disagreed."""
+
+    MISSED_BY_MODEL = "missed_by_model"  # the broker wrote an ISR or sent a batch the model did not decide
+    UNEXPLAINED_BY_MODEL = "unexplained_by_model"  # the model decided a write or batch no broker act explains
+    DIFFERENT_ISR = "different_isr"  # both wrote the same partition epoch, with different ISRs (or kinds)
+    DIFFERENT_BATCH = "different_batch"  # both sent a batch in the same run, with different partitions
+    TIMING = "timing"  # a disagreement that hinges on a few ms of the broker's clock reads (`margin_ms`)
+
+
+class ReplicaView(Struct, kw_only=True, array_like=True):
+    """A follower as the model knew it: the evidence a shrink or expand is judged on."""
+
+    replica: int
+    leo: int
+    last_caught_up_ms: int
+    last_fetch_ms: int
+
+
+class IsrWrite(Struct, kw_only=True):
+    """One ISR write of the model (a shrink or expand), with the followers it concerned as they were."""
+
+    ts: int
+    cluster: str
+    broker: int  # the leader that writes it
+    topic: str
+    partition: int
+    partition_epoch: int  # the zkVersion the write creates
+    kind: DecisionKind
+    isr_before: list[int]
+    isr: list[int]
+    reasons: dict[str, ShrinkReason] = {}
+    evidence: list[ReplicaView] = []
+
+
+class Observation(Struct, kw_only=True, tag_field="type", tag="observation"):
+    """A broker's ISR write, with the model's view of the partition when it happened (tagged, to travel in one
+    list with `IsrChangePropagated`)."""
+
+    event: IsrUpdated
+    model_leader: int | None = None
+    model_isr: list[int] = []
+    model_partition_epoch: int | None = None
+    evidence: list[ReplicaView] = []  # the model's record of the replicas the broker's write concerned
+
+
+class Divergence(Struct, kw_only=True):
+    """A disagreement between the model and a broker, with both sides and the model's evidence."""
+
+    ts: int  # the earlier side's time
+    cluster: str
+    broker: int
+    kind: DivergenceKind
+    subject: str  # "isr" (a partition's ISR write) or "propagation" (a batch)
+    topic: str | None = None
+    partition: int | None = None
+    partition_epoch: int | None = None
+    model: IsrWrite | Propagation | None = None
+    observed: IsrUpdated | IsrChangePropagated | None = None
+    evidence: list[ReplicaView] = []
+    margin_ms: int | None = None  # how far past (+) or short of (-) the lag limit the deciding follower was
+
+
+class _AuditState(Struct, array_like=True):
+    version: int
+    writes: list[IsrWrite]
+    observed: list[Observation]
+    batches: list[Propagation]
+    propagated: list[IsrChangePropagated]
+    timing: list[tuple[str, int, str, int, int]]  # (cluster, broker, topic, partition, ts) of timing divergences
+    reporting: list[tuple[str, int]]  # (cluster, broker): leaders whose writes are audited (the agent's)
+
+
+_encoder = msgspec.msgpack.Encoder()
+_decoder = msgspec.msgpack.Decoder(_AuditState)
+IsrKey = tuple[str, int, str, int, int]  # (cluster, leader, topic, partition, partition epoch)
+BatchKey = tuple[str, int, int]  # (cluster, broker, ts)
+
+
+def _write_key(w: IsrWrite) -> IsrKey:
+    return (w.cluster, w.broker, w.topic, w.partition, w.partition_epoch)
+
+
+def _observed_key(o: Observation) -> IsrKey:
+    ev = o.event
+    return (ev.cluster, ev.leader, ev.topic, ev.partition, ev.partition_epoch)
+
+
+def _batch_key(b: Propagation | IsrChangePropagated) -> BatchKey:
+    return (b.cluster, b.broker, b.ts)
+
+
+def _decided_at(ev: IsrUpdated) -> int:
+    """When the broker decided: a shrink's check clock (the agent reports it), else the write's time."""
+    return ev.check_ms if ev.kind == "shrink" and ev.check_ms is not None else ev.ts
+
+
+class Audit:
+    """Pending sides of every audited write and batch, paired as they come and judged once settled."""
+
+    def __init__(self, config: Config, blob: bytes | None = None) -> None:
+        self.lag = config.replica_lag_time_max_ms
+        self.window = config.audit_window
+        self.timing_ms = config.audit_timing_ms
+        self.writes: dict[IsrKey, IsrWrite] = {}
+        self.observed: dict[IsrKey, Observation] = {}
+        self.batches: dict[BatchKey, Propagation] = {}
+        self.propagated: dict[BatchKey, IsrChangePropagated] = {}
+        self.timing: dict[tuple[str, int, str, int], int] = {}
+        self.reporting: set[tuple[str, int]] = set()
+        if blob is not None:
+            state = _decoder.decode(blob)
+            if state.version != STATE_VERSION:
+                raise ValueError(f"audit state version {state.version} is not {STATE_VERSION}")
+            self.writes = {_write_key(w): w for w in state.writes}
+            self.observed = {_observed_key(o): o for o in state.observed}
+            self.batches = {_batch_key(b): b for b in state.batches}
+            self.propagated = {_batch_key(p): p for p in state.propagated}
+            self.timing = {t[:4]: t[4] for t in state.timing}
+            self.reporting = set(state.reporting)
+
+    def to_bytes(self) -> bytes:
+        return _encoder.encode(
+            _AuditState(
+                STATE_VERSION,
+                list(self.writes.values()),
+                list(self.observed.values()),
+                list(self.batches.values()),
+                list(self.propagated.values()),
+                [(*k, ts) for k, ts in self.timing.items()],
+                sorted(self.reporting),
+            )
+        )
+
+    def pending(self) -> int:
+        """Sides still waiting for a partner or for their cluster's time to pass the window."""
+        return len(self.writes) + len(self.observed) + len(self.batches) + len(self.propagated)
+
+    def add(
+        self,
+        writes: Iterable[IsrWrite] = (),
+        observed: Iterable[Observation | IsrChangePropagated] = (),
+        batches: Iterable[Propagation] = (),
+    ) -> list[Divergence]:
+        """Take new sides; ISR writes that find their partner are judged at once (batches wait for `advance`:
+        their verdict may rest on ISR timing divergences not yet judged). Only the batches of brokers that
+        report (whose writes are audited or who reported writes) are audited."""
+        out: list[Divergence] = []
+        for w in writes:
+            self.reporting.add((w.cluster, w.broker))
+            key = _write_key(w)
+            partner = self.observed.pop(key, None)
+            if partner is None:
+                self.writes[key] = w
+            else:
+                self._judge_pair(w, partner, out)
+        for o in observed:
+            if isinstance(o, IsrChangePropagated):
+                self.propagated[_batch_key(o)] = o
+                self.reporting.add(_batch_key(o)[:2])
+                continue
+            key = _observed_key(o)
+            self.reporting.add(key[:2])
+            mine = self.writes.pop(key, None)
+            if mine is None:
+                self.observed[key] = o
+            else:
+                self._judge_pair(mine, o, out)
+        for b in batches:
+            if (b.cluster, b.broker) in self.reporting:
+                self.batches[_batch_key(b)] = b
+        return out
+
+    def advance(self, until: int | Mapping[str, int]) -> list[Divergence]:
+        """Judge every side its cluster's time (`until`: one for all, or one per cluster) has passed by the
+        window: ISR writes first, then batches."""
+        out: list[Divergence] = []
+
+        def due(cluster: str, ts: int) -> bool:
+            at = until if isinstance(until, int) else until.get(cluster)
+            return at is not None and ts + self.window < at
+
+        for key, w in sorted(self.writes.items()):  # sorted: the same order whatever the arrival
+            if due(w.cluster, w.ts):
+                del self.writes[key]
+                self._judge_write_alone(w, out)
+        for key, o in sorted(self.observed.items()):
+            if due(o.event.cluster, o.event.ts):
+                del self.observed[key]
+                self._judge_observed_alone(o, out)
+        for batch in sorted(set(self.batches) | set(self.propagated)):
+            if due(batch[0], batch[2]):
+                self._judge_batch(batch, self.batches.pop(batch, None), self.propagated.pop(batch, None), out)
+        for partition, ts in list(self.timing.items()):
+            if due(partition[0], ts + self.window):
+                del self.timing[partition]
+        return out
+
+    # The verdicts
+
+    def _margin(self, evidence: list[ReplicaView], at: int, replicas: Iterable[int]) -> int | None:
+        """How far past the lag limit the first of `replicas` to pass it was at `at`, by the model's record."""
+        concerned = set(replicas)
+        margins = [at - r.last_caught_up_ms - self.lag for r in evidence if r.replica in concerned]
+        return max(margins) if margins else None
+
+    def _is_timing(self, margin: int | None) -> bool:
+        return margin is not None and abs(margin) <= self.timing_ms
+
+    def _judge_pair(self, w: IsrWrite, o: Observation, out: list[Divergence]) -> None:
+        ev = o.event
+        if str(w.kind) != ev.kind or w.isr != sorted(ev.isr):
+            out.append(self._isr_divergence(DivergenceKind.DIFFERENT_ISR, w, o, None))
+            return
+        broker_at = _decided_at(ev)
+        if w.kind is DecisionKind.EXPAND:
+            if w.ts <= ev.ts + self.timing_ms:
+                return  # the same fetch: the broker's write lands after the model's decision
+            out.append(self._isr_divergence(DivergenceKind.MISSED_BY_MODEL, w, o, None))
+            return
+        if abs(w.ts - broker_at) <= self.timing_ms:
+            return
+        removed = [int(r) for r in w.reasons]
+        if w.ts < broker_at:  # the model shrank first; the broker did not at that run
+            margin = self._margin(w.evidence, w.ts, removed)
+            kind = DivergenceKind.UNEXPLAINED_BY_MODEL
+        else:  # the broker shrank first; the model only at a later run
+            margin = self._margin(o.evidence, broker_at, [r.replica for r in ev.out_of_sync])
+            kind = DivergenceKind.MISSED_BY_MODEL
+        out.append(self._isr_divergence(DivergenceKind.TIMING if self._is_timing(margin) else kind, w, o, margin))
+
+    def _judge_write_alone(self, w: IsrWrite, out: list[Divergence]) -> None:
+        margin = self._margin(w.evidence, w.ts, [int(r) for r in w.reasons]) if w.reasons else None
+        kind = DivergenceKind.TIMING if self._is_timing(margin) else DivergenceKind.UNEXPLAINED_BY_MODEL
+        out.append(self._isr_divergence(kind, w, None, margin))
+
+    def _judge_observed_alone(self, o: Observation, out: list[Divergence]) -> None:
+        ev = o.event
+        margin = None
+        if ev.kind == "shrink":
+            margin = self._margin(o.evidence, _decided_at(ev), [r.replica for r in ev.out_of_sync])
+        kind = DivergenceKind.TIMING if self._is_timing(margin) else DivergenceKind.MISSED_BY_MODEL
+        out.append(self._isr_divergence(kind, None, o, margin))
+
+    def _isr_divergence(
+        self, kind: DivergenceKind, w: IsrWrite | None, o: Observation | None, margin: int | None
+    ) -> Divergence:
+        ev = o.event if o is not None else None
+        times = [side.ts for side in (w, ev) if side is not None]
+        if w is not None:
+            cluster, broker, topic, partition, epoch = _write_key(w)
+        else:
+            assert o is not None
+            cluster, broker, topic, partition, epoch = _observed_key(o)
+        if kind is DivergenceKind.TIMING:
+            self.timing[(cluster, broker, topic, partition)] = min(times)
+        return Divergence(
+            ts=min(times),
+            cluster=cluster,
+            broker=broker,
+            kind=kind,
+            subject="isr",
+            topic=topic,
+            partition=partition,
+            partition_epoch=epoch,
+            model=w,
+            observed=ev,
+            evidence=(o.evidence if o is not None else []) if w is None or not w.evidence else w.evidence,
+            margin_ms=margin,
+        )
+
+    def _judge_batch(
+        self, key: BatchKey, b: Propagation | None, p: IsrChangePropagated | None, out: list[Divergence]
+    ) -> None:
+        model = {(tp.topic, tp.partition) for tp in b.partitions} if b else set()
+        broker = {(tp.topic, tp.partition) for tp in p.partitions} if p else set()
+        if b is not None and p is not None and model == broker:
+            return
+        cluster, who, ts = key
+        differ = model ^ broker
+        if all((cluster, who, t, n) in self.timing for t, n in differ):
+            kind = DivergenceKind.TIMING
+        elif b is None:
+            kind = DivergenceKind.MISSED_BY_MODEL
+        elif p is None:
+            kind = DivergenceKind.UNEXPLAINED_BY_MODEL
+        else:
+            kind = DivergenceKind.DIFFERENT_BATCH
+        out.append(
+            Divergence(
+                ts=ts,
+                cluster=cluster,
+                broker=who,
+                kind=kind,
+                subject="propagation",
+                model=b,
+                observed=p,
+            )
+        )
+
+
+def sorted_divergences(divergences: Iterable[Divergence]) -> list[Divergence]:
+    """A stable order for outputs: by time, cluster, broker, partition."""
+    return sorted(
+        divergences, key=lambda d: (d.ts, d.cluster, d.broker, d.subject, d.topic or "", d.partition or -1, d.kind)
+    )
