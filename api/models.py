@@ -8,12 +8,12 @@ models are built from the core's structs (`state.records`), field for field.
 from __future__ import annotations
 
 import types
-from typing import Any, Union, get_args, get_origin
+from typing import Any, Literal, Union, get_args, get_origin
 
 import msgspec
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from state import records
+from state import audit, events, records
 
 
 def _example(example: dict) -> ConfigDict:
@@ -117,11 +117,23 @@ def _from_struct(
     described: dict[str, str] | None = None,
     **extra: Any,
 ) -> type[BaseModel]:
-    """The model of a core record: its fields in order, with descriptions, plus `extra` (name: (type, Field))."""
+    """The model of a core record: its fields in order, with descriptions, plus `extra` (name: (type, Field)).
+    An input event's model has its `type` tag and not the reader's internal input position."""
     described = described or {}
-    fields: dict[str, Any] = {
-        f.name: (_pydantic(f.type), Field(description=described.get(f.name))) for f in msgspec.structs.fields(struct)
-    }
+    config = struct.__struct_config__
+    fields: dict[str, Any] = {}
+    if config.tag_field is not None and config.tag is not None:
+        fields[config.tag_field] = (Literal[config.tag], Field(description="the event type"))
+    for f in msgspec.structs.fields(struct):
+        if f.encode_name.startswith("_"):
+            continue
+        if f.required:
+            field = Field(description=described.get(f.name))
+        elif f.default_factory is not msgspec.NODEFAULT:
+            field = Field(default_factory=f.default_factory, description=described.get(f.name))
+        else:
+            field = Field(f.default, description=described.get(f.name))
+        fields[f.name] = (_pydantic(f.type), field)
     model = create_model(
         struct.__name__.removesuffix("Record"),
         __config__=_example(example) if example else None,
@@ -330,3 +342,67 @@ class Readiness(BaseModel):
     last_batch_age_seconds: float
     watermark_ms: int | None
     watermark_lag_seconds: float | None
+
+
+# What brokers did (agent input) and where the model disagreed: the core's structs, field for field.
+_ISR_UPDATED = {
+    "type": "isr_updated",
+    "ts": 1795473407732,
+    "cluster": "lab",
+    "broker": 1,
+    "seq": 1795473363312049,
+    "topic": "orders",
+    "partition": 2,
+    "leader": 1,
+    "isr": [1, 2],
+    "isr_before": [1, 2, 3],
+    "partition_epoch": 1,
+    "kind": "shrink",
+    "out_of_sync": [{"replica": 3, "leo": 5, "last_caught_up_ms": 1795473401334, "last_fetch_ms": 1795473401334}],
+    "check_ms": 1795473407709,
+    "check_leader_leo": 8,
+}
+_OutOfSync = _from_struct(events.OutOfSync)
+_PartitionName = _from_struct(events.PartitionName)
+IsrUpdated = _from_struct(events.IsrUpdated, _ISR_UPDATED)
+IsrChangePropagated = _from_struct(events.IsrChangePropagated)
+ReplicaView = _from_struct(audit.ReplicaView)
+IsrWrite = _from_struct(audit.IsrWrite)
+Divergence = _from_struct(
+    audit.Divergence,
+    {
+        "ts": 1795473407709,
+        "cluster": "lab",
+        "broker": 1,
+        "kind": "timing",
+        "subject": "isr",
+        "topic": "orders",
+        "partition": 2,
+        "partition_epoch": 1,
+        "model": None,
+        "observed": _ISR_UPDATED,
+        "evidence": [{"replica": 3, "leo": 5, "last_caught_up_ms": 1795473401334, "last_fetch_ms": 1795473401334}],
+        "margin_ms": 3,
+    },
+    described={
+        "kind": "missed_by_model: the broker wrote an ISR or sent a batch the model did not decide; "
+        "unexplained_by_model: the model decided one no broker act explains; different_isr / different_batch: "
+        "both acted, differently; timing: it hinges on a few ms of the broker's clock reads (see margin_ms)",
+        "subject": "isr: a partition's ISR write; propagation: a batch (/isr_change_notification)",
+        "model": "the model's side: its ISR write with evidence, or its propagation batch (null: none)",
+        "observed": "the broker's side: its isr_updated or isr_change_propagated event (null: none)",
+        "evidence": "the model's record of the followers concerned: LEO, lastCaughtUpTimeMs, last fetch",
+        "margin_ms": "how far past (+) or short of (-) replica.lag.time.max.ms the deciding follower was",
+    },
+)
+
+
+class ObservedPage(BaseModel):
+    model_config = _example({"observed": [_ISR_UPDATED], "next_page_token": None})
+    observed: list[Union[IsrUpdated, IsrChangePropagated]]  # noqa: UP007 - models built at runtime
+    next_page_token: str | None
+
+
+class DivergencePage(BaseModel):
+    divergences: list[Divergence]
+    next_page_token: str | None

@@ -44,7 +44,7 @@ class DivergenceKind(StrEnum):
     TIMING = "timing"  # a disagreement that hinges on a few ms of the broker's clock reads (`margin_ms`)
 
 
-class ReplicaView(Struct, kw_only=True, array_like=True):
+class ReplicaView(Struct, kw_only=True):
     """A follower as the model knew it: the evidence a shrink or expand is judged on."""
 
     replica: int
@@ -103,7 +103,7 @@ class _AuditState(Struct, array_like=True):
     observed: list[Observation]
     batches: list[Propagation]
     propagated: list[IsrChangePropagated]
-    timing: list[tuple[str, int, str, int, int]]  # (cluster, broker, topic, partition, ts) of timing divergences
+    timing: list[tuple[str, int, str, int, int]]  # (cluster, broker, topic, partition, latest side's ts) of timings
     reporting: list[tuple[str, int]]  # (cluster, broker): leaders whose writes are audited (the agent's)
 
 
@@ -138,6 +138,8 @@ class Audit:
         self.lag = config.replica_lag_time_max_ms
         self.window = config.audit_window
         self.timing_ms = config.audit_timing_ms
+        # A batch carries a change at most the max delay after it; the batch is judged a window later.
+        self.timing_kept = config.isr_change_max_delay_ms + self.window
         self.writes: dict[IsrKey, IsrWrite] = {}
         self.observed: dict[IsrKey, Observation] = {}
         self.batches: dict[BatchKey, Propagation] = {}
@@ -228,7 +230,7 @@ class Audit:
             if due(batch[0], batch[2]):
                 self._judge_batch(batch, self.batches.pop(batch, None), self.propagated.pop(batch, None), out)
         for partition, ts in list(self.timing.items()):
-            if due(partition[0], ts + self.window):
+            if due(partition[0], ts + self.timing_kept):
                 del self.timing[partition]
         return out
 
@@ -288,8 +290,8 @@ class Audit:
         else:
             assert o is not None
             cluster, broker, topic, partition, epoch = _observed_key(o)
-        if kind is DivergenceKind.TIMING:
-            self.timing[(cluster, broker, topic, partition)] = min(times)
+        if kind is DivergenceKind.TIMING:  # the batches of both sides may differ by it
+            self.timing[(cluster, broker, topic, partition)] = max(times)
         return Divergence(
             ts=min(times),
             cluster=cluster,

@@ -87,6 +87,8 @@ class Outcome:
     states: list[dict]
     dead_letters: list[dict]
     summary: dict
+    observed: list[dict]
+    divergences: list[dict]
 
     @classmethod
     def of(cls, result: ReplayResult) -> Outcome:
@@ -96,6 +98,8 @@ class Outcome:
             msgspec.to_builtins(result.records),
             [d.to_record() for d in result.dead_letters],
             result.summary,
+            msgspec.to_builtins(result.observed),
+            msgspec.to_builtins(result.divergences),
         )
 
 

@@ -1,0 +1,83 @@
+"""/v1/observed and /v1/divergences: what brokers did (agent input) and where the model disagreed, newest first."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Depends, Query
+from fastapi.responses import Response
+
+from state.audit import DivergenceKind
+from state.events import MAX_ID
+
+from ..deps import StoreDep, require_token
+from ..models import DivergencePage, ObservedPage
+from ..pages import EVENT_KEY, PageSizeQ, PageTokenQ, decode_page_token, encode_page_token
+from ..params import ERRORS, JSON, BrokerQ, ClusterQ, SinceQ, TopicQ
+
+router = APIRouter(prefix="/v1", tags=["audit"], dependencies=[Depends(require_token)])
+PartitionQ = Annotated[int | None, Query(ge=0, le=MAX_ID, description="partition number (with topic)")]
+
+
+@router.get(
+    "/observed",
+    response_model=ObservedPage,
+    responses=ERRORS,
+    summary="What brokers did: their ISR writes and ISR-change notifications (isrwatch-agent), newest first",
+)
+def list_observed(
+    store: StoreDep,
+    cluster: ClusterQ = None,
+    broker: BrokerQ = None,
+    topic: TopicQ = None,
+    partition: PartitionQ = None,
+    type: Literal["isr_updated", "isr_change_propagated"] | None = None,
+    since: SinceQ = None,
+    page_size: PageSizeQ = 100,
+    page_token: PageTokenQ = None,
+) -> Response:
+    after = decode_page_token(page_token, EVENT_KEY)
+    page = store.observed(
+        cluster=cluster,
+        broker=broker,
+        topic=topic,
+        partition=partition,
+        type=type,
+        since=since,
+        after=after,
+        limit=page_size,
+    )
+    return JSON({"observed": page.items, "next_page_token": encode_page_token(page.next_key)})
+
+
+@router.get(
+    "/divergences",
+    response_model=DivergencePage,
+    responses=ERRORS,
+    summary="Where the model and a broker disagreed (the live audit of agent input), newest first",
+)
+def list_divergences(
+    store: StoreDep,
+    cluster: ClusterQ = None,
+    broker: BrokerQ = None,
+    topic: TopicQ = None,
+    partition: PartitionQ = None,
+    kind: DivergenceKind | None = None,
+    subject: Literal["isr", "propagation"] | None = None,
+    since: SinceQ = None,
+    page_size: PageSizeQ = 100,
+    page_token: PageTokenQ = None,
+) -> Response:
+    after = decode_page_token(page_token, EVENT_KEY)
+    page = store.divergences(
+        cluster=cluster,
+        broker=broker,
+        topic=topic,
+        partition=partition,
+        kind=kind,
+        subject=subject,
+        since=since,
+        after=after,
+        limit=page_size,
+    )
+    return JSON({"divergences": page.items, "next_page_token": encode_page_token(page.next_key)})

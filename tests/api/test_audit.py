@@ -1,0 +1,76 @@
+"""/v1/observed and /v1/divergences, over a store `isrwatch replay --store --profile agent` wrote from agent events.
+
+Cluster "a" tells the timing story of tests/state/test_audit.py (the broker's clock read decided a shrink
+2 ms before the model's limit), cluster "b" the story of a shrink and batch the broker never made.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from api.app import create_app
+from api.models import DivergencePage, ObservedPage
+from streaming.cli import main as isrwatch
+from tests.api.fleet import pages
+from tests.pg import fresh_database
+from tests.state.test_audit import END, RUNS_AT_0, isr_updated, propagated, story
+
+
+def agent_events() -> list[dict]:
+    timing = story(list(range(1500, END, 5000)), isr_updated(11_520, [1, 2], 1, check_ms=11_502), propagated(17_500))
+    return [{**ev, "cluster": "a"} for ev in timing] + [{**ev, "cluster": "b"} for ev in story(RUNS_AT_0)]
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def audited(request: pytest.FixtureRequest, tmp_path: Path) -> TestClient:
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'audit.db'}"
+    else:
+        url = fresh_database(request.getfixturevalue("postgres_server_url"))
+    events = tmp_path / "agent.jsonl"
+    events.write_text("".join(json.dumps(ev) + "\n" for ev in agent_events()))
+    argv = ["replay", str(events), "--profile", "agent", "--set", "replica_lag_time_max_ms=10000", "--store", url]
+    assert isrwatch([*argv, "--until", str(END)]) == 0
+    with TestClient(create_app(url)) as client:
+        yield client
+
+
+def test_observed_lists_what_the_brokers_did_newest_first(audited: TestClient) -> None:
+    got = pages(audited, "/v1/observed", "observed", 1)
+    assert [(o["cluster"], o["type"], o["ts"]) for o in got] == [
+        ("a", "isr_change_propagated", 17_500),
+        ("a", "isr_updated", 11_520),
+    ]
+    assert got[1]["out_of_sync"][0]["replica"] == 3 and got[1]["check_ms"] == 11_502
+    ObservedPage.model_validate(audited.get("/v1/observed").json())
+    only = audited.get("/v1/observed", params={"type": "isr_updated", "topic": "t", "partition": 0, "broker": 1})
+    assert [o["ts"] for o in only.json()["observed"]] == [11_520]
+    assert audited.get("/v1/observed", params={"cluster": "b"}).json()["observed"] == []
+
+
+def test_divergences_filter_by_kind_subject_and_cluster(audited: TestClient) -> None:
+    got = pages(audited, "/v1/divergences", "divergences", 1)
+    assert sorted((d["cluster"], d["subject"], d["kind"]) for d in got) == [
+        ("a", "isr", "timing"),
+        ("a", "propagation", "timing"),
+        ("a", "propagation", "timing"),
+        ("b", "isr", "unexplained_by_model"),
+        ("b", "propagation", "unexplained_by_model"),
+    ]
+    assert [d["ts"] for d in got] == sorted((d["ts"] for d in got), reverse=True)
+    DivergencePage.model_validate(audited.get("/v1/divergences").json())
+    real = audited.get("/v1/divergences", params={"kind": "unexplained_by_model", "subject": "isr"}).json()
+    [d] = real["divergences"]
+    assert (d["cluster"], d["topic"], d["partition"], d["margin_ms"]) == ("b", "t", 0, 3500)
+    assert d["evidence"] == [{"replica": 3, "leo": 100, "last_caught_up_ms": 1500, "last_fetch_ms": 1500}]
+    assert audited.get("/v1/divergences", params={"kind": "nonsense"}).status_code == 422
+
+
+def test_divergences_are_counted_for_prometheus(audited: TestClient) -> None:
+    text = audited.get("/metrics").text
+    assert 'isrwatch_divergences_total{cluster="a",kind="timing"} 3.0' in text
+    assert 'isrwatch_divergences_total{cluster="b",kind="unexplained_by_model"} 2.0' in text

@@ -1,0 +1,135 @@
+"""The live audit (SPEC §7): the model's ISR writes and batches against what a broker observably did.
+
+Broker 1 leads t-0 (replicas 1, 2, 3) and reports like isrwatch-agent: its LeaderAndIsr, the follower
+fetches, its own isr-expiration runs every 5 s and propagation runs, and its real writes. Follower 3 stops
+fetching at 1500, so with replica.lag.time.max.ms = 10 s it is out of sync after 11500.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.state.helpers import Outcome, Run, append, fetch, lai, tick
+
+AGENT = {
+    "replica_lag_time_max_ms": 10_000,
+    "isr_expiration_interval_ms": 0,  # --profile agent: the broker's own ticks only
+    "isr_change_check_interval_ms": 0,
+}
+END = 40_000  # past every side's time + the audit window (the lag)
+
+
+def story(expiration_runs: list[int], *broker_acts: dict) -> list[dict]:
+    """Broker 1's stream: records appended at 2 s, follower 2 fetching caught up every 5 s, follower 3 only until
+    1500, the broker's expiration runs at `expiration_runs`, its propagation runs every 2.5 s, plus what the
+    broker did (`broker_acts`)."""
+    events = [
+        lai(1000, 1, [1, 2, 3], [1, 2, 3], 0, leader_leo=100, hw=100, broker=1),
+        fetch(1500, 3, 100, 100, broker=1),
+        fetch(1500, 2, 100, 100, broker=1),
+        append(2000, 200, broker=1),
+        *(fetch(ts, 2, 200, 200, broker=1) for ts in range(6500, END, 5000)),
+        *(tick(ts, "isr-expiration", broker=1) for ts in expiration_runs),
+        *(tick(ts, "isr-change-propagation", broker=1) for ts in range(2500, END, 2500)),
+        *broker_acts,
+    ]
+    return sorted(events, key=lambda ev: ev["ts"])
+
+
+def isr_updated(ts: int, isr: list[int], epoch: int, *, check_ms: int, out: list[int] = (3,)) -> dict:
+    return {
+        "type": "isr_updated",
+        "ts": ts,
+        "broker": 1,
+        "topic": "t",
+        "partition": 0,
+        "leader": 1,
+        "isr": isr,
+        "isr_before": [1, 2, 3],
+        "partition_epoch": epoch,
+        "kind": "shrink",
+        "out_of_sync": [{"replica": r, "leo": 100, "last_caught_up_ms": 1500, "last_fetch_ms": 1500} for r in out],
+        "check_ms": check_ms,
+    }
+
+
+def propagated(ts: int) -> dict:
+    return {"type": "isr_change_propagated", "ts": ts, "broker": 1, "partitions": [{"topic": "t", "partition": 0}]}
+
+
+def kinds(outcome: Outcome) -> list[tuple[str, str]]:
+    return [(d["subject"], d["kind"]) for d in outcome.divergences]
+
+
+RUNS_AT_0 = list(range(5000, END, 5000))  # 15000 is the first run past 3's limit (11500)
+
+
+@pytest.mark.spark_parity
+def test_a_broker_that_did_what_the_model_decided_diverges_nowhere(run: Run) -> None:
+    events = story(RUNS_AT_0, isr_updated(15_020, [1, 2], 1, check_ms=15_002), propagated(22_500))
+    outcome = run(events, END, **AGENT)
+    assert [(d["ts"], d["kind"], d["isr_after"]) for d in outcome.decisions if d["kind"] == "shrink"] == [
+        (15_000, "shrink", [1, 2])
+    ]
+    assert [p["ts"] for p in outcome.propagations] == [22_500]
+    assert [o["type"] for o in outcome.observed] == ["isr_updated", "isr_change_propagated"]
+    assert outcome.divergences == []
+    assert outcome.summary["divergences_by_kind"] == {} and outcome.summary["audit_pending"] == 0
+    assert outcome.states[0]["isr"] == [1, 2]  # observed events never change the model
+
+
+def test_a_shrink_and_batch_the_broker_never_made_are_unexplained(run: Run) -> None:
+    outcome = run(story(RUNS_AT_0), END, **AGENT)
+    assert kinds(outcome) == [("isr", "unexplained_by_model"), ("propagation", "unexplained_by_model")]
+    isr = outcome.divergences[0]
+    assert (isr["ts"], isr["broker"], isr["partition_epoch"], isr["observed"]) == (15_000, 1, 1, None)
+    assert isr["model"]["reasons"] == {"3": "stuck"} and isr["model"]["isr"] == [1, 2]
+    assert isr["evidence"] == [{"replica": 3, "leo": 100, "last_caught_up_ms": 1500, "last_fetch_ms": 1500}]
+    assert isr["margin_ms"] == 15_000 - 1500 - 10_000
+
+
+def test_a_shrink_the_rules_do_not_allow_yet_is_missed_by_the_model(run: Run) -> None:
+    """The broker shrank at its 10 s run (3 was 8.5 s behind, within the lag); the model only at 15 s."""
+    events = story(RUNS_AT_0, isr_updated(10_020, [1, 2], 1, check_ms=10_001), propagated(17_500))
+    outcome = run(events, END, **AGENT)
+    got = kinds(outcome)
+    assert got[0] == ("isr", "missed_by_model") and ("isr", "timing") not in got
+    isr = outcome.divergences[0]
+    assert isr["ts"] == 10_020 and isr["model"]["ts"] == 15_000 and isr["observed"]["check_ms"] == 10_001
+    assert isr["margin_ms"] == 10_001 - 1500 - 10_000  # short of the limit by 1.5 s: no clock read explains it
+
+
+def test_a_shrink_that_hinges_on_the_brokers_clock_read_is_timing_and_so_is_its_batch(run: Run) -> None:
+    """Runs at 1.5 s past each 5 s: at 11500 follower 3 is exactly at the limit for the model (now - lcu = lag),
+    but the broker read its clock 2 ms later and shrank; the model shrinks at the next run, 16500. The batches
+    then differ by this partition only: timing as well."""
+    runs = list(range(1500, END, 5000))
+    events = story(runs, isr_updated(11_520, [1, 2], 1, check_ms=11_502), propagated(17_500))
+    outcome = run(events, END, **AGENT)
+    assert kinds(outcome) == [("isr", "timing"), ("propagation", "timing"), ("propagation", "timing")]
+    isr, broker_batch, model_batch = outcome.divergences
+    assert isr["margin_ms"] == 2 and isr["model"]["ts"] == 16_500 and isr["observed"]["ts"] == 11_520
+    assert broker_batch["ts"] == 17_500 and broker_batch["model"] is None
+    assert model_batch["ts"] == 22_500 and model_batch["observed"] is None
+
+
+def test_the_same_write_with_another_isr_is_different_isr(run: Run) -> None:
+    events = story(RUNS_AT_0, isr_updated(15_020, [1], 1, check_ms=15_002, out=[2, 3]), propagated(22_500))
+    outcome = run(events, END, **AGENT)
+    assert kinds(outcome) == [("isr", "different_isr")]
+    d = outcome.divergences[0]
+    assert d["model"]["isr"] == [1, 2] and d["observed"]["isr"] == [1]
+
+
+def test_sides_still_inside_the_window_wait(run: Run) -> None:
+    """At 20 s the model's 15 s shrink may still meet the broker's write: nothing is judged yet."""
+    outcome = run([ev for ev in story(RUNS_AT_0) if ev["ts"] <= 20_000], 20_000, **AGENT)
+    assert outcome.divergences == [] and outcome.summary["audit_pending"] == 1
+
+
+def test_input_without_brokers_is_not_audited(run: Run) -> None:
+    """The simulator's events name no broker: the model's shrinks are its own, nothing to compare."""
+    events = [{k: v for k, v in ev.items() if k != "broker"} for ev in story(RUNS_AT_0)]
+    outcome = run(events, END, **AGENT)
+    assert [d["kind"] for d in outcome.decisions].count("shrink") == 1
+    assert outcome.divergences == [] and outcome.observed == []
