@@ -2,10 +2,12 @@
 # `make test` provisions everything the suite needs and runs it.
 SHELL := /bin/bash
 VENV := .venv
+# Maven keeps its cache under .tools/ like every other provisioned tool.
+MVN := mvn -q -B -Dstyle.color=never -Dmaven.repo.local=$(CURDIR)/.tools/m2
 export PATH := $(CURDIR)/.tools/bin:$(CURDIR)/$(VENV)/bin:$(PATH)
 export PYTHONWARNINGS := ignore::FutureWarning
 
-.PHONY: demo test lint bench setup
+.PHONY: demo test lint bench setup agent
 
 setup:
 	bash scripts/provision.sh --python-only
@@ -15,6 +17,7 @@ demo: setup
 
 test:
 	bash scripts/provision.sh
+	$(MAKE) --no-print-directory agent
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/python -m pytest -q -p no:cacheprovider
 
@@ -23,3 +26,10 @@ lint: setup
 
 bench: setup
 	$(VENV)/bin/isrwatch bench engine
+
+# The broker agent (agent/README.md): builds agent/target/isrwatch-agent.jar and runs its unit tests
+# (Maven's output only on failure).
+agent:
+	@cd agent && out=$$($(MVN) package 2>&1) || { echo "$$out"; exit 1; }; \
+	  n=$$(cat target/surefire-reports/*.txt | grep -o 'Tests run: [0-9]*' | awk '{n += $$3} END {print n}'); \
+	  echo "agent: $$n unit tests passed; built agent/target/isrwatch-agent.jar"

@@ -60,22 +60,24 @@ def _create_topic(lab: Lab, name: str, partitions: int, rf: int) -> None:
 
 
 class _Load(threading.Thread):
-    """A kafka-python producer sending `rate` small records per second round-robin over the topic's partitions."""
+    """A kafka-python producer sending `rate` small records per second round-robin over the topics' partitions."""
 
-    def __init__(self, lab: Lab, topic: str, partitions: int, rate: float):
+    def __init__(self, lab: Lab, topics: dict[str, int], rate: float):
         super().__init__(daemon=True)
         from kafka import KafkaProducer
 
         self.producer = KafkaProducer(bootstrap_servers=lab.bootstrap, acks=1, linger_ms=5, retries=10,
                                       request_timeout_ms=20000)
-        self.topic, self.partitions, self.rate = topic, partitions, rate
+        self.targets = [(t, p) for t, n in topics.items() for p in range(n)]
+        self.rate = rate
         self.stop = threading.Event()
         self.sent = 0
 
     def run(self) -> None:
         while not self.stop.wait(1 / self.rate):
+            topic, partition = self.targets[self.sent % len(self.targets)]
             try:
-                self.producer.send(self.topic, b"x" * 64, partition=self.sent % self.partitions)
+                self.producer.send(topic, b"x" * 64, partition=partition)
                 self.sent += 1
             except Exception as exc:  # noqa: BLE001 - keep the load going through broker faults
                 log(f"produce: {exc}")
@@ -88,6 +90,8 @@ class _Load(threading.Thread):
 
 def cmd_record(args: argparse.Namespace) -> int:
     """The live verification scenario; copies the recordings and Kafka's log lines to --out."""
+    from kafka.admin import NewTopic
+
     provision_jars()
     work = Path(tempfile.mkdtemp(prefix="isrwatch-agent-record-"))
     out = Path(args.out)
@@ -95,31 +99,35 @@ def cmd_record(args: argparse.Namespace) -> int:
     try:
         with Lab(work, brokers=3, lag_ms=lag, agent_args=_agent_args(work, 3)) as lab:
             b1, b2, b3 = lab.nodes
-            log(f"brokers up at {lab.bootstrap}; creating topic orders (3 partitions, RF 3)")
+            log(f"brokers up at {lab.bootstrap}; topics orders (3 partitions, RF 3), payments (replicas 2,1)")
             _create_topic(lab, "orders", 3, 3)
-            load = _Load(lab, "orders", 3, args.rate)
+            admin = _admin(lab)
+            admin.create_topics([NewTopic("payments", -1, -1, replica_assignments={0: [2, 1]})], timeout_ms=60000)
+            load = _Load(lab, {"orders": 3, "payments": 1}, args.rate)
             load.start()
             time.sleep(15)
-            log("SIGSTOP broker 3 for 12 s (lag 6 s: its followers' leaders shrink it as stuck)")
+            log("SIGSTOP broker 3 for 12 s: the leaders it follows shrink it as stuck (lag 6 s), its own leader "
+                "shrinks its followers when it resumes")
             b3.proc.send_signal(signal.SIGSTOP)
             time.sleep(12)
             b3.proc.send_signal(signal.SIGCONT)
             log("SIGCONT broker 3: it catches up and is added back")
             time.sleep(15)
-            log("SIGKILL broker 2; restart it after its ZooKeeper session expired (18 s)")
+            log("SIGSTOP broker 1 for 9 s (shrunk out of payments), then SIGKILL broker 2 (payments' only ISR member)")
+            b1.proc.send_signal(signal.SIGSTOP)
+            time.sleep(9)
             b2.proc.send_signal(signal.SIGKILL)
             b2.proc.wait()
-            time.sleep(22)
+            b1.proc.send_signal(signal.SIGCONT)
+            log("broker 2's ZooKeeper session expires after 18 s: payments goes offline (leader -1 sent to broker 1)")
+            time.sleep(24)
             lab.start(b2)
             lab.wait_started(b2)
-            log("broker 2 restarted; waiting for it to rejoin the ISRs")
+            log("broker 2 restarted; waiting for it to lead payments again and rejoin the ISRs")
             time.sleep(20)
-            log("preferred leader election on orders")
-            admin = _admin(lab)
-            try:
-                admin.elect_leaders(0, {"orders": [0, 1, 2]}, raise_errors=False)
-            finally:
-                admin.close()
+            log("preferred leader election on every partition")
+            admin.elect_leaders(0, None, raise_errors=False)
+            admin.close()
             time.sleep(12)
             load.close()
             log(f"load sent {load.sent} records; stopping the brokers")
@@ -325,10 +333,10 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--rounds", type=int, default=2, help="overhead: rounds of without/with (2)")
         p.add_argument("--keep", action="store_true", help="volume: keep the work directory")
         p.set_defaults(func=func)
-    args = parser.parse_args([a for a in (argv or sys.argv[1:]) if a != "agent"] if argv is None else
-                             [a for a in argv if a != "agent"])
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     if not AGENT_JAR.exists():
         parser.error(f"{AGENT_JAR} is missing: run `make agent` first")
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the brokers on the way out
     return args.func(args)
 
 

@@ -7,6 +7,7 @@ ZooKeeper and each broker run as their own JVM on free ports, and faults are rea
 
 from __future__ import annotations
 
+import ctypes
 import os
 import shutil
 import signal
@@ -77,6 +78,11 @@ def provision_jars() -> Path:
                         f"-DoutputDirectory={JARS}"], cwd=tmp, check=True)
     marker.touch()
     return JARS
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGKILL when the harness dies, so no JVM outlives it (Linux prctl)."""
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
 def free_port() -> int:
@@ -187,7 +193,7 @@ class Lab:
     def _java(self, args: list[str], out: Path) -> subprocess.Popen:
         with open(out, "ab") as f:
             return subprocess.Popen(["java", "-cp", self.classpath(), *args], stdout=f, stderr=subprocess.STDOUT,
-                                    start_new_session=True)
+                                    start_new_session=True, preexec_fn=_die_with_parent)
 
     def start(self, b: Broker) -> None:
         """Starts (or restarts) one broker, with the agent when it has agent arguments."""
@@ -222,7 +228,7 @@ class Lab:
     def java_tool(self, args: list[str], timeout: float = 600) -> str:
         """Runs a Kafka tool class on the broker classpath; returns its stdout."""
         r = subprocess.run(["java", "-Xmx256m", "-cp", self.classpath(), *args], capture_output=True, text=True,
-                           timeout=timeout)
+                           timeout=timeout, preexec_fn=_die_with_parent)
         if r.returncode != 0:
             raise RuntimeError(f"{args[0]} failed ({r.returncode}): {r.stderr[-2000:]}")
         return r.stdout

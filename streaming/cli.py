@@ -188,6 +188,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from bench.stream import main as bench_stream
 
         return bench_stream(args.rest[1:])
+    if args.rest[:1] == ["agent"]:
+        from bench.agent import main as bench_agent
+
+        return bench_agent(args.rest[1:])
     from bench.engine import main as bench_engine
 
     return bench_engine(args.rest)
@@ -279,7 +283,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_demo_arguments(dp)
     dp.set_defaults(func=cmd_demo)
 
-    bp = sub.add_parser("bench", help="benchmarks that print numbers (isrwatch bench engine|api --help)")
+    bp = sub.add_parser("bench", help="benchmarks that print numbers (isrwatch bench engine|api|stream|agent --help)")
     bp.add_argument("rest", nargs=argparse.REMAINDER, help="benchmark name and its options")
     bp.set_defaults(func=cmd_bench)
     return parser

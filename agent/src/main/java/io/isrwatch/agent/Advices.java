@@ -57,11 +57,11 @@ final class Advices {
         }
     }
 
-    /** ReplicaManager#becomeLeaderOrFollower: the controller id of the request. */
+    /** ReplicaManager#becomeLeaderOrFollower: the controller id of the request, and its offline states. */
     static final class BecomeLeaderOrFollower {
         @Advice.OnMethodEnter(suppress = Throwable.class)
-        static void enter(@Advice.Argument(1) LeaderAndIsrRequest request) {
-            Hooks.leaderAndIsrRequestBegin(request);
+        static void enter(@Advice.This ReplicaManager rm, @Advice.Argument(1) LeaderAndIsrRequest request) {
+            Hooks.leaderAndIsrRequestBegin(rm, request);
         }
 
         @Advice.OnMethodExit(suppress = Throwable.class, onThrowable = Throwable.class)
@@ -89,15 +89,6 @@ final class Advices {
         static void enter(@Advice.This Partition partition, @Advice.Argument(0) UnifiedLog leaderLog,
                           @Advice.Argument(1) long currentTimeMs) {
             Hooks.highWatermarkCheck(partition, leaderLog, currentTimeMs);
-        }
-    }
-
-    /** ReplicaManager#makeFollowers: offline partition states. */
-    static final class MakeFollowers {
-        @Advice.OnMethodEnter(suppress = Throwable.class)
-        static void enter(@Advice.Argument(0) int controllerId,
-                          @Advice.Argument(2) scala.collection.Map<Partition, LeaderAndIsrPartitionState> states) {
-            Hooks.makeFollowers(controllerId, states);
         }
     }
 

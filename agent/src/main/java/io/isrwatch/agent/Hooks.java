@@ -17,6 +17,7 @@ import kafka.cluster.Replica;
 import kafka.cluster.ReplicaState;
 import kafka.log.UnifiedLog;
 import kafka.server.KafkaConfig;
+import kafka.server.HostedPartition;
 import kafka.server.ReplicaManager;
 import kafka.server.metadata.ZkMetadataCache;
 import org.apache.kafka.common.TopicPartition;
@@ -26,7 +27,6 @@ import org.apache.kafka.common.requests.LeaderAndIsrRequest;
 import org.apache.kafka.common.utils.AppInfoParser;
 import org.apache.kafka.common.utils.Time;
 import scala.Option;
-import scala.Tuple2;
 
 /**
  * The static entry points the inlined advice calls from inside Kafka's methods. Each turns Kafka objects into an
@@ -201,12 +201,37 @@ public final class Hooks {
     /** Calls of makeLeader in progress: maybeIncrementLeaderHW is hot, so it looks at the thread-local only then. */
     private static final AtomicInteger makingLeaders = new AtomicInteger();
 
-    public static void leaderAndIsrRequestBegin(LeaderAndIsrRequest request) {
-        if (recorder == null) {
+    /**
+     * ReplicaManager#becomeLeaderOrFollower entry. Remembers the controller id, and reports the request's offline
+     * partition states (leader -1) that the broker accepts: 3.9 never passes them to Partition#makeFollower (their
+     * leader is not alive), so this is where they take effect. The acceptance is Kafka's own test in ZooKeeper mode:
+     * a current controller epoch, the broker among the replicas, a leader epoch above the partition's.
+     */
+    public static void leaderAndIsrRequestBegin(ReplicaManager rm, LeaderAndIsrRequest request) {
+        Recorder r = recorder;
+        if (r == null) {
             return;
         }
         try {
             CONTROLLER.get()[0] = request.controllerId();
+            if (request.controllerEpoch() < rm.controllerEpoch()) {
+                return;
+            }
+            long now = System.currentTimeMillis();
+            for (LeaderAndIsrPartitionState s : request.partitionStates()) {
+                if (s.leader() != -1 || !s.replicas().contains(rm.localBrokerId()) || excluded(s.topicName())) {
+                    continue;
+                }
+                HostedPartition hosted = rm.getPartition(new TopicPartition(s.topicName(), s.partitionIndex()));
+                boolean newer = hosted instanceof HostedPartition.Online online
+                    ? s.leaderEpoch() > online.partition().getLeaderEpoch()
+                    : !(hosted instanceof HostedPartition.Offline);
+                if (newer) {
+                    r.partitionEvent(new Event.LeaderAndIsr(now, s.topicName(), s.partitionIndex(),
+                        s.controllerEpoch(), request.controllerId(), -1, s.leaderEpoch(), sorted(s.isr()),
+                        ints(s.replicas()), s.partitionEpoch(), Event.UNKNOWN, Event.UNKNOWN, 0, null));
+                }
+            }
         } catch (Throwable t) {
             error(t);
         }
@@ -282,31 +307,6 @@ public final class Hooks {
                 s.controllerEpoch(), CONTROLLER.get()[0], s.leader(), s.leaderEpoch(), sorted(s.isr()),
                 ints(s.replicas()), s.partitionEpoch(), leaderLeo, leaderLog.highWatermark(),
                 leaderLog.config().minInSyncReplicas, !c.wasLeader));
-        } catch (Throwable t) {
-            error(t);
-        }
-    }
-
-    /**
-     * ReplicaManager#makeFollowers entry: a partition state without a leader (offline) is reported here, where the
-     * broker accepted it, because 3.9 never calls Partition#makeFollower for leader -1 (the leader is not alive).
-     */
-    public static void makeFollowers(int controllerId, scala.collection.Map<Partition, LeaderAndIsrPartitionState> states) {
-        Recorder r = recorder;
-        if (r == null) {
-            return;
-        }
-        try {
-            long now = System.currentTimeMillis();
-            scala.collection.Iterator<Tuple2<Partition, LeaderAndIsrPartitionState>> it = states.iterator();
-            while (it.hasNext()) {
-                LeaderAndIsrPartitionState s = it.next()._2();
-                if (s.leader() == -1 && !excluded(s.topicName())) {
-                    r.partitionEvent(new Event.LeaderAndIsr(now, s.topicName(), s.partitionIndex(),
-                        s.controllerEpoch(), controllerId, -1, s.leaderEpoch(), sorted(s.isr()), ints(s.replicas()),
-                        s.partitionEpoch(), Event.UNKNOWN, Event.UNKNOWN, 0, null));
-                }
-            }
         } catch (Throwable t) {
             error(t);
         }

@@ -41,7 +41,7 @@ public final class KafkaSink extends Sink {
         }
         p.put(ProducerConfig.CLIENT_ID_CONFIG, "isrwatch-agent-" + broker);
         p.put(ProducerConfig.LINGER_MS_CONFIG, "50");
-        p.put(ProducerConfig.COMPRESSION_TYPE_CONFIG, "lz4");
+        p.put(ProducerConfig.COMPRESSION_TYPE_CONFIG, "gzip"); // readable by every client, kafka-python included
         p.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, "5000");
         p.putAll(user);
         p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());

@@ -71,11 +71,16 @@ final class VersionGate {
             }
             if (!found) {
                 problems.add("method " + h.describe() + " not found");
-            } else if (h.clock() != null) {
-                int calls = clockCalls(classes, h.type(), h.method(), h.descriptor());
-                if (calls != 1) {
-                    problems.add("method " + h.describe() + " reads Time#milliseconds() " + calls
-                        + " times, expected once");
+                continue;
+            }
+            if (calls(classes, h.caller(), null, null, h.method(), h.descriptor()) < 1) {
+                problems.add("method " + h.describe() + " is never called from " + h.caller()
+                    + " (inlined into its caller?)");
+            }
+            if (h.clock() != null) {
+                int n = calls(classes, h.type(), h.method(), h.descriptor(), "milliseconds", "()J");
+                if (n != 1) {
+                    problems.add("method " + h.describe() + " reads Time#milliseconds() " + n + " times, expected once");
                 }
             }
         }
@@ -90,25 +95,28 @@ final class VersionGate {
         return problems;
     }
 
-    /** How many times the method invokes {@code Time#milliseconds()J}. */
-    static int clockCalls(ClassFileLocator classes, String type, String method, String descriptor) {
+    /**
+     * How many invocations of {@code callee} (any owner: calls through an interface count) the class makes, within
+     * the method {@code inMethod}{@code inDescriptor} (or anywhere when null); -1 when the class cannot be read.
+     */
+    static int calls(ClassFileLocator classes, String type, String inMethod, String inDescriptor, String callee,
+                     String calleeDescriptor) {
         try {
             ClassFileLocator.Resolution r = classes.locate(type);
             if (!r.isResolved()) {
                 return -1;
             }
             int[] calls = {0};
-            String time = Plan.TIME.replace('.', '/');
             new ClassReader(r.resolve()).accept(new ClassVisitor(Opcodes.ASM9) {
                 @Override
                 public MethodVisitor visitMethod(int access, String name, String desc, String sig, String[] ex) {
-                    if (!name.equals(method) || !desc.equals(descriptor)) {
+                    if (inMethod != null && (!name.equals(inMethod) || !desc.equals(inDescriptor))) {
                         return null;
                     }
                     return new MethodVisitor(Opcodes.ASM9) {
                         @Override
                         public void visitMethodInsn(int op, String owner, String n, String d, boolean itf) {
-                            if (owner.equals(time) && n.equals("milliseconds") && d.equals("()J")) {
+                            if (n.equals(callee) && d.equals(calleeDescriptor)) {
                                 calls[0]++;
                             }
                         }

@@ -34,9 +34,20 @@ class VersionGateTest {
     void eachSubstitutedMethodReadsTheClockOnce() {
         for (Plan.Hook h : Plan.HOOKS) {
             if (h.clock() != null) {
-                assertEquals(1, VersionGate.clockCalls(KAFKA, h.type(), h.method(), h.descriptor()), h.describe());
+                assertEquals(1, VersionGate.calls(KAFKA, h.type(), h.method(), h.descriptor(), "milliseconds", "()J"),
+                    h.describe());
             }
         }
+    }
+
+    @Test
+    void aMethodKafkaInlinedIntoItsCallerIsRefused() {
+        // Kafka's Scala build inlines ReplicaManager#makeFollowers into becomeLeaderOrFollower: a hook on it would
+        // never run. The gate finds such dead copies by looking for a call in the expected caller.
+        String makeFollowers = "(IILscala/collection/Map;ILscala/collection/mutable/Map;"
+            + "Lkafka/server/checkpoints/OffsetCheckpoints;Lscala/Function1;)Lscala/collection/Set;";
+        assertEquals(0, VersionGate.calls(KAFKA, Plan.REPLICA_MANAGER, null, null, "makeFollowers", makeFollowers));
+        assertTrue(VersionGate.calls(KAFKA, Plan.REPLICA_MANAGER, null, null, "maybeShrinkIsr", "()V") >= 1);
     }
 
     @Test
