@@ -3,10 +3,11 @@
   record    the live verification run: light load, a broker stalled (SIGSTOP) past the lag, a broker killed
             (SIGKILL) and restarted, a preferred election; keeps each broker's coalesced and raw event streams
             and the matching Kafka log lines (tests/agent/data/ holds one such recording).
-  overhead  produce latency and broker CPU with and without the agent (kafka-tools ProducerPerformance), and the
-            events/s each broker's agent emits.
+  overhead  produce latency and broker CPU with and without the agent (kafka-tools ProducerPerformance): two
+            clusters side by side, the same load on both at once; and the events/s each broker's agent emits.
   volume    events/s per broker with and without coalescing (one run records both streams), idle and under load.
   compare   replays a recording's coalesced and raw streams with isrwatch's model and compares the outputs.
+  hookcost  the capture path's cost per fetch on a Kafka thread (no broker: agent/target classes only).
 
 Needs Java 17, Maven (jars are fetched into .tools/), and `make agent` (agent/target/isrwatch-agent.jar).
 Prints numbers; asserts nothing.
@@ -19,6 +20,7 @@ import json
 import re
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import threading
@@ -29,7 +31,7 @@ from pathlib import Path
 from bench.kafka_lab import AGENT_JAR, Lab, log, provision_jars
 
 LOG_LINE = re.compile(r"Shrinking ISR from|ISR updated to|starts at leader epoch|Leader \S+ with topic id|"
-                      r"Skipped the become-leader|Received LeaderAndIsr request|isrwatch-agent")
+                      r"Skipped the become-leader|cannot become follower|isrwatch-agent:")
 
 
 def _agent_args(lab_dir: Path, brokers: int, raw: bool = True) -> dict[int, str]:
@@ -46,15 +48,25 @@ def _agent_args(lab_dir: Path, brokers: int, raw: bool = True) -> dict[int, str]
 def _admin(lab: Lab):
     from kafka.admin import KafkaAdminClient
 
-    return KafkaAdminClient(bootstrap_servers=lab.bootstrap, request_timeout_ms=30000)
+    return KafkaAdminClient(bootstrap_servers=lab.bootstrap, request_timeout_ms=610_000)
 
 
 def _create_topic(lab: Lab, name: str, partitions: int, rf: int) -> None:
+    """Creates the topic and waits until every partition has a leader (minutes for 10,000 partitions)."""
     from kafka.admin import NewTopic
 
     admin = _admin(lab)
     try:
-        admin.create_topics([NewTopic(name, partitions, rf)], timeout_ms=120_000)
+        admin.create_topics([NewTopic(name, partitions, rf)], timeout_ms=600_000)
+        deadline = time.time() + 900
+        while time.time() < deadline:
+            described = admin.describe_topics([name])[0]["partitions"]
+            led = sum(1 for p in described if p["leader_id"] >= 0)
+            if led == partitions:
+                return
+            log(f"{led}/{partitions} partitions of {name} have a leader")
+            time.sleep(10)
+        raise RuntimeError(f"{name}: not every partition got a leader")
     finally:
         admin.close()
 
@@ -105,7 +117,7 @@ def cmd_record(args: argparse.Namespace) -> int:
             admin.create_topics([NewTopic("payments", -1, -1, replica_assignments={0: [2, 1]})], timeout_ms=60000)
             load = _Load(lab, {"orders": 3, "payments": 1}, args.rate)
             load.start()
-            time.sleep(15)
+            time.sleep(10)
             log("SIGSTOP broker 3 for 12 s: the leaders it follows shrink it as stuck (lag 6 s), its own leader "
                 "shrinks its followers when it resumes")
             b3.proc.send_signal(signal.SIGSTOP)
@@ -128,7 +140,7 @@ def cmd_record(args: argparse.Namespace) -> int:
             log("preferred leader election on every partition")
             admin.elect_leaders(0, None, raise_errors=False)
             admin.close()
-            time.sleep(12)
+            time.sleep(8)
             load.close()
             log(f"load sent {load.sent} records; stopping the brokers")
         out.mkdir(parents=True, exist_ok=True)
@@ -158,6 +170,13 @@ def _compare(directory: Path, lag_ms: int) -> bool:
     from state.replay import replay
 
     config = Config(replica_lag_time_max_ms=lag_ms, isr_expiration_interval_ms=0, isr_change_check_interval_ms=0)
+    for f in sorted(directory.glob("broker*.jsonl")):
+        seqs = [json.loads(line)["seq"] for line in f.read_text().splitlines()]
+        increasing = all(b > a for a, b in zip(seqs, seqs[1:], strict=False))
+        lives = 1 + sum(1 for a, b in zip(seqs, seqs[1:], strict=False) if b - a > 1_000_000)
+        gaps = sum(1 for a, b in zip(seqs, seqs[1:], strict=False) if 1 < b - a <= 1_000_000)
+        print(f"{f.name}: seq {'strictly increasing' if increasing else 'NOT increasing'}, {lives} agent run(s), "
+              f"{gaps} gaps (dropped events)")
     results = {}
     for kind in ("events", "raw"):
         files = sorted(directory.glob(f"broker*.{kind}.jsonl"))
@@ -219,58 +238,83 @@ def _perf(lab: Lab, topic: str, records: int, throughput: int) -> tuple[dict, fl
     return figures, wall, cpu
 
 
-def _idle_cpu(lab: Lab, seconds: float) -> list[float]:
-    cpu0 = [b.cpu_seconds() for b in lab.nodes]
-    time.sleep(seconds)
-    return [(b.cpu_seconds() - c) / seconds for b, c in zip(lab.nodes, cpu0, strict=True)]
-
-
 def _start_lab(args: argparse.Namespace, work: Path, agent: dict[int, str]) -> Lab:
     lab = Lab(work, brokers=3, lag_ms=args.lag, agent_args=agent, heap=args.heap,
               extra_config={"num.partitions": "1", "controller.socket.timeout.ms": "120000"})
     lab.__enter__()
-    log(f"brokers up (agent: {'yes' if agent else 'no'}); creating {args.partitions} partitions, RF 3")
-    _create_topic(lab, "perf", args.partitions, 3)
-    time.sleep(args.settle)
+    try:
+        log(f"brokers up (agent: {'yes' if agent else 'no'}); creating {args.partitions} partitions, RF 3")
+        _create_topic(lab, "perf", args.partitions, 3)
+        time.sleep(args.settle)
+    except BaseException:
+        lab.__exit__(None, None, None)
+        raise
     return lab
 
 
 def cmd_overhead(args: argparse.Namespace) -> int:
-    """Produce latency and broker CPU with and without the agent, alternating, --rounds times each."""
+    """Two clusters side by side, one with the agent: the same load on both at once, so the machine's other work
+    slows both alike. Broker CPU and produce latency per cluster, --rounds times."""
     provision_jars()
-    rows = []
-    for rnd in range(args.rounds):
-        for with_agent in (False, True):
-            work = Path(tempfile.mkdtemp(prefix="isrwatch-agent-overhead-"))
-            agent = _agent_args(work, 3, raw=False) if with_agent else {}
-            lab = _start_lab(args, work, agent)
-            try:
-                idle = _idle_cpu(lab, args.idle)
-                t0 = int(time.time() * 1000)
-                figures, wall, cpu = _perf(lab, "perf", args.records, args.throughput)
-                t1 = int(time.time() * 1000)
-                rates = _rates(lab, t0, t1, raw=False) if with_agent else []
-                idle_rates = []
-                if with_agent:
-                    i0 = int(time.time() * 1000)
-                    time.sleep(args.idle)
-                    idle_rates = _rates(lab, i0, int(time.time() * 1000), raw=False)
-            finally:
-                lab.__exit__(None, None, None)
-                shutil.rmtree(work, ignore_errors=True)
-            row = {"round": rnd + 1, "agent": with_agent, **figures,
-                   "broker_cpu_load_pct": round(100 * sum(cpu) / wall / len(cpu), 1),
-                   "broker_cpu_idle_pct": round(100 * sum(idle) / len(idle), 1),
-                   "events_per_s_load": [round(m, 1) for m, _ in rates],
-                   "events_per_s_idle": [round(m, 1) for m, _ in idle_rates]}
-            rows.append(row)
-            print(json.dumps(row), flush=True)
-    for with_agent in (False, True):
-        sel = [r for r in rows if r["agent"] == with_agent]
-        print(f"agent={with_agent}: p99 {[r['p99_ms'] for r in sel]} ms, avg {[r['avg_ms'] for r in sel]} ms, "
-              f"broker CPU under load {[r['broker_cpu_load_pct'] for r in sel]} % of a core per broker, "
-              f"idle {[r['broker_cpu_idle_pct'] for r in sel]} %")
+    works = {flag: Path(tempfile.mkdtemp(prefix=f"isrwatch-agent-overhead-{flag}-")) for flag in ("without", "with")}
+    labs: dict[str, Lab] = {}
+    try:
+        for flag, work in works.items():
+            labs[flag] = _start_lab(args, work, _agent_args(work, 3, raw=False) if flag == "with" else {})
+        rows = []
+        for rnd in range(1, args.rounds + 1):
+            idle = {f: _Cpu(lab) for f, lab in labs.items()}
+            time.sleep(args.idle)
+            idle_cpu = {f: c.per_broker_pct() for f, c in idle.items()}
+            results: dict[str, tuple] = {}
+
+            def load(flag: str, lab: Lab, into: dict = results) -> None:
+                into[flag] = _perf(lab, "perf", args.records, args.throughput)
+
+            t0 = int(time.time() * 1000)
+            threads = [threading.Thread(target=load, args=(f, lab)) for f, lab in labs.items()]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            t1 = int(time.time() * 1000)
+            for f in ("without", "with"):
+                figures, wall, cpu = results[f]
+                row = {"round": rnd, "agent": f == "with", **figures,
+                       "broker_cpu_load_pct": round(100 * sum(cpu) / wall / len(cpu), 1),
+                       "broker_cpu_ms_per_1000_records": round(1000 * sum(cpu) / len(cpu) / args.records * 1000, 2),
+                       "broker_cpu_idle_pct": round(sum(idle_cpu[f]) / len(idle_cpu[f]), 1)}
+                if f == "with":
+                    row["events_per_s_load"] = [round(m, 1) for m, _ in _rates(labs[f], t0, t1, raw=False)]
+                    row["events_per_s_idle"] = [round(m, 1) for m, _ in
+                                                _rates(labs[f], t0 - int(args.idle * 1000), t0, raw=False)]
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+        for flag in (False, True):
+            sel = [r for r in rows if r["agent"] == flag]
+            print(f"agent={flag}: p99 {[r['p99_ms'] for r in sel]} ms, p50 {[r['p50_ms'] for r in sel]} ms, "
+                  f"broker CPU under load {[r['broker_cpu_load_pct'] for r in sel]} % of a core per broker "
+                  f"({[r['broker_cpu_ms_per_1000_records'] for r in sel]} ms per 1000 records), "
+                  f"idle {[r['broker_cpu_idle_pct'] for r in sel]} %")
+    finally:
+        for lab in labs.values():
+            lab.__exit__(None, None, None)
+        for work in works.values():
+            shutil.rmtree(work, ignore_errors=True)
     return 0
+
+
+class _Cpu:
+    """CPU used by each broker of a lab from now on."""
+
+    def __init__(self, lab: Lab):
+        self.lab = lab
+        self.t0 = time.time()
+        self.cpu0 = [b.cpu_seconds() for b in lab.nodes]
+
+    def per_broker_pct(self) -> list[float]:
+        wall = time.time() - self.t0
+        return [100 * (b.cpu_seconds() - c) / wall for b, c in zip(self.lab.nodes, self.cpu0, strict=True)]
 
 
 def cmd_volume(args: argparse.Namespace) -> int:
@@ -300,6 +344,16 @@ def cmd_volume(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_hookcost(args: argparse.Namespace) -> int:
+    """Runs RecorderBench (agent test classes): ns per captured fetch through lock, coalescer and queue."""
+    agent = AGENT_JAR.parent
+    cp = f"{agent / 'classes'}:{agent / 'test-classes'}"
+    if not (agent / "test-classes" / "io" / "isrwatch" / "agent" / "RecorderBench.class").exists():
+        sys.exit(f"isrwatch bench agent: {agent}/test-classes is missing: run `make agent` first")
+    return subprocess.run(["java", "-Xmx512m", "-cp", cp, "io.isrwatch.agent.RecorderBench", str(args.events)],
+                          check=False).returncode
+
+
 def _summary(out: Path) -> None:
     for f in sorted(out.glob("broker*.jsonl")):
         counts = Counter(json.loads(line)["type"] for line in f.read_text().splitlines())
@@ -320,6 +374,9 @@ def main(argv: list[str] | None = None) -> int:
     cmp_.add_argument("dir", help="a directory written by `record`")
     cmp_.add_argument("--lag", type=int, default=6000, help="replica.lag.time.max.ms of the run (default 6000)")
     cmp_.set_defaults(func=cmd_compare)
+    hc = sub.add_parser("hookcost", help="ns per captured fetch on a Kafka thread (no broker)")
+    hc.add_argument("--events", type=int, default=2_000_000, help="fetches per thread and case (2,000,000)")
+    hc.set_defaults(func=cmd_hookcost)
     for name, func, doc in (("overhead", cmd_overhead, "CPU and produce latency with and without the agent"),
                             ("volume", cmd_volume, "events/s with and without coalescing")):
         p = sub.add_parser(name, help=doc)
@@ -330,7 +387,7 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--idle", type=float, default=60, help="seconds of the idle window (60)")
         p.add_argument("--settle", type=float, default=20, help="seconds after creating the topic (20)")
         p.add_argument("--heap", default="1g", help="broker heap (1g)")
-        p.add_argument("--rounds", type=int, default=2, help="overhead: rounds of without/with (2)")
+        p.add_argument("--rounds", type=int, default=3, help="overhead: rounds of load on both clusters (3)")
         p.add_argument("--keep", action="store_true", help="volume: keep the work directory")
         p.set_defaults(func=func)
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
