@@ -1,5 +1,6 @@
 package io.isrwatch.agent;
 
+import java.util.concurrent.atomic.AtomicLong;
 import kafka.api.LeaderAndIsr;
 import kafka.cluster.Partition;
 import kafka.cluster.PendingPartitionChange;
@@ -8,6 +9,7 @@ import kafka.cluster.Replica;
 import kafka.log.UnifiedLog;
 import kafka.server.ReplicaManager;
 import net.bytebuddy.asm.Advice;
+import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.requests.FetchRequest;
 import org.apache.kafka.common.requests.LeaderAndIsrRequest;
 import org.apache.kafka.common.message.LeaderAndIsrRequestData.LeaderAndIsrPartitionState;
@@ -142,9 +144,8 @@ final class Advices {
     /** ZkAlterPartitionManager#maybePropagateIsrChanges. */
     static final class PropagationRun {
         @Advice.OnMethodExit(suppress = Throwable.class, onThrowable = Throwable.class)
-        static void exit(@Advice.FieldValue("lastIsrChangeMs") java.util.concurrent.atomic.AtomicLong lastIsrChangeMs,
-                         @Advice.FieldValue("lastIsrPropagationMs")
-                         java.util.concurrent.atomic.AtomicLong lastIsrPropagationMs) {
+        static void exit(@Advice.FieldValue("lastIsrChangeMs") AtomicLong lastIsrChangeMs,
+                         @Advice.FieldValue("lastIsrPropagationMs") AtomicLong lastIsrPropagationMs) {
             Hooks.propagationEnd(lastIsrChangeMs.get(), lastIsrPropagationMs.get());
         }
     }
@@ -160,7 +161,7 @@ final class Advices {
     /** KafkaZkClient#propagateIsrChanges. */
     static final class PropagateIsrChanges {
         @Advice.OnMethodExit(suppress = Throwable.class)
-        static void exit(@Advice.Argument(0) scala.collection.Set<org.apache.kafka.common.TopicPartition> partitions) {
+        static void exit(@Advice.Argument(0) scala.collection.Set<TopicPartition> partitions) {
             Hooks.propagated(partitions);
         }
     }

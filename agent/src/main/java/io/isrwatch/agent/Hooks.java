@@ -4,6 +4,8 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Collections;
 import java.util.List;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.Consumer;
@@ -115,7 +117,7 @@ public final class Hooks {
         }
     }
 
-    private static final java.util.concurrent.CountDownLatch stopped = new java.util.concurrent.CountDownLatch(1);
+    private static final CountDownLatch stopped = new CountDownLatch(1);
 
     /** ReplicaManager#shutdown returned: no more replica state changes to report. */
     public static void brokerStopped() {
@@ -125,7 +127,7 @@ public final class Hooks {
     /** At JVM shutdown: waits (bounded) for the broker's own shutdown, so its last events are still written. */
     static void awaitBrokerStopped(long timeoutMs) throws InterruptedException {
         if (brokerId >= 0) {
-            stopped.await(timeoutMs, java.util.concurrent.TimeUnit.MILLISECONDS);
+            stopped.await(timeoutMs, TimeUnit.MILLISECONDS);
         }
     }
 
@@ -387,7 +389,7 @@ public final class Hooks {
                                  long checkLeo) {
     }
 
-    private static final ThreadLocal<ShrinkContext[]> SHRINK = ThreadLocal.withInitial(() -> new ShrinkContext[1]);
+    private static final ThreadLocal<ShrinkContext> SHRINK = new ThreadLocal<>();
 
     /** Partition#prepareIsrShrink exit (under the write lock): the out-of-sync replicas as Kafka judged them. */
     public static void shrinkPrepared(Partition partition, PendingShrinkIsr pending) {
@@ -396,8 +398,8 @@ public final class Hooks {
         }
         try {
             boolean checked = Thread.currentThread() == expirationThread && lastCheckPartition == partition;
-            SHRINK.get()[0] = new ShrinkContext(pending, outOfSync(partition, pending),
-                checked ? lastCheckMs : Event.UNKNOWN, checked ? lastCheckLeo : Event.UNKNOWN);
+            SHRINK.set(new ShrinkContext(pending, outOfSync(partition, pending),
+                checked ? lastCheckMs : Event.UNKNOWN, checked ? lastCheckLeo : Event.UNKNOWN));
         } catch (Throwable t) {
             error(t);
         }
@@ -454,9 +456,8 @@ public final class Hooks {
             long checkMs = Event.UNKNOWN;
             long checkLeo = Event.UNKNOWN;
             if (shrink) {
-                ShrinkContext[] holder = SHRINK.get();
-                ShrinkContext c = holder[0];
-                holder[0] = null;
+                ShrinkContext c = SHRINK.get();
+                SHRINK.remove();
                 if (c != null && c.pending() == proposed) {
                     oos = c.outOfSync();
                     checkMs = c.checkMs();
@@ -477,7 +478,7 @@ public final class Hooks {
 
     private static final ThreadLocal<long[]> PROPAGATION_NOW =
         ThreadLocal.withInitial(() -> new long[] {Event.UNKNOWN});
-    private static final ThreadLocal<Object[]> PROPAGATED = ThreadLocal.withInitial(() -> new Object[1]);
+    private static final ThreadLocal<List<Event.TopicPartitionRef>> PROPAGATED = new ThreadLocal<>();
 
     /** Replaces {@code time.milliseconds()} inside maybePropagateIsrChanges: the run's {@code now}. */
     public static long propagationClock(Time time) {
@@ -505,7 +506,7 @@ public final class Hooks {
                 }
             }
             Collections.sort(list);
-            PROPAGATED.get()[0] = list;
+            PROPAGATED.set(list);
         } catch (Throwable t) {
             error(t);
         }
@@ -515,16 +516,14 @@ public final class Hooks {
      * maybePropagateIsrChanges exit (also on exceptions): the tick at Kafka's {@code now}, then the batch. Runs before
      * the broker's start (its id unknown) are not reported: nothing is pending then.
      */
-    @SuppressWarnings("unchecked")
     public static void propagationEnd(long lastIsrChangeMs, long lastIsrPropagationMs) {
         Recorder r = recorder;
         try {
             long[] now = PROPAGATION_NOW.get();
-            Object[] sent = PROPAGATED.get();
             long ts = now[0] != Event.UNKNOWN ? now[0] : System.currentTimeMillis();
-            List<Event.TopicPartitionRef> list = (List<Event.TopicPartitionRef>) sent[0];
+            List<Event.TopicPartitionRef> list = PROPAGATED.get();
             now[0] = Event.UNKNOWN;
-            sent[0] = null;
+            PROPAGATED.remove();
             if (r == null || brokerId < 0) {
                 return;
             }
