@@ -21,6 +21,8 @@ public final class KafkaSink extends Sink {
     private final IntSupplier broker;
     private final Supplier<Properties> config;
     private KafkaProducer<String, String> producer;
+    /** Why the producer could not be created (its configuration was rejected): every event then fails fast. */
+    private String broken;
 
     /** {@code config} returns null until the producer can be configured (the broker has not started yet). */
     public KafkaSink(int capacity, String topic, String cluster, IntSupplier broker, Supplier<Properties> config) {
@@ -51,13 +53,22 @@ public final class KafkaSink extends Sink {
 
     private KafkaProducer<String, String> producer() throws InterruptedException {
         while (producer == null) {
-            Properties p = config.get();
-            if (p != null) {
-                producer = new KafkaProducer<>(p);
-                Log.info("sending events to topic " + topic + " at " + p.get(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG));
-            } else {
-                Thread.sleep(100);
+            if (broken != null) {
+                throw new IllegalStateException(broken);
             }
+            Properties p = config.get();
+            if (p == null) {
+                Thread.sleep(100);
+                continue;
+            }
+            try {
+                producer = new KafkaProducer<>(p);
+            } catch (RuntimeException e) {
+                broken = "the producer could not be created: " + e.getMessage();
+                Log.warn(broken + " (no events will be sent; check the producer.* options)");
+                throw e;
+            }
+            Log.info("sending events to topic " + topic + " at " + p.get(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG));
         }
         return producer;
     }
