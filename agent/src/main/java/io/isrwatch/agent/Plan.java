@@ -64,7 +64,7 @@ final class Plan {
             "(ILorg/apache/kafka/common/requests/LeaderAndIsrRequest;Lscala/Function2;)"
                 + "Lorg/apache/kafka/common/requests/LeaderAndIsrResponse;",
             Advices.BecomeLeaderOrFollower.class, KAFKA_APIS,
-            "ReplicaManager.scala L1893-1990, L2288-2303: controller id; offline (leader -1) states"),
+            "ReplicaManager.scala L1893-1990, L2285-2303: controller id; offline (leader -1) states"),
         advice(PARTITION, "makeLeader", MAKE_LEADER_OR_FOLLOWER, Advices.MakeLeader.class, REPLICA_MANAGER,
             "Partition.scala L714-822: become-leader"),
         advice(PARTITION, "maybeIncrementLeaderHW", "(Lkafka/log/UnifiedLog;J)Z", Advices.MaybeIncrementLeaderHw.class,
