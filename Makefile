@@ -3,10 +3,12 @@
 SHELL := /bin/bash
 VENV := .venv
 LAB_DIR ?= var/lab
+# Maven keeps its cache under .tools/ like every other provisioned tool.
+MVN := mvn -q -B -Dstyle.color=never -Dmaven.repo.local=$(CURDIR)/.tools/m2
 export PATH := $(CURDIR)/.tools/bin:$(CURDIR)/$(VENV)/bin:$(PATH)
 export PYTHONWARNINGS := ignore::FutureWarning
 
-.PHONY: demo test check lint bench setup lab lab-down
+.PHONY: demo test check lint bench setup lab lab-down agent
 
 setup:
 	bash scripts/provision.sh --python-only
@@ -16,6 +18,7 @@ demo: setup
 
 test:
 	bash scripts/provision.sh
+	$(MAKE) --no-print-directory agent
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports --no-cache
 	$(VENV)/bin/python -m pytest -q -p no:cacheprovider
@@ -40,3 +43,10 @@ check: setup
 
 bench: setup
 	$(VENV)/bin/isrwatch bench engine
+
+# The broker agent (agent/README.md): builds agent/target/isrwatch-agent.jar and runs its unit tests
+# (Maven's output only on failure).
+agent:
+	@cd agent && out=$$($(MVN) package 2>&1) || { echo "$$out"; exit 1; }; \
+	  n=$$(cat target/surefire-reports/*.txt | grep -o 'Tests run: [0-9]*' | awk '{n += $$3} END {print n}'); \
+	  echo "agent: $$n unit tests passed; built agent/target/isrwatch-agent.jar"

@@ -1,14 +1,14 @@
-"""`isrwatch bench engine|stream|api`: benchmarks that print numbers (no test asserts timings)."""
+"""`isrwatch bench engine|stream|api|agent`: benchmarks that print numbers (no test asserts timings)."""
 
 from __future__ import annotations
 
 import argparse
 
-BENCHMARKS = ("engine", "stream", "api")
+BENCHMARKS = ("engine", "stream", "api", "agent")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    bp = sub.add_parser("bench", help="benchmarks that print numbers (isrwatch bench engine|stream|api --help)")
+    bp = sub.add_parser("bench", help="benchmarks that print numbers (isrwatch bench engine|stream|api|agent --help)")
     bp.add_argument("rest", nargs=argparse.REMAINDER, help="benchmark name (default engine) and its options")
     bp.set_defaults(func=main)
 
@@ -25,6 +25,10 @@ def main(args: argparse.Namespace) -> int:
         from bench.stream import main as bench_stream
 
         return bench_stream(rest)
+    if name == "agent":
+        from bench.agent import main as bench_agent
+
+        return bench_agent(rest)
     from bench.engine import main as bench_engine
 
     return bench_engine(rest)

@@ -1,0 +1,196 @@
+package io.isrwatch.agent;
+
+import static net.bytebuddy.matcher.ElementMatchers.hasDescriptor;
+import static net.bytebuddy.matcher.ElementMatchers.isDeclaredBy;
+import static net.bytebuddy.matcher.ElementMatchers.nameStartsWith;
+import static net.bytebuddy.matcher.ElementMatchers.named;
+import static net.bytebuddy.matcher.ElementMatchers.not;
+
+import java.lang.instrument.Instrumentation;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.concurrent.atomic.AtomicReference;
+import kafka.cluster.EndPoint;
+import kafka.server.KafkaConfig;
+import net.bytebuddy.agent.builder.AgentBuilder;
+import net.bytebuddy.asm.Advice;
+import net.bytebuddy.asm.AsmVisitorWrapper;
+import net.bytebuddy.asm.MemberSubstitution;
+import net.bytebuddy.description.type.TypeDescription;
+import net.bytebuddy.dynamic.ClassFileLocator;
+import net.bytebuddy.dynamic.DynamicType;
+import net.bytebuddy.utility.JavaModule;
+import org.apache.kafka.common.utils.Time;
+
+/**
+ * {@code -javaagent:isrwatch-agent.jar=OPTIONS}: checks the Kafka it is attached to, then instruments it. Anything
+ * wrong (a bad option, an unknown Kafka, KRaft mode, an IBP with AlterPartition) gives one log line and leaves the
+ * broker untouched; nothing here can stop the broker from starting.
+ */
+public final class Agent {
+
+    private Agent() {
+    }
+
+    public static void premain(String args, Instrumentation inst) {
+        try {
+            start(args, inst);
+        } catch (Throwable t) {
+            Hooks.disable("start failed: " + t);
+            Log.warn("not instrumenting the broker: start failed: " + t);
+        }
+    }
+
+    private static void start(String args, Instrumentation inst) throws Exception {
+        Options options;
+        try {
+            options = Options.parse(args);
+        } catch (Options.OptionException e) {
+            Log.warn("not instrumenting the broker: bad option " + e.getMessage());
+            return;
+        }
+        ClassLoader loader = ClassLoader.getSystemClassLoader();
+        String version = VersionGate.kafkaVersion(loader);
+        List<String> problems = new ArrayList<>(VersionGate.check(version, ClassFileLocator.ForClassLoader.of(loader)));
+        if (problems.isEmpty()) {
+            Properties config = VersionGate.brokerConfig(System.getProperty("sun.java.command"), problems);
+            if (config != null) {
+                VersionGate.checkMode(config, problems);
+            }
+        }
+        if (!problems.isEmpty()) {
+            Log.warn("not instrumenting the broker: " + String.join("; ", problems));
+            return;
+        }
+
+        Sink main;
+        AtomicReference<Properties> producerConfig = new AtomicReference<>();
+        if (options.toKafka()) {
+            main = new KafkaSink(options.queueCapacity, options.topic, options.cluster, Hooks::brokerId,
+                producerConfig::get);
+        } else {
+            main = new FileSink("file", options.file, options.queueCapacity, options.cluster, Hooks::brokerId);
+        }
+        Sink raw = options.rawFile == null ? null
+            : new FileSink("raw", options.rawFile, options.queueCapacity, options.cluster, Hooks::brokerId);
+        Recorder recorder = new Recorder(main, raw, options.coalesce, System.currentTimeMillis() * 1000);
+        Hooks.activate(recorder, options.toKafka() ? options.topic : null,
+            brokerConfig -> producerConfig.set(producerProperties(options, brokerConfig)));
+
+        install(inst);
+        main.start();
+        if (raw != null) {
+            raw.start();
+        }
+        startTimer(recorder, options);
+        Runtime.getRuntime().addShutdownHook(new Thread(() -> shutdown(recorder), "isrwatch-agent-shutdown"));
+        Log.info("instrumenting Kafka " + version + " (" + Plan.HOOKS.size() + " hooks); events to "
+            + (options.toKafka() ? "topic " + options.topic : options.file) + (raw != null ? ", raw to " + options.rawFile
+            : "") + ", coalesce=" + options.coalesce + ", cluster=" + options.cluster);
+    }
+
+    /** The producer's settings once the broker's own listeners are known (the default bootstrap). */
+    private static Properties producerProperties(Options options, KafkaConfig config) {
+        String bootstrap = options.bootstrapServers;
+        String protocol = null;
+        if (bootstrap == null) {
+            EndPoint first = config.listeners().head();
+            String host = first.host() == null || first.host().isBlank() || first.host().equals("0.0.0.0")
+                ? "localhost" : first.host();
+            bootstrap = host + ":" + first.port();
+            protocol = first.securityProtocol().name;
+        }
+        return KafkaSink.producerProperties(bootstrap, protocol, Hooks.brokerId(), options.producer);
+    }
+
+    private static void install(Instrumentation inst) throws NoSuchMethodException {
+        Map<String, List<Plan.Hook>> byType = new LinkedHashMap<>();
+        for (Plan.Hook h : Plan.HOOKS) {
+            byType.computeIfAbsent(h.type(), k -> new ArrayList<>()).add(h);
+        }
+        AgentBuilder builder = new AgentBuilder.Default()
+            .disableClassFormatChanges()
+            .with(AgentBuilder.RedefinitionStrategy.RETRANSFORMATION)
+            .with(new AgentBuilder.Listener.Adapter() {
+                @Override
+                public void onError(String typeName, ClassLoader classLoader, JavaModule module, boolean loaded,
+                                    Throwable throwable) {
+                    Hooks.disable("instrumenting " + typeName + " failed: " + throwable);
+                }
+            })
+            .ignore(not(nameStartsWith("kafka.")));
+        for (Map.Entry<String, List<Plan.Hook>> e : byType.entrySet()) {
+            List<AsmVisitorWrapper> visitors = new ArrayList<>();
+            for (Plan.Hook h : e.getValue()) {
+                visitors.add(visitor(h));
+            }
+            builder = builder.type(named(e.getKey())).transform(
+                (DynamicType.Builder<?> b, TypeDescription type, ClassLoader cl, JavaModule m,
+                 java.security.ProtectionDomain pd) -> {
+                    DynamicType.Builder<?> result = b;
+                    for (AsmVisitorWrapper v : visitors) {
+                        result = result.visit(v);
+                    }
+                    return result;
+                });
+        }
+        builder.installOn(inst);
+    }
+
+    private static AsmVisitorWrapper visitor(Plan.Hook h) throws NoSuchMethodException {
+        var method = named(h.method()).and(hasDescriptor(h.descriptor()));
+        if (h.advice() != null) {
+            return Advice.to(h.advice()).on(method);
+        }
+        return MemberSubstitution.relaxed()
+            .method(named("milliseconds").and(isDeclaredBy(named(Plan.TIME))))
+            .replaceWith(Hooks.class.getMethod(h.clock(), Time.class))
+            .on(method);
+    }
+
+    private static volatile boolean stopping;
+
+    private static void startTimer(Recorder recorder, Options options) {
+        Thread t = new Thread(() -> {
+            long nextStats = options.statsIntervalMs > 0 ? System.currentTimeMillis() + options.statsIntervalMs
+                : Long.MAX_VALUE;
+            while (!stopping) {
+                try {
+                    Thread.sleep(100);
+                    long now = System.currentTimeMillis();
+                    if (Hooks.recorder() == recorder) {
+                        recorder.flushHeldBefore(now - options.coalesceMaxHoldMs);
+                    }
+                    if (now >= nextStats) {
+                        nextStats = now + options.statsIntervalMs;
+                        Log.info(recorder.stats() + " hook_errors=" + Hooks.errors());
+                    }
+                } catch (InterruptedException e) {
+                    return;
+                } catch (Throwable e) {
+                    Log.warn("timer: " + e);
+                }
+            }
+        }, "isrwatch-agent-timer");
+        t.setDaemon(true);
+        t.start();
+    }
+
+    private static void shutdown(Recorder recorder) {
+        try {
+            Hooks.awaitBrokerStopped(30_000);
+            stopping = true;
+            recorder.flushAll();
+            recorder.main().close(3000);
+            if (recorder.raw() != null) {
+                recorder.raw().close(3000);
+            }
+            Log.info("stopped: " + recorder.stats() + " hook_errors=" + Hooks.errors());
+        } catch (Throwable t) {
+            Log.warn("shutdown: " + t);
+        }
+    }
+}

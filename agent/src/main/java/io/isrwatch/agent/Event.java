@@ -1,0 +1,194 @@
+package io.isrwatch.agent;
+
+import java.util.List;
+
+/**
+ * One observation of the broker, as captured on a Kafka thread. Plain values only (no Kafka objects), so events can
+ * be queued, coalesced and encoded off the broker's threads, and built in unit tests without a broker.
+ * The per-stream {@code seq}, the {@code cluster} and the emitting {@code broker} are added when encoding.
+ */
+public sealed interface Event {
+
+    /** Absent optional int (epochs, ids). */
+    int NONE = -1;
+    /** Absent optional long (offsets, times). */
+    long UNKNOWN = Long.MIN_VALUE;
+
+    String type();
+
+    /** Epoch ms on the broker's clock, taken where Kafka takes it. */
+    long ts();
+
+    /** Writes the type-specific fields (after the common ones). */
+    void writeFields(Json.Writer w);
+
+    /** An event about one partition. */
+    sealed interface PartitionEvent extends Event {
+        String topic();
+
+        int partition();
+    }
+
+    /** The leader recorded a follower fetch: Replica.updateFetchStateOrThrow returned. */
+    record Fetch(long ts, String topic, int partition, int replica, long fetchOffset, long leaderLeo,
+                 long logStartOffset, int currentLeaderEpoch, boolean inIsr) implements PartitionEvent {
+        @Override
+        public String type() {
+            return "fetch";
+        }
+
+        @Override
+        public void writeFields(Json.Writer w) {
+            w.field("topic", topic).field("partition", partition).field("replica", replica)
+                .field("fetch_offset", fetchOffset).field("leader_leo", leaderLeo)
+                .field("log_start_offset", logStartOffset);
+            if (currentLeaderEpoch >= 0) {
+                w.field("current_leader_epoch", currentLeaderEpoch);
+            }
+        }
+    }
+
+    /** A LeaderAndIsr partition state took effect (makeLeader), or an offline state reached makeFollowers. */
+    record LeaderAndIsr(long ts, String topic, int partition, int controllerEpoch, int controllerId, int leader,
+                        int leaderEpoch, int[] isr, int[] replicas, int partitionEpoch, long leaderLeo, long hw,
+                        int minInsyncReplicas, Boolean newLeader) implements PartitionEvent {
+        @Override
+        public String type() {
+            return "leader_and_isr";
+        }
+
+        @Override
+        public void writeFields(Json.Writer w) {
+            w.field("topic", topic).field("partition", partition).field("controller_epoch", controllerEpoch);
+            if (controllerId >= 0) {
+                w.field("controller_id", controllerId);
+            }
+            w.field("leader", leader).field("leader_epoch", leaderEpoch).field("isr", isr)
+                .field("replicas", replicas).field("partition_epoch", partitionEpoch);
+            if (leaderLeo != UNKNOWN) {
+                w.field("leader_leo", leaderLeo);
+            }
+            if (hw != UNKNOWN) {
+                w.field("hw", hw);
+            }
+            if (minInsyncReplicas > 0) {
+                w.field("min_insync_replicas", minInsyncReplicas);
+            }
+            if (newLeader != null) {
+                w.field("new_leader", newLeader);
+            }
+        }
+    }
+
+    /**
+     * The leader's LEO as an isr-expiration check read it, when it moved since the partition's last event.
+     * {@code ts} is the tick's time (so the model applies it before that tick); {@code checkMs} is the clock
+     * the partition's check read.
+     */
+    record Append(long ts, String topic, int partition, long leaderLeo, long checkMs) implements PartitionEvent {
+        @Override
+        public String type() {
+            return "append";
+        }
+
+        @Override
+        public void writeFields(Json.Writer w) {
+            w.field("topic", topic).field("partition", partition).field("leader_leo", leaderLeo)
+                .field("check_ms", checkMs);
+        }
+    }
+
+    /**
+     * One run of the broker's {@code isr-expiration} or {@code isr-change-propagation} task. A propagation tick also
+     * carries Kafka's lastIsrChangeMs and lastIsrPropagationMs after the run (both start at the broker's start, which
+     * no event reports otherwise).
+     */
+    record Tick(long ts, String task, String kafkaVersion, long lastIsrChangeMs, long lastPropagationMs)
+        implements Event {
+        public static final String ISR_EXPIRATION = "isr-expiration";
+        public static final String ISR_CHANGE_PROPAGATION = "isr-change-propagation";
+
+        public Tick(long ts, String task, String kafkaVersion) {
+            this(ts, task, kafkaVersion, UNKNOWN, UNKNOWN);
+        }
+
+        @Override
+        public String type() {
+            return "tick";
+        }
+
+        @Override
+        public void writeFields(Json.Writer w) {
+            w.field("task", task).field("kafka_version", kafkaVersion);
+            if (lastIsrChangeMs != UNKNOWN) {
+                w.field("last_isr_change_ms", lastIsrChangeMs);
+            }
+            if (lastPropagationMs != UNKNOWN) {
+                w.field("last_propagation_ms", lastPropagationMs);
+            }
+        }
+    }
+
+    /** A replica Kafka judged out of sync when it shrank the ISR. */
+    record OutOfSync(int replica, long leo, long lastCaughtUpMs, long lastFetchMs) {
+    }
+
+    /**
+     * The leader's successful ISR write (ZooKeeper, IBP &lt; 2.7). {@code ts} is the time Kafka stamped as
+     * {@code lastIsrChangeMs}; for a shrink, {@code checkMs}/{@code checkLeaderLeo} are the clock and LEO the
+     * deciding check read.
+     */
+    record IsrUpdated(long ts, String topic, int partition, int leader, int[] isr, int[] isrBefore,
+                      int partitionEpoch, String kind, List<OutOfSync> outOfSync, long checkMs,
+                      long checkLeaderLeo) implements PartitionEvent {
+        @Override
+        public String type() {
+            return "isr_updated";
+        }
+
+        @Override
+        public void writeFields(Json.Writer w) {
+            w.field("topic", topic).field("partition", partition).field("leader", leader).field("isr", isr)
+                .field("isr_before", isrBefore).field("partition_epoch", partitionEpoch).field("kind", kind);
+            w.key("out_of_sync").beginArray();
+            for (OutOfSync o : outOfSync) {
+                w.beginObject().field("replica", o.replica()).field("leo", o.leo())
+                    .field("last_caught_up_ms", o.lastCaughtUpMs()).field("last_fetch_ms", o.lastFetchMs())
+                    .endObject();
+            }
+            w.endArray();
+            if (checkMs != UNKNOWN) {
+                w.field("check_ms", checkMs);
+            }
+            if (checkLeaderLeo != UNKNOWN) {
+                w.field("check_leader_leo", checkLeaderLeo);
+            }
+        }
+    }
+
+    /** A topic partition named in an ISR-change notification. */
+    record TopicPartitionRef(String topic, int partition) implements Comparable<TopicPartitionRef> {
+        @Override
+        public int compareTo(TopicPartitionRef o) {
+            int c = topic.compareTo(o.topic);
+            return c != 0 ? c : Integer.compare(partition, o.partition);
+        }
+    }
+
+    /** The broker wrote one {@code /isr_change_notification} znode with these (sorted) partitions. */
+    record IsrChangePropagated(long ts, List<TopicPartitionRef> partitions) implements Event {
+        @Override
+        public String type() {
+            return "isr_change_propagated";
+        }
+
+        @Override
+        public void writeFields(Json.Writer w) {
+            w.key("partitions").beginArray();
+            for (TopicPartitionRef p : partitions) {
+                w.beginObject().field("topic", p.topic()).field("partition", p.partition()).endObject();
+            }
+            w.endArray();
+        }
+    }
+}

@@ -1,0 +1,133 @@
+package io.isrwatch.agent;
+
+/** Minimal JSON writer for the event contract: one object per line, snake_case keys, strings escaped per RFC 8259. */
+public final class Json {
+
+    private Json() {
+    }
+
+    /** The event as one JSON object (no newline): common fields first, then the type's own. */
+    public static String encode(Event e, long seq, String cluster, int broker) {
+        Writer w = new Writer(160);
+        w.beginObject().field("type", e.type()).field("ts", e.ts()).field("cluster", cluster)
+            .field("broker", broker).field("seq", seq);
+        e.writeFields(w);
+        return w.endObject().toString();
+    }
+
+    /** Appends {@code s} as a JSON string literal. */
+    static void quote(StringBuilder sb, String s) {
+        sb.append('"');
+        for (int i = 0; i < s.length(); i++) {
+            char c = s.charAt(i);
+            switch (c) {
+                case '"' -> sb.append("\\\"");
+                case '\\' -> sb.append("\\\\");
+                case '\n' -> sb.append("\\n");
+                case '\r' -> sb.append("\\r");
+                case '\t' -> sb.append("\\t");
+                case '\b' -> sb.append("\\b");
+                case '\f' -> sb.append("\\f");
+                default -> {
+                    if (c < 0x20 || c == 0x7f || c == '\u2028' || c == '\u2029') {
+                        sb.append(String.format("\\u%04x", (int) c));
+                    } else {
+                        sb.append(c);
+                    }
+                }
+            }
+        }
+        sb.append('"');
+    }
+
+    /** A streaming writer that inserts commas itself; callers only pair begin/end. */
+    public static final class Writer {
+        private final StringBuilder sb;
+        private boolean first = true;
+
+        Writer(int capacity) {
+            sb = new StringBuilder(capacity);
+        }
+
+        private void comma() {
+            if (!first) {
+                sb.append(',');
+            }
+            first = false;
+        }
+
+        public Writer key(String k) {
+            comma();
+            quote(sb, k);
+            sb.append(':');
+            first = true; // the value that follows takes no comma
+            return this;
+        }
+
+        public Writer beginObject() {
+            comma();
+            sb.append('{');
+            first = true;
+            return this;
+        }
+
+        public Writer endObject() {
+            sb.append('}');
+            first = false;
+            return this;
+        }
+
+        public Writer beginArray() {
+            comma();
+            sb.append('[');
+            first = true;
+            return this;
+        }
+
+        public Writer endArray() {
+            sb.append(']');
+            first = false;
+            return this;
+        }
+
+        public Writer field(String k, String v) {
+            key(k);
+            first = false;
+            quote(sb, v);
+            return this;
+        }
+
+        public Writer field(String k, long v) {
+            key(k);
+            first = false;
+            sb.append(v);
+            return this;
+        }
+
+        public Writer field(String k, boolean v) {
+            key(k);
+            first = false;
+            sb.append(v);
+            return this;
+        }
+
+        public Writer field(String k, int[] v) {
+            key(k);
+            first = false;
+            sb.append('[');
+            for (int i = 0; i < v.length; i++) {
+                if (i > 0) {
+                    sb.append(',');
+                }
+                sb.append(v[i]);
+            }
+            sb.append(']');
+            return this;
+        }
+
+        @Override
+        public String toString() {
+            return sb.toString();
+        }
+    }
+}

@@ -1,0 +1,151 @@
+package io.isrwatch.agent;
+
+import java.util.concurrent.atomic.AtomicLong;
+
+/**
+ * The one place captured events enter: under a single lock it assigns each its place in the broker's streams (seq),
+ * writes it to the raw stream (when configured), and passes it through the {@link Coalescer} to the main stream.
+ * Kafka's threads call it while holding Kafka's own partition locks, so a partition's events are numbered in the
+ * order Kafka applied them. The lock is held only for map updates and non-blocking queue offers.
+ */
+public final class Recorder {
+
+    private final Object lock = new Object();
+    private final Sink main;
+    private final Sink raw;
+    private final Coalescer coalescer;
+    private long mainSeq;
+    private long rawSeq;
+    private final AtomicLong captured = new AtomicLong();
+
+    /**
+     * {@code raw} may be null. Both streams number their events from {@code seqBase} + 1: the agent passes its start
+     * time in ms × 1000, so a broker's seq keeps increasing across restarts (a life would need over 1,000 events per
+     * ms to catch up with the next one's base).
+     */
+    public Recorder(Sink main, Sink raw, boolean coalesce, long seqBase) {
+        this.main = main;
+        this.raw = raw;
+        this.mainSeq = seqBase;
+        this.rawSeq = seqBase;
+        this.seqBase = seqBase;
+        this.coalescer = new Coalescer(coalesce, e -> main.offer(++mainSeq, e));
+    }
+
+    private final long seqBase;
+
+    private void captured(Event e) {
+        captured.incrementAndGet();
+        if (raw != null) {
+            raw.offer(++rawSeq, e);
+        }
+    }
+
+    public void fetch(Event.Fetch f) {
+        synchronized (lock) {
+            captured(f);
+            coalescer.fetch(f);
+        }
+    }
+
+    /** leader_and_isr and isr_updated. */
+    public void partitionEvent(Event.PartitionEvent e) {
+        synchronized (lock) {
+            captured(e);
+            coalescer.partitionEvent(e);
+        }
+    }
+
+    /**
+     * A partition's isr-expiration check read the leader's LEO {@code leo} at {@code checkMs}: emits an append
+     * (at the open tick's ts) when the LEO moved since the partition's last event. Outside a run it does nothing.
+     */
+    public void expirationCheck(String topic, int partition, long leo, long checkMs) {
+        synchronized (lock) {
+            if (coalescer.expirationOpen() && coalescer.leoChanged(topic, partition, leo)) {
+                Event.Append a = new Event.Append(coalescer.expirationTs(), topic, partition, leo, checkMs);
+                captured(a);
+                coalescer.partitionEvent(a);
+            }
+        }
+    }
+
+    public void beginExpiration(long ts) {
+        synchronized (lock) {
+            coalescer.beginExpiration(ts);
+        }
+    }
+
+    /** Ends the open isr-expiration run with its tick; no-op when none is open. */
+    public void endExpiration(String kafkaVersion) {
+        synchronized (lock) {
+            if (coalescer.expirationOpen()) {
+                Event.Tick t = new Event.Tick(coalescer.expirationTs(), Event.Tick.ISR_EXPIRATION, kafkaVersion);
+                captured(t);
+                coalescer.endExpiration(t);
+            }
+        }
+    }
+
+    /** Propagation ticks and ISR-change notifications. */
+    public void other(Event e) {
+        synchronized (lock) {
+            captured(e);
+            coalescer.other(e);
+        }
+    }
+
+    public void forget(String topic, int partition) {
+        synchronized (lock) {
+            coalescer.forget(topic, partition);
+        }
+    }
+
+    /** Emits held fetches older than {@code cutoffTs} (called by the agent's timer). */
+    public void flushHeldBefore(long cutoffTs) {
+        synchronized (lock) {
+            coalescer.flushHeldBefore(cutoffTs);
+        }
+    }
+
+    public void flushAll() {
+        synchronized (lock) {
+            coalescer.flushAll();
+        }
+    }
+
+    /** One line of counters for the log. */
+    public String stats() {
+        long coalesced;
+        long emitted;
+        int held;
+        synchronized (lock) {
+            coalesced = coalescer.coalesced();
+            emitted = mainSeq - seqBase;
+            held = coalescer.heldCount();
+        }
+        StringBuilder sb = new StringBuilder();
+        sb.append("captured=").append(captured.get()).append(" emitted=").append(emitted)
+            .append(" coalesced=").append(coalesced).append(" held=").append(held)
+            .append(" ").append(main.name()).append("{written=").append(main.written())
+            .append(" dropped=").append(main.dropped()).append(" failed=").append(main.failures())
+            .append(" queued=").append(main.queued()).append('}');
+        if (raw != null) {
+            sb.append(" raw{written=").append(raw.written()).append(" dropped=").append(raw.dropped())
+                .append(" failed=").append(raw.failures()).append('}');
+        }
+        return sb.toString();
+    }
+
+    public long dropped() {
+        return main.dropped() + (raw == null ? 0 : raw.dropped());
+    }
+
+    public Sink main() {
+        return main;
+    }
+
+    public Sink raw() {
+        return raw;
+    }
+}

@@ -1,0 +1,231 @@
+package io.isrwatch.agent;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.util.ArrayList;
+import java.util.List;
+import org.junit.jupiter.api.Test;
+
+class CoalescerTest {
+
+    private final List<Event> out = new ArrayList<>();
+    private final Coalescer c = new Coalescer(true, out::add);
+
+    /** A fetch of topic t partition p by replica r at offset o with leader LEO l. */
+    private static Event.Fetch f(long ts, int p, int r, long o, long l) {
+        return new Event.Fetch(ts, "t", p, r, o, l, 0, 5, true);
+    }
+
+    private static Event.Tick tick(long ts) {
+        return new Event.Tick(ts, Event.Tick.ISR_EXPIRATION, "3.9.2");
+    }
+
+    private List<Long> times() {
+        return out.stream().map(Event::ts).toList();
+    }
+
+    private void expiration(long ts) {
+        c.beginExpiration(ts);
+        c.endExpiration(tick(ts));
+    }
+
+    @Test
+    void nonRepeatsPassThroughInOrder() {
+        c.fetch(f(1, 0, 2, 0, 10));
+        c.fetch(f(2, 0, 2, 5, 10));
+        c.fetch(f(3, 0, 2, 10, 12));
+        c.fetch(f(4, 0, 3, 10, 12));
+        assertEquals(List.of(1L, 2L, 3L, 4L), times());
+        assertEquals(0, c.heldCount());
+    }
+
+    @Test
+    void repeatsOfACaughtUpFollowerCollapseToTheLatestBeforeTheTick() {
+        c.fetch(f(1, 0, 2, 10, 10)); // first caught-up fetch: emitted
+        for (long ts = 2; ts <= 9; ts++) {
+            c.fetch(f(ts, 0, 2, 10, 10));
+        }
+        assertEquals(List.of(1L), times());
+        assertEquals(1, c.heldCount());
+        expiration(20);
+        assertEquals(List.of(1L, 9L, 20L), times());
+        assertTrue(out.get(2) instanceof Event.Tick);
+        assertEquals(7, c.coalesced());
+        // history survives the tick: the next repeat is held again
+        c.fetch(f(21, 0, 2, 10, 10));
+        assertEquals(1, c.heldCount());
+    }
+
+    @Test
+    void disabledPassesEverything() {
+        Coalescer off = new Coalescer(false, out::add);
+        for (long ts = 1; ts <= 5; ts++) {
+            off.fetch(f(ts, 0, 2, 10, 10));
+        }
+        assertEquals(List.of(1L, 2L, 3L, 4L, 5L), times());
+        assertEquals(0, off.coalesced());
+    }
+
+    @Test
+    void onlyExactRepeatsAreHeld() {
+        c.fetch(f(1, 0, 2, 10, 10));
+        c.fetch(new Event.Fetch(2, "t", 0, 2, 10, 10, 0, 5, false)); // outside Kafka's ISR
+        c.fetch(new Event.Fetch(3, "t", 0, 2, 10, 10, 3, 5, true)); // log start offset moved
+        c.fetch(new Event.Fetch(4, "t", 0, 2, 10, 10, 3, 6, true)); // other leader epoch
+        c.fetch(new Event.Fetch(5, "t", 0, 2, 10, 10, 3, -1, true)); // no leader epoch
+        c.fetch(f(6, 0, 2, 10, 11)); // behind
+        c.fetch(f(7, 0, 2, 11, 11)); // caught up at a new offset
+        assertEquals(List.of(1L, 2L, 3L, 4L, 5L, 6L, 7L), times());
+        c.fetch(f(8, 0, 2, 11, 11)); // a repeat
+        assertEquals(1, c.heldCount());
+    }
+
+    @Test
+    void aHigherLeaderLeoSeenByAnotherReplicaEndsTheRepeats() {
+        c.fetch(f(1, 0, 2, 10, 10));
+        c.fetch(f(2, 0, 3, 10, 12)); // replica 3 saw LEO 12 (a non-repeat: flushes nothing yet)
+        c.fetch(f(3, 0, 2, 10, 10)); // would look like a repeat, but the model's leader LEO is 12
+        assertEquals(List.of(1L, 2L, 3L), times());
+        assertEquals(0, c.heldCount());
+    }
+
+    @Test
+    void aFollowerBehindAtItsPreviousFetchStartsNoRepeat() {
+        c.fetch(f(1, 0, 2, 10, 12)); // behind (its leader LEO was read later than another fetch's)
+        c.fetch(f(2, 0, 2, 10, 10));
+        assertEquals(List.of(1L, 2L), times());
+        assertEquals(0, c.heldCount());
+    }
+
+    @Test
+    void aFetchWhoseClockPrecedesThePartitionsLastEventIsEmittedAndStartsNoRepeat() {
+        c.fetch(f(1, 0, 2, 10, 10));
+        c.partitionEvent(new Event.LeaderAndIsr(50, "t", 0, 1, 0, 1, 6, new int[] {1, 2}, new int[] {1, 2}, 4, 10,
+            10, 1, false));
+        c.fetch(new Event.Fetch(49, "t", 0, 2, 10, 10, 0, 6, true)); // read its clock before the LAI: sorts before
+        c.fetch(new Event.Fetch(51, "t", 0, 2, 10, 10, 0, 6, true)); // the first fetch after the LAI
+        c.fetch(new Event.Fetch(52, "t", 0, 2, 10, 10, 0, 6, true)); // a repeat of 51: held
+        assertEquals(List.of(1L, 50L, 49L, 51L), times());
+        assertEquals(1, c.heldCount());
+        c.fetch(f(60, 0, 3, 5, 10)); // another replica's non-repeat: flushes 52, moves the barrier to 60
+        c.fetch(new Event.Fetch(59, "t", 0, 2, 10, 10, 0, 6, true));
+        assertEquals(List.of(1L, 50L, 49L, 51L, 52L, 60L, 59L), times());
+        assertEquals(0, c.heldCount());
+    }
+
+    @Test
+    void heldFetchesOfAPartitionGoFirstBeforeItsOtherEvents() {
+        c.fetch(f(1, 0, 2, 10, 10));
+        c.fetch(f(2, 0, 3, 10, 10));
+        c.fetch(f(3, 0, 2, 10, 10)); // held
+        c.fetch(f(4, 0, 3, 10, 10)); // held
+        c.fetch(f(5, 1, 2, 7, 7));
+        c.fetch(f(6, 1, 2, 7, 7)); // held, partition 1
+        c.partitionEvent(new Event.Append(7, "t", 0, 11, 7));
+        // partition 0's held fetches in capture order, then the append; partition 1 keeps its own
+        assertEquals(List.of(1L, 2L, 5L, 3L, 4L, 7L), times());
+        assertEquals(1, c.heldCount());
+        c.fetch(f(8, 1, 3, 0, 7)); // a non-repeat of another replica of partition 1 flushes it too
+        assertEquals(List.of(1L, 2L, 5L, 3L, 4L, 7L, 6L, 8L), times());
+    }
+
+    @Test
+    void anotherEventOfThePartitionRestartsItsRepeatHistory() {
+        c.fetch(f(1, 0, 2, 10, 10));
+        c.partitionEvent(new Event.IsrUpdated(2, "t", 0, 1, new int[] {1, 2}, new int[] {1}, 3, "expand", List.of(),
+            Event.UNKNOWN, Event.UNKNOWN));
+        c.fetch(f(3, 0, 2, 10, 10)); // first after the ISR change: emitted
+        c.fetch(f(4, 0, 2, 10, 10)); // held
+        assertEquals(List.of(1L, 2L, 3L), times());
+        c.partitionEvent(new Event.LeaderAndIsr(5, "t", 0, 1, 0, 1, 6, new int[] {1, 2}, new int[] {1, 2}, 4, 10, 10,
+            1, false));
+        assertEquals(List.of(1L, 2L, 3L, 4L, 5L), times());
+        c.fetch(new Event.Fetch(6, "t", 0, 2, 10, 10, 0, 6, true)); // first after the LAI: emitted
+        c.fetch(new Event.Fetch(7, "t", 0, 2, 10, 10, 0, 6, true));
+        assertEquals(List.of(1L, 2L, 3L, 4L, 5L, 6L), times());
+        assertEquals(1, c.heldCount());
+    }
+
+    @Test
+    void theLeaderEpochStartOffsetOfALeaderAndIsrIsTheLeaderLeo() {
+        c.partitionEvent(new Event.LeaderAndIsr(1, "t", 0, 1, 0, 1, 6, new int[] {1, 2}, new int[] {1, 2}, 4, 10, 10,
+            1, true));
+        assertFalse(c.leoChanged("t", 0, 10));
+        assertTrue(c.leoChanged("t", 0, 11));
+        assertTrue(c.leoChanged("t", 1, 10));
+        c.fetch(f(2, 0, 2, 10, 10));
+        c.fetch(f(3, 0, 2, 10, 10));
+        assertEquals(1, c.heldCount());
+    }
+
+    @Test
+    void aRepeatIsNotReplacedAcrossAnOpenTick() {
+        c.fetch(f(1, 0, 2, 10, 10));
+        c.fetch(f(99, 0, 2, 10, 10)); // held, before the tick at 100
+        c.beginExpiration(100);
+        c.fetch(f(100, 0, 2, 10, 10)); // still sorts before the tick (emitted after its run): replaces 99
+        c.fetch(f(101, 0, 2, 10, 10)); // sorts after: 100 is emitted, 101 held
+        assertEquals(List.of(1L, 100L), times());
+        c.endExpiration(tick(100));
+        assertEquals(List.of(1L, 100L, 101L, 100L), times());
+        assertEquals(1, c.coalesced());
+    }
+
+    @Test
+    void aFetchOlderThanAnEmittedTickIsEmittedAtOnce() {
+        c.fetch(f(1, 0, 2, 10, 10));
+        expiration(100);
+        c.fetch(f(99, 0, 2, 10, 10)); // its clock was read before the tick; sorts before it: never held
+        assertEquals(List.of(1L, 100L, 99L), times());
+        c.fetch(f(100, 0, 2, 10, 10)); // at the tick's ts, after it: held
+        assertEquals(1, c.heldCount());
+    }
+
+    @Test
+    void oldHeldFetchesAreFlushedByAge() {
+        c.fetch(f(1, 0, 2, 10, 10));
+        c.fetch(f(2, 0, 2, 10, 10));
+        c.fetch(f(3, 1, 2, 10, 10));
+        c.fetch(f(4, 1, 2, 10, 10));
+        c.flushHeldBefore(3);
+        assertEquals(List.of(1L, 3L, 2L), times());
+        assertEquals(1, c.heldCount());
+        c.flushHeldBefore(5);
+        assertEquals(List.of(1L, 3L, 2L, 4L), times());
+        c.fetch(f(5, 0, 2, 10, 10)); // history kept: held again
+        assertEquals(1, c.heldCount());
+    }
+
+    @Test
+    void forgetFlushesAndDropsHistory() {
+        c.fetch(f(1, 0, 2, 10, 10));
+        c.fetch(f(2, 0, 2, 10, 10));
+        c.forget("t", 0);
+        assertEquals(List.of(1L, 2L), times());
+        assertEquals(0, c.partitionCount());
+        c.fetch(f(3, 0, 2, 10, 10)); // no history: emitted
+        assertEquals(List.of(1L, 2L, 3L), times());
+    }
+
+    @Test
+    void flushAllKeepsCaptureOrderAcrossPartitions() {
+        c.fetch(f(1, 0, 2, 10, 10));
+        c.fetch(f(2, 1, 2, 10, 10));
+        c.fetch(f(3, 1, 2, 10, 10));
+        c.fetch(f(4, 0, 2, 10, 10));
+        c.fetch(f(5, 1, 2, 10, 10)); // replaces 3 and moves to the end
+        c.flushAll();
+        assertEquals(List.of(1L, 2L, 4L, 5L), times());
+    }
+
+    @Test
+    void otherEventsPassWithoutFlushing() {
+        c.fetch(f(1, 0, 2, 10, 10));
+        c.fetch(f(2, 0, 2, 10, 10));
+        c.other(new Event.Tick(3, Event.Tick.ISR_CHANGE_PROPAGATION, "3.9.2"));
+        assertEquals(List.of(1L, 3L), times());
+        assertEquals(1, c.heldCount());
+    }
+}

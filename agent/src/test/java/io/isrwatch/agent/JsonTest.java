@@ -1,0 +1,94 @@
+package io.isrwatch.agent;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+
+import java.util.List;
+import org.junit.jupiter.api.Test;
+
+class JsonTest {
+
+    private static String enc(Event e) {
+        return Json.encode(e, 7, "prod-eu", 1);
+    }
+
+    @Test
+    void fetch() {
+        assertEquals("{\"type\":\"fetch\",\"ts\":1000,\"cluster\":\"prod-eu\",\"broker\":1,\"seq\":7,\"topic\":\"orders\","
+                + "\"partition\":3,\"replica\":2,\"fetch_offset\":10,\"leader_leo\":12,\"log_start_offset\":0,"
+                + "\"current_leader_epoch\":5}",
+            enc(new Event.Fetch(1000, "orders", 3, 2, 10, 12, 0, 5, true)));
+    }
+
+    @Test
+    void fetchWithoutLeaderEpochOmitsIt() {
+        assertEquals("{\"type\":\"fetch\",\"ts\":1,\"cluster\":\"prod-eu\",\"broker\":1,\"seq\":7,\"topic\":\"t\","
+                + "\"partition\":0,\"replica\":2,\"fetch_offset\":0,\"leader_leo\":0,\"log_start_offset\":-1}",
+            enc(new Event.Fetch(1, "t", 0, 2, 0, 0, -1, -1, false)));
+    }
+
+    @Test
+    void leaderAndIsr() {
+        assertEquals("{\"type\":\"leader_and_isr\",\"ts\":5,\"cluster\":\"prod-eu\",\"broker\":1,\"seq\":7,\"topic\":\"t\","
+                + "\"partition\":0,\"controller_epoch\":2,\"controller_id\":3,\"leader\":1,\"leader_epoch\":4,"
+                + "\"isr\":[1,2],\"replicas\":[2,1,3],\"partition_epoch\":9,\"leader_leo\":100,\"hw\":90,"
+                + "\"min_insync_replicas\":2,\"new_leader\":true}",
+            enc(new Event.LeaderAndIsr(5, "t", 0, 2, 3, 1, 4, new int[] {1, 2}, new int[] {2, 1, 3}, 9, 100, 90, 2,
+                true)));
+    }
+
+    @Test
+    void offlineLeaderAndIsrOmitsWhatNoLeaderKnows() {
+        assertEquals("{\"type\":\"leader_and_isr\",\"ts\":5,\"cluster\":\"prod-eu\",\"broker\":1,\"seq\":7,\"topic\":\"t\","
+                + "\"partition\":0,\"controller_epoch\":2,\"leader\":-1,\"leader_epoch\":4,\"isr\":[3],"
+                + "\"replicas\":[2,1,3],\"partition_epoch\":9}",
+            enc(new Event.LeaderAndIsr(5, "t", 0, 2, -1, -1, 4, new int[] {3}, new int[] {2, 1, 3}, 9,
+                Event.UNKNOWN, Event.UNKNOWN, 0, null)));
+    }
+
+    @Test
+    void appendAndTicks() {
+        assertEquals("{\"type\":\"append\",\"ts\":5,\"cluster\":\"prod-eu\",\"broker\":1,\"seq\":7,\"topic\":\"t\","
+            + "\"partition\":0,\"leader_leo\":42,\"check_ms\":8}", enc(new Event.Append(5, "t", 0, 42, 8)));
+        assertEquals("{\"type\":\"tick\",\"ts\":5,\"cluster\":\"prod-eu\",\"broker\":1,\"seq\":7,"
+                + "\"task\":\"isr-expiration\",\"kafka_version\":\"3.9.2\"}",
+            enc(new Event.Tick(5, Event.Tick.ISR_EXPIRATION, "3.9.2")));
+        assertEquals("{\"type\":\"tick\",\"ts\":5,\"cluster\":\"prod-eu\",\"broker\":1,\"seq\":7,"
+                + "\"task\":\"isr-change-propagation\",\"kafka_version\":\"3.9.2\",\"last_isr_change_ms\":3,"
+                + "\"last_propagation_ms\":5}",
+            enc(new Event.Tick(5, Event.Tick.ISR_CHANGE_PROPAGATION, "3.9.2", 3, 5)));
+    }
+
+    @Test
+    void isrUpdated() {
+        assertEquals("{\"type\":\"isr_updated\",\"ts\":5,\"cluster\":\"prod-eu\",\"broker\":1,\"seq\":7,\"topic\":\"t\","
+                + "\"partition\":0,\"leader\":1,\"isr\":[1],\"isr_before\":[1,2,3],\"partition_epoch\":4,"
+                + "\"kind\":\"shrink\",\"out_of_sync\":[{\"replica\":2,\"leo\":10,\"last_caught_up_ms\":1,"
+                + "\"last_fetch_ms\":2},{\"replica\":3,\"leo\":11,\"last_caught_up_ms\":3,\"last_fetch_ms\":4}],"
+                + "\"check_ms\":4,\"check_leader_leo\":12}",
+            enc(new Event.IsrUpdated(5, "t", 0, 1, new int[] {1}, new int[] {1, 2, 3}, 4, "shrink",
+                List.of(new Event.OutOfSync(2, 10, 1, 2), new Event.OutOfSync(3, 11, 3, 4)), 4, 12)));
+        assertEquals("{\"type\":\"isr_updated\",\"ts\":5,\"cluster\":\"prod-eu\",\"broker\":1,\"seq\":7,\"topic\":\"t\","
+                + "\"partition\":0,\"leader\":1,\"isr\":[1,2],\"isr_before\":[1],\"partition_epoch\":5,"
+                + "\"kind\":\"expand\",\"out_of_sync\":[]}",
+            enc(new Event.IsrUpdated(5, "t", 0, 1, new int[] {1, 2}, new int[] {1}, 5, "expand", List.of(),
+                Event.UNKNOWN, Event.UNKNOWN)));
+    }
+
+    @Test
+    void isrChangePropagated() {
+        assertEquals("{\"type\":\"isr_change_propagated\",\"ts\":5,\"cluster\":\"prod-eu\",\"broker\":1,\"seq\":7,"
+                + "\"partitions\":[{\"topic\":\"a\",\"partition\":1},{\"topic\":\"b\",\"partition\":0}]}",
+            enc(new Event.IsrChangePropagated(5, List.of(new Event.TopicPartitionRef("a", 1),
+                new Event.TopicPartitionRef("b", 0)))));
+        assertEquals("{\"type\":\"isr_change_propagated\",\"ts\":5,\"cluster\":\"prod-eu\",\"broker\":1,\"seq\":7,"
+            + "\"partitions\":[]}", enc(new Event.IsrChangePropagated(5, List.of())));
+    }
+
+    @Test
+    void stringsAreEscaped() {
+        String cluster = "q\"b\\s/\n\r\t\b\f\u0001\u001f\u007f\u2028é€😀";
+        String json = Json.encode(new Event.Tick(1, "isr-expiration", "3.9.2"), 1, cluster, 0);
+        assertEquals("{\"type\":\"tick\",\"ts\":1,\"cluster\":\"q\\\"b\\\\s/\\n\\r\\t\\b\\f\\u0001\\u001f\\u007f"
+            + "\\u2028é€😀\",\"broker\":0,\"seq\":1,\"task\":\"isr-expiration\",\"kafka_version\":\"3.9.2\"}", json);
+    }
+}

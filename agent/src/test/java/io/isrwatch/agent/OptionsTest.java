@@ -1,0 +1,86 @@
+package io.isrwatch.agent;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.nio.file.Path;
+import java.util.Map;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
+
+class OptionsTest {
+
+    @Test
+    void defaults() throws Exception {
+        for (String args : new String[] {null, "", "  "}) {
+            Options o = Options.parse(args);
+            assertNull(o.bootstrapServers);
+            assertEquals("isrwatch.events", o.topic);
+            assertEquals("default", o.cluster);
+            assertNull(o.file);
+            assertNull(o.rawFile);
+            assertTrue(o.toKafka());
+            assertTrue(o.coalesce);
+            assertEquals(1000, o.coalesceMaxHoldMs);
+            assertEquals(131_072, o.queueCapacity);
+            assertEquals(60_000, o.statsIntervalMs);
+            assertEquals(Map.of(), o.producer);
+        }
+    }
+
+    @Test
+    void everyOption() throws Exception {
+        Options o = Options.parse("bootstrap.servers=a:9092,topic=t.x,cluster=prod-eu,file=/tmp/e.jsonl,"
+            + "raw.file=/tmp/r.jsonl,producer.acks=all,producer.linger.ms=5,coalesce=false,coalesce.max.hold.ms=250,"
+            + "queue.capacity=10,stats.interval.ms=0");
+        assertEquals("a:9092", o.bootstrapServers);
+        assertEquals("t.x", o.topic);
+        assertEquals("prod-eu", o.cluster);
+        assertEquals(Path.of("/tmp/e.jsonl"), o.file);
+        assertEquals(Path.of("/tmp/r.jsonl"), o.rawFile);
+        assertFalse(o.toKafka());
+        assertEquals(Map.of("acks", "all", "linger.ms", "5"), o.producer);
+        assertFalse(o.coalesce);
+        assertEquals(250, o.coalesceMaxHoldMs);
+        assertEquals(10, o.queueCapacity);
+        assertEquals(0, o.statsIntervalMs);
+    }
+
+    @Test
+    void aSegmentWithoutEqualsContinuesTheValue() throws Exception {
+        Options o = Options.parse("bootstrap.servers=a:9092,b:9092,c:9092,topic=x,producer.bootstrap.servers=d:1,e:2");
+        assertEquals("a:9092,b:9092,c:9092", o.bootstrapServers);
+        assertEquals("x", o.topic);
+        assertEquals("d:1,e:2", o.producer.get("bootstrap.servers"));
+    }
+
+    @ParameterizedTest
+    @CsvSource(delimiter = '|', value = {
+        "nope=1|nope: unknown option",
+        "coalesce=yes|coalesce: 'yes' is not true or false",
+        "queue.capacity=ten|queue.capacity: 'ten' is not an integer",
+        "queue.capacity=0|queue.capacity: 0 is out of range",
+        "coalesce.max.hold.ms=-1|coalesce.max.hold.ms: -1 is out of range",
+        "stats.interval.ms=-5|stats.interval.ms: -5 is out of range",
+        "topic=a/b|topic: 'a/b' is not a valid Kafka topic name",
+        "topic=..|topic: '..' is not a valid Kafka topic name",
+        "topic=|topic: '' is not a valid Kafka topic name",
+        "cluster=|cluster: must be 1-255 characters",
+        "file=|file: must be a file path",
+        "file=/x,raw.file=/x|raw.file: must differ from file",
+        "bootstrap.servers=|bootstrap.servers: must not be empty",
+        "topic=a,topic=b|topic: given twice",
+        "producer.acks=1,producer.acks=all|producer.acks: given twice",
+        "producer.=1|producer.: a producer property name must follow",
+        "a:9092|'a:9092': expected key=value",
+        "=x|'=x': empty option name",
+    })
+    void badOptionsNameTheOption(String args, String message) {
+        Options.OptionException e = assertThrows(Options.OptionException.class, () -> Options.parse(args));
+        assertTrue(e.getMessage().startsWith(message), e.getMessage());
+    }
+}

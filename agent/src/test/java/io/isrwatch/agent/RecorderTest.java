@@ -1,0 +1,92 @@
+package io.isrwatch.agent;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+
+import java.util.List;
+import org.junit.jupiter.api.Test;
+
+class RecorderTest {
+
+    /** A sink that is never started: its queue shows what was offered. */
+    private static final class QueueOnly extends Sink {
+        QueueOnly(String name, int capacity) {
+            super(name, capacity);
+        }
+
+        List<String> lines() {
+            return queuedEvents().stream().map(s -> s.seq() + ":" + s.event().type() + "@" + s.event().ts()).toList();
+        }
+
+        @Override
+        protected void write(Stamped s) {
+        }
+
+        @Override
+        protected void idle() {
+        }
+
+        @Override
+        protected void release(long timeoutMs) {
+        }
+    }
+
+    private static Event.Fetch f(long ts, long o, long l) {
+        return new Event.Fetch(ts, "t", 0, 2, o, l, 0, 1, true);
+    }
+
+    @Test
+    void rawGetsEveryCaptureAndMainTheCoalescedStreamEachWithItsOwnSeq() {
+        QueueOnly main = new QueueOnly("main", 100);
+        QueueOnly raw = new QueueOnly("raw", 100);
+        Recorder r = new Recorder(main, raw, true, 0);
+        r.expirationCheck("t", 0, 7, 1); // outside a run: nothing
+        r.fetch(f(1, 5, 5));
+        r.fetch(f(2, 5, 5)); // held
+        r.fetch(f(3, 5, 5)); // replaces 2
+        r.beginExpiration(10);
+        r.expirationCheck("t", 0, 5, 11); // unchanged LEO: no append
+        r.expirationCheck("t", 0, 8, 12); // moved: the held fetch, then an append at the tick's ts
+        r.expirationCheck("t", 0, 8, 12); // the same check's next call: nothing new
+        r.endExpiration("3.9.2");
+        r.endExpiration("3.9.2"); // no run open: no tick
+        r.other(new Event.Tick(20, Event.Tick.ISR_CHANGE_PROPAGATION, "3.9.2"));
+        assertEquals(List.of("1:fetch@1", "2:fetch@3", "3:append@10", "4:tick@10", "5:tick@20"), main.lines());
+        assertEquals(List.of("1:fetch@1", "2:fetch@2", "3:fetch@3", "4:append@10", "5:tick@10", "6:tick@20"),
+            raw.lines());
+        assertEquals("captured=6 emitted=5 coalesced=1 held=0 main{written=0 dropped=0 failed=0 queued=5} "
+            + "raw{written=0 dropped=0 failed=0}", r.stats());
+    }
+
+    @Test
+    void seqStartsAfterTheBase() {
+        QueueOnly main = new QueueOnly("main", 10);
+        Recorder r = new Recorder(main, null, false, 1_795_000_000_000_000L);
+        r.fetch(f(1, 5, 5));
+        assertEquals(List.of("1795000000000001:fetch@1"), main.lines());
+        assertEquals("captured=1 emitted=1 coalesced=0 held=0 main{written=0 dropped=0 failed=0 queued=1}", r.stats());
+    }
+
+    @Test
+    void aFullQueueLeavesAGapInSeq() {
+        QueueOnly main = new QueueOnly("main", 2);
+        Recorder r = new Recorder(main, null, false, 0);
+        for (long ts = 1; ts <= 4; ts++) {
+            r.fetch(f(ts, 5, 5));
+        }
+        r.partitionEvent(new Event.Append(5, "t", 0, 6, 5));
+        assertEquals(List.of("1:fetch@1", "2:fetch@2"), main.lines());
+        assertEquals(3, r.dropped());
+    }
+
+    @Test
+    void flushAllEmitsWhatIsHeld() {
+        QueueOnly main = new QueueOnly("main", 10);
+        Recorder r = new Recorder(main, null, true, 0);
+        r.fetch(f(1, 5, 5));
+        r.fetch(f(2, 5, 5));
+        r.flushHeldBefore(2);
+        assertEquals(List.of("1:fetch@1"), main.lines());
+        r.flushAll();
+        assertEquals(List.of("1:fetch@1", "2:fetch@2"), main.lines());
+    }
+}
