@@ -12,9 +12,16 @@ Pairing:
   propagation tick and its write carry the run's one `now`).
 
 A side left without a partner once its cluster's time has passed it by `audit_window_ms`, or a pair
-that disagrees, is a `Divergence`. Kafka reads its clock per partition a few ms after its task starts,
-so a shrink that hinges on less than `audit_timing_ms` is a `timing` divergence carrying that margin, not
-an error; a batch whose difference is only such partitions is `timing` too. Like the engine and the
+that disagrees, is a `Divergence`. Some disagreements are timing, not error, and say so (`timing`, with
+the margin):
+- Kafka reads its clock per partition a few ms after its task starts, so a shrink that hinges on less
+  than `audit_timing_ms` goes either way;
+- the model takes an ISR write as done when decided; Kafka's ZooKeeper write takes time, and until it
+  commits no other ISR change of the partition starts (Partition.scala `isInflight`), so a model write
+  decided before the broker's previous write of that partition committed may differ;
+- a broker stamps `lastIsrChangeMs` when its write commits (ZkAlterPartitionManager.scala L78), so a
+  batch may go one propagation run earlier or later than the model's when the linger deadline falls
+  between the model's and the broker's time of a change in it. Like the engine and the
 book, the audit advances "up to W" per cluster and serialises, so any cut of the input gives the
 same divergences.
 """
@@ -41,7 +48,7 @@ class DivergenceKind(StrEnum):
     UNEXPLAINED_BY_MODEL = "unexplained_by_model"  # the model decided a write or batch no broker act explains
     DIFFERENT_ISR = "different_isr"  # both wrote the same partition epoch, with different ISRs (or kinds)
     DIFFERENT_BATCH = "different_batch"  # both sent a batch in the same run, with different partitions
-    TIMING = "timing"  # a disagreement that hinges on a few ms of the broker's clock reads (`margin_ms`)
+    TIMING = "timing"  # it hinges on the broker's clock reads or its ZooKeeper write's latency (`margin_ms`)
 
 
 class ReplicaView(Struct, kw_only=True):
@@ -94,7 +101,9 @@ class Divergence(Struct, kw_only=True):
     model: IsrWrite | Propagation | None = None
     observed: IsrUpdated | IsrChangePropagated | None = None
     evidence: list[ReplicaView] = []
-    margin_ms: int | None = None  # how far past (+) or short of (-) the lag limit the deciding follower was
+    # A shrink: how far past (+) or short of (-) the lag limit the deciding follower was. A write the model made
+    # while the broker's previous write of the partition was in flight: how long before it committed (-).
+    margin_ms: int | None = None
 
 
 class _AuditState(Struct, array_like=True):
@@ -103,13 +112,15 @@ class _AuditState(Struct, array_like=True):
     observed: list[Observation]
     batches: list[Propagation]
     propagated: list[IsrChangePropagated]
-    timing: list[tuple[str, int, str, int, int]]  # (cluster, broker, topic, partition, latest side's ts) of timings
+    spans: list[tuple[str, int, str, int, int, int]]  # (cluster, broker, topic, partition, lo, hi): see `spans`
+    commits: list[tuple[str, int, str, int, int, int]]  # (cluster, leader, topic, partition, epoch, ts)
     reporting: list[tuple[str, int]]  # (cluster, broker): leaders whose writes are audited (the agent's)
 
 
 _encoder = msgspec.msgpack.Encoder()
 _decoder = msgspec.msgpack.Decoder(_AuditState)
 IsrKey = tuple[str, int, str, int, int]  # (cluster, leader, topic, partition, partition epoch)
+PartitionKey = tuple[str, int, str, int]  # (cluster, leader, topic, partition)
 BatchKey = tuple[str, int, int]  # (cluster, broker, ts)
 
 
@@ -138,13 +149,20 @@ class Audit:
         self.lag = config.replica_lag_time_max_ms
         self.window = config.audit_window
         self.timing_ms = config.audit_timing_ms
+        self.linger = config.isr_change_linger_ms
+        # Kafka runs isr-change-propagation every 2.5 s (ReplicaManager.scala, ZooKeeper mode); the agent profile
+        # sets no period of the model's own.
+        self.propagation_period = config.isr_change_check_interval_ms or 2500
         # A batch carries a change at most the max delay after it; the batch is judged a window later.
-        self.timing_kept = config.isr_change_max_delay_ms + self.window
+        self.kept = config.isr_change_max_delay_ms + self.window
         self.writes: dict[IsrKey, IsrWrite] = {}
         self.observed: dict[IsrKey, Observation] = {}
         self.batches: dict[BatchKey, Propagation] = {}
         self.propagated: dict[BatchKey, IsrChangePropagated] = {}
-        self.timing: dict[tuple[str, int, str, int], int] = {}
+        # Per partition, the times each recent ISR change has on the two sides (model decision, broker commit):
+        # a batch decided between their linger deadlines may differ by it.
+        self.spans: dict[PartitionKey, list[tuple[int, int]]] = {}
+        self.commits: dict[IsrKey, int] = {}  # when each broker write committed (its `ts`)
         self.reporting: set[tuple[str, int]] = set()
         if blob is not None:
             state = _decoder.decode(blob)
@@ -154,7 +172,9 @@ class Audit:
             self.observed = {_observed_key(o): o for o in state.observed}
             self.batches = {_batch_key(b): b for b in state.batches}
             self.propagated = {_batch_key(p): p for p in state.propagated}
-            self.timing = {t[:4]: t[4] for t in state.timing}
+            for t in state.spans:
+                self.spans.setdefault(t[:4], []).append((t[4], t[5]))
+            self.commits = {t[:5]: t[5] for t in state.commits}
             self.reporting = set(state.reporting)
 
     def to_bytes(self) -> bytes:
@@ -165,7 +185,8 @@ class Audit:
                 list(self.observed.values()),
                 list(self.batches.values()),
                 list(self.propagated.values()),
-                [(*k, ts) for k, ts in self.timing.items()],
+                [(*k, *span) for k, spans in self.spans.items() for span in spans],
+                [(*k, ts) for k, ts in self.commits.items()],
                 sorted(self.reporting),
             )
         )
@@ -199,6 +220,7 @@ class Audit:
                 continue
             key = _observed_key(o)
             self.reporting.add(key[:2])
+            self.commits[key] = o.event.ts
             mine = self.writes.pop(key, None)
             if mine is None:
                 self.observed[key] = o
@@ -229,9 +251,15 @@ class Audit:
         for batch in sorted(set(self.batches) | set(self.propagated)):
             if due(batch[0], batch[2]):
                 self._judge_batch(batch, self.batches.pop(batch, None), self.propagated.pop(batch, None), out)
-        for partition, ts in list(self.timing.items()):
-            if due(partition[0], ts + self.timing_kept):
-                del self.timing[partition]
+        for partition, spans in list(self.spans.items()):
+            kept = [span for span in spans if not due(partition[0], span[1] + self.kept)]
+            if kept:
+                self.spans[partition] = kept
+            else:
+                del self.spans[partition]
+        for write, ts in list(self.commits.items()):
+            if due(write[0], ts + self.kept):
+                del self.commits[write]
         return out
 
     # The verdicts
@@ -245,10 +273,19 @@ class Audit:
     def _is_timing(self, margin: int | None) -> bool:
         return margin is not None and abs(margin) <= self.timing_ms
 
+    def _in_flight(self, w: IsrWrite) -> int | None:
+        """How long before the broker's previous write of the partition committed the model made `w` (negative
+        ms), if it did: Kafka starts no ISR change while one is in flight."""
+        committed = self.commits.get((w.cluster, w.broker, w.topic, w.partition, w.partition_epoch - 1))
+        return None if committed is None or w.ts >= committed else w.ts - committed
+
     def _judge_pair(self, w: IsrWrite, o: Observation, out: list[Divergence]) -> None:
         ev = o.event
+        self._span(_write_key(w), min(w.ts, ev.ts), max(w.ts, ev.ts))
         if str(w.kind) != ev.kind or w.isr != sorted(ev.isr):
-            out.append(self._isr_divergence(DivergenceKind.DIFFERENT_ISR, w, o, None))
+            early = self._in_flight(w)
+            kind = DivergenceKind.DIFFERENT_ISR if early is None else DivergenceKind.TIMING
+            out.append(self._isr_divergence(kind, w, o, early))
             return
         broker_at = _decided_at(ev)
         if w.kind is DecisionKind.EXPAND:
@@ -268,17 +305,33 @@ class Audit:
         out.append(self._isr_divergence(DivergenceKind.TIMING if self._is_timing(margin) else kind, w, o, margin))
 
     def _judge_write_alone(self, w: IsrWrite, out: list[Divergence]) -> None:
-        margin = self._margin(w.evidence, w.ts, [int(r) for r in w.reasons]) if w.reasons else None
-        kind = DivergenceKind.TIMING if self._is_timing(margin) else DivergenceKind.UNEXPLAINED_BY_MODEL
-        out.append(self._isr_divergence(kind, w, None, margin))
+        margin = self._in_flight(w)
+        if margin is None:
+            margin = self._margin(w.evidence, w.ts, [int(r) for r in w.reasons]) if w.reasons else None
+            if not self._is_timing(margin):
+                out.append(self._isr_divergence(DivergenceKind.UNEXPLAINED_BY_MODEL, w, None, margin))
+                return
+        self._span(_write_key(w), w.ts, w.ts)  # a timing: the batches may differ by it
+        out.append(self._isr_divergence(DivergenceKind.TIMING, w, None, margin))
 
     def _judge_observed_alone(self, o: Observation, out: list[Divergence]) -> None:
         ev = o.event
         margin = None
         if ev.kind == "shrink":
             margin = self._margin(o.evidence, _decided_at(ev), [r.replica for r in ev.out_of_sync])
-        kind = DivergenceKind.TIMING if self._is_timing(margin) else DivergenceKind.MISSED_BY_MODEL
-        out.append(self._isr_divergence(kind, None, o, margin))
+        if not self._is_timing(margin):
+            out.append(self._isr_divergence(DivergenceKind.MISSED_BY_MODEL, None, o, margin))
+            return
+        self._span(_observed_key(o), ev.ts, ev.ts)
+        out.append(self._isr_divergence(DivergenceKind.TIMING, None, o, margin))
+
+    def _span(self, write: IsrKey, lo: int, hi: int) -> None:
+        self.spans.setdefault(write[:4], []).append((lo, hi))
+
+    def _shifted(self, at: int, spans: list[tuple[int, int]]) -> bool:
+        """Whether a batch at `at` may carry a change or not depending on which side's time of it counts: its
+        linger deadline on one side has passed, on the other not yet by the next propagation run."""
+        return any(lo + self.linger < at <= hi + self.linger + self.propagation_period for lo, hi in spans)
 
     def _isr_divergence(
         self, kind: DivergenceKind, w: IsrWrite | None, o: Observation | None, margin: int | None
@@ -290,8 +343,6 @@ class Audit:
         else:
             assert o is not None
             cluster, broker, topic, partition, epoch = _observed_key(o)
-        if kind is DivergenceKind.TIMING:  # the batches of both sides may differ by it
-            self.timing[(cluster, broker, topic, partition)] = max(times)
         return Divergence(
             ts=min(times),
             cluster=cluster,
@@ -316,7 +367,7 @@ class Audit:
             return
         cluster, who, ts = key
         differ = model ^ broker
-        if all((cluster, who, t, n) in self.timing for t, n in differ):
+        if all(self._shifted(ts, self.spans.get((cluster, who, t, n), [])) for t, n in differ):
             kind = DivergenceKind.TIMING
         elif b is None:
             kind = DivergenceKind.MISSED_BY_MODEL

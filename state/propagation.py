@@ -20,15 +20,15 @@ from .partition import IsrChange, PropagationTick
 from .records import BrokerRecord, Propagation, TopicPartition, Trigger
 from .schedule import INF, first_at_or_after
 
-STATE_VERSION = 2
+STATE_VERSION = 3
 
 
 class Broker(Struct, array_like=True):
-    """One leader broker's throttle state; `pending` holds (topic, partition) pairs."""
+    """One leader broker's throttle state; `pending` maps (topic, partition) to the time of its last change."""
 
     cluster: str
     broker: int
-    pending: set[tuple[str, int]]
+    pending: dict[tuple[str, int], int]
     first_change_ts: int | None
     last_isr_change_ms: int
     last_propagation_ms: int
@@ -149,9 +149,9 @@ class PropagationBook:
         broker = book.brokers.get(change.broker)
         if broker is None:
             broker = book.brokers[change.broker] = Broker(
-                change.cluster, change.broker, set(), None, self.origin, self.origin
+                change.cluster, change.broker, {}, None, self.origin, self.origin
             )
-        broker.pending.add((change.topic, change.partition))
+        broker.pending[(change.topic, change.partition)] = change.ts
         if broker.first_change_ts is None:
             broker.first_change_ts = change.ts
         broker.last_isr_change_ms = change.ts
@@ -180,16 +180,17 @@ class PropagationBook:
 
     def _tick(self, book: ClusterBook, tick: PropagationTick, out: list[Propagation]) -> None:
         """An explicit run: the cluster's, or one broker's (the agent's tick). A broker the model has not seen yet
-        starts from the throttle state its run reported (Kafka starts both times at the broker's start)."""
-        if tick.broker is not None and tick.broker not in book.brokers and tick.last_propagation_ms is not None:
-            book.brokers[tick.broker] = Broker(
-                book.cluster,
-                tick.broker,
-                set(),
-                None,
-                tick.last_isr_change_ms if tick.last_isr_change_ms is not None else tick.last_propagation_ms,
-                tick.last_propagation_ms,
-            )
+        starts from the throttle state its run reported; so does a broker that restarted since the model's last
+        view of it: Kafka keeps the pending set in memory (ReplicaManager's `isrChangeSet`), so a crash loses it,
+        and a new broker starts both times at its start, which its first runs report."""
+        if tick.broker is not None and tick.last_propagation_ms is not None:
+            known = book.brokers.get(tick.broker)
+            started = tick.last_propagation_ms
+            if known is None:
+                changed = started if tick.last_isr_change_ms is None else tick.last_isr_change_ms
+                book.brokers[tick.broker] = Broker(book.cluster, tick.broker, {}, None, changed, started)
+            elif tick.last_isr_change_ms == started < tick.ts and started > known.last_propagation_ms:
+                _restart(known, started)
         self._check(book, tick.ts, out, tick.broker)
 
     def _check(self, book: ClusterBook, now: int, out: list[Propagation], only: int | None = None) -> None:
@@ -212,10 +213,19 @@ class PropagationBook:
                         last_change_ts=broker.last_isr_change_ms,
                     )
                 )
-                broker.pending = set()
+                broker.pending = {}
                 broker.first_change_ts = None
                 broker.last_propagation_ms = now
 
 
-def _partitions(pending: set[tuple[str, int]]) -> list[TopicPartition]:
+def _restart(broker: Broker, started: int) -> None:
+    """A broker that restarted at `started`: the changes of its previous run are gone with its memory; those of
+    the new run (after `started`) stay."""
+    broker.pending = {tp: ts for tp, ts in broker.pending.items() if ts > started}
+    broker.first_change_ts = min(broker.pending.values(), default=None)
+    broker.last_isr_change_ms = max([started, *broker.pending.values()])
+    broker.last_propagation_ms = started
+
+
+def _partitions(pending: dict[tuple[str, int], int]) -> list[TopicPartition]:
     return [TopicPartition(t, p) for t, p in sorted(pending)]

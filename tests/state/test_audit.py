@@ -133,3 +133,31 @@ def test_input_without_brokers_is_not_audited(run: Run) -> None:
     outcome = run(events, END, **AGENT)
     assert [d["kind"] for d in outcome.decisions].count("shrink") == 1
     assert outcome.divergences == [] and outcome.observed == []
+
+
+def test_a_write_made_while_the_brokers_previous_write_was_in_flight_is_timing(run: Run) -> None:
+    """The broker's shrink of 3 took 2 s to commit in ZooKeeper (Partition.scala: no ISR change starts while one is
+    in flight); follower 3 fetched up to the leader meanwhile. The model, whose writes are instant, re-added it
+    at once; the broker only after its commit: both expand to [1, 2, 3] as epoch 2, but the model's was made
+    while epoch 1 was in flight."""
+    shrink = isr_updated(17_000, [1, 2], 1, check_ms=15_002)
+    expand = {
+        **isr_updated(17_020, [1, 2, 3], 2, check_ms=0),
+        "kind": "expand",
+        "isr_before": [1, 2],
+        "out_of_sync": [],
+    }
+    del expand["check_ms"]
+    events = story(RUNS_AT_0, shrink, fetch(15_500, 3, 200, 200, broker=1), expand, propagated(22_500))
+    outcome = run(events, END, **AGENT)
+    assert [(d["ts"], d["kind"]) for d in outcome.decisions if d["kind"] in ("shrink", "expand")] == [
+        (15_000, "shrink"),
+        (15_500, "expand"),
+    ]
+    assert outcome.divergences == []  # the same ISR: the model was early, not wrong
+    other = {**expand, "isr": [1, 3]}  # had the broker re-added another follower first
+    outcome = run(
+        story(RUNS_AT_0, shrink, fetch(15_500, 3, 200, 200, broker=1), other, propagated(22_500)), END, **AGENT
+    )
+    [d] = [d for d in outcome.divergences if d["subject"] == "isr"]
+    assert (d["kind"], d["margin_ms"]) == ("timing", 15_500 - 17_000)

@@ -1,0 +1,129 @@
+"""Input from isrwatch-agent (SPEC §3.1): every event names the broker that reported it, and the model follows.
+
+Brokers 1 and 2 lead t-0 and t-1 (replicas 1, 2, 3). Run with the agent profile: checks and propagation run only
+at the brokers' own ticks.
+"""
+
+from __future__ import annotations
+
+import json
+
+from state.events import DeadLetter, parse_event
+from tests.state.helpers import Run, append, fetch, lai, state_of, tick
+
+AGENT = {"replica_lag_time_max_ms": 10_000, "isr_expiration_interval_ms": 0, "isr_change_check_interval_ms": 0}
+
+
+def two_leaders() -> list[dict]:
+    """t-0 led by 1 and t-1 led by 2, both with follower 3 stuck from 1500 on."""
+    events = []
+    for partition, leader in ((0, 1), (1, 2)):
+        other = 2 if leader == 1 else 1
+        events += [
+            lai(1000, leader, [1, 2, 3], [1, 2, 3], 0, partition=partition, leader_leo=100, hw=100, broker=leader),
+            fetch(1500, 3, 100, 100, partition=partition, broker=leader),
+            append(2000, 200, partition=partition, broker=leader),
+            fetch(2500, other, 200, 200, partition=partition, broker=leader),
+        ]
+    return events
+
+
+def test_a_brokers_tick_checks_only_the_partitions_it_leads(run: Run) -> None:
+    events = [
+        *two_leaders(),
+        tick(15_000, "isr-expiration", broker=1),
+        fetch(15_500, 1, 200, 200, partition=1, broker=2),
+    ]
+    outcome = run(events, 16_000, **AGENT)
+    shrinks = [(d["partition"], d["leader"]) for d in outcome.decisions if d["kind"] == "shrink"]
+    assert shrinks == [(0, 1)]  # t-1's follower 3 is as late, but its leader has not run its check
+    assert state_of(outcome, partition=1)["isr"] == [1, 2, 3]
+
+
+def test_events_a_non_leader_reports_are_ignored(run: Run) -> None:
+    """An old leader's last events (or a skewed clock) must not move the new leader's followers."""
+    events = [
+        *two_leaders(),
+        fetch(3000, 3, 200, 200, broker=2),  # t-0 is led by 1: broker 2 cannot have served this fetch
+        append(3500, 900, broker=3),
+        tick(15_000, "isr-expiration", broker=1),
+    ]
+    outcome = run(events, 16_000, **AGENT)
+    assert outcome.summary["ignored_fetches_by_reason"] == {"not_leader": 1}
+    assert outcome.summary["ignored_appends_by_reason"] == {"not_leader": 1}
+    assert state_of(outcome)["leader_leo"] == 200
+    assert [d["partition"] for d in outcome.decisions if d["kind"] == "shrink"] == [0]
+
+
+def test_one_leader_and_isr_request_is_one_decision_however_many_replicas_report_it(run: Run) -> None:
+    """The controller sends each partition state to every replica; the agent on each reports it. The leader's copy
+    counts; a follower's is another copy; an offline state (no leader to report it) counts once, from the first
+    replica, and its repeats are duplicates."""
+    base = lai(1000, 1, [1, 2, 3], [1, 2, 3], 0, leader_leo=100, hw=100)
+    offline = lai(5000, -1, [2], [1, 2, 3], 1, partition_epoch=3)
+    events = [
+        {**base, "broker": 2},
+        {**base, "broker": 1},
+        {**base, "broker": 3},
+        {**offline, "broker": 2},
+        {**offline, "broker": 3, "ts": 5001},
+    ]
+    outcome = run(events, 6000, **AGENT)
+    assert [(d["ts"], d["kind"], d["leader"]) for d in outcome.decisions] == [
+        (1000, "leader_and_isr", 1),
+        (5000, "leader_and_isr", -1),
+    ]
+    assert outcome.summary["ignored_leader_and_isr_by_reason"] == {"duplicate": 1, "follower_copy": 2}
+
+
+def test_the_leaders_min_insync_replicas_decides_the_flags(run: Run) -> None:
+    """The agent reports the topic's min.insync.replicas as the leader has it; the model takes it over the config
+    (capped at the replica count, like Kafka's effective value)."""
+    events = [lai(1000, 1, [1, 2], [1, 2, 3], 0, leader_leo=100, hw=100, broker=1, min_insync_replicas=2)]
+    outcome = run(events, 2000, **AGENT)
+    assert (state_of(outcome)["at_min_isr"], state_of(outcome)["under_min_isr"]) == (True, False)
+    events = [lai(1000, 1, [1, 2, 3], [1, 2, 3], 0, leader_leo=100, hw=100, broker=1, min_insync_replicas=5)]
+    assert state_of(run(events, 2000, **AGENT))["at_min_isr"] is True
+
+
+def propagation_tick(ts: int, broker: int, changed: int, propagated: int) -> dict:
+    return tick(ts, "isr-change-propagation", broker=broker, last_isr_change_ms=changed, last_propagation_ms=propagated)
+
+
+def test_a_broker_first_seen_starts_from_the_throttle_its_run_reports(run: Run) -> None:
+    """Kafka starts lastIsrChangeMs and lastIsrPropagationMs at the broker's start, which only its ticks report:
+    a shrink at 15 s of a broker that started at 14 s is sent 5 s after the later of the two."""
+    events = [
+        *two_leaders(),
+        propagation_tick(2500, 1, 1000, 1000),
+        tick(15_000, "isr-expiration", broker=1),
+        *(propagation_tick(ts, 1, 15_000, 1000) for ts in range(17_500, 25_000, 2500)),
+    ]
+    outcome = run(events, 25_000, **AGENT)
+    assert [(p["ts"], p["broker"], p["trigger"]) for p in outcome.propagations] == [(22_500, 1, "linger")]
+
+
+def test_a_restarted_broker_forgets_the_changes_it_had_not_sent(run: Run) -> None:
+    """ReplicaManager keeps its ISR-change set in memory: a broker killed before its batch never sends it. Its
+    ticks after the restart report both times at its start (30 s): the model drops what the old run had pending."""
+    events = [
+        *two_leaders(),
+        propagation_tick(2500, 1, 1000, 1000),
+        tick(15_000, "isr-expiration", broker=1),  # the shrink of t-0: pending on broker 1
+        propagation_tick(17_500, 1, 15_000, 1000),  # quiet for less than the linger: not sent yet
+        propagation_tick(32_500, 1, 30_000, 30_000),  # the new broker: started at 30 s, nothing pending
+        propagation_tick(37_500, 1, 30_000, 30_000),
+    ]
+    outcome = run(events, 40_000, **AGENT)
+    assert outcome.propagations == []
+    assert outcome.summary["partitions_pending_propagation"] == 0
+
+
+def test_what_brokers_did_must_name_the_broker() -> None:
+    for raw in (
+        {"type": "isr_change_propagated", "ts": 5, "partitions": []},
+        {"type": "isr_updated", "ts": 5, "topic": "t", "partition": 0, "leader": 1, "isr": [1], "partition_epoch": 1,
+         "kind": "shrink"},
+    ):  # fmt: skip
+        dead = parse_event(json.dumps(raw), 1)
+        assert isinstance(dead, DeadLetter) and dead.field == "broker"

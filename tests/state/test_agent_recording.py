@@ -1,0 +1,115 @@
+"""The model on a live recording of three Kafka 3.9.2 brokers with isrwatch-agent (tests/agent/data/README.md: a
+stalled follower, a leader paused past the lag, a kill and restart, an offline partition, a preferred election).
+
+What the brokers really did is in the recording too (`isr_updated`, `isr_change_propagated`, and the brokers' own
+`Shrinking ISR` / `ISR updated` log lines): the model must have decided exactly that, and the audit must find no
+divergence but timing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from state.config import Config
+from state.replay import ReplayResult, replay
+
+DATA = Path(__file__).parents[1] / "agent" / "data"
+BROKERS = (1, 2, 3)
+# The recording's brokers: replica.lag.time.max.ms 6 s; the agent profile runs on their own ticks only.
+CONFIG = Config(replica_lag_time_max_ms=6000).with_profile("agent")
+SHRINKING = re.compile(r"\[Partition (\S+)-(\d+) broker=(\d+)\] Shrinking ISR from ([\d,]+) to ([\d,]+)\.")
+UPDATED = re.compile(r"\[Partition (\S+)-(\d+) broker=(\d+)\] ISR updated to ([\d,]+)\s+and version updated to (\d+)")
+
+
+def replayed(kind: str) -> ReplayResult:
+    with contextlib.ExitStack() as stack:
+        files = [stack.enter_context(open(DATA / f"broker{b}.{kind}.jsonl", "rb")) for b in BROKERS]
+        return replay(files, CONFIG)
+
+
+@pytest.fixture(scope="module")
+def coalesced() -> ReplayResult:
+    return replayed("events")
+
+
+def ints(text: str) -> list[int]:
+    return sorted(int(x) for x in text.split(","))
+
+
+def test_the_models_isr_writes_are_the_brokers(coalesced: ReplayResult) -> None:
+    """Every shrink and expand the model decided is one the brokers' logs show, by broker, partition and ISR: the
+    leader paused past the lag shrinking all its followers, the restart's expands, all of them, but the one write
+    the audit calls timing (made while the broker's previous write was in flight: see below)."""
+    model = sorted(
+        (d.leader, d.topic, d.partition, tuple(d.isr_after))
+        for d in coalesced.decisions
+        if d.kind in ("shrink", "expand")
+    )
+    logged = sorted(
+        (int(m[3]), m[1], int(m[2]), tuple(ints(m[4])))
+        for b in BROKERS
+        for m in UPDATED.finditer((DATA / f"broker{b}.kafka-log.txt").read_text())
+    )
+    [timing] = [d for d in coalesced.divergences if d.subject == "isr"]
+    assert timing.model is not None and timing.observed is not None
+    sides = {
+        (timing.broker, timing.topic, timing.partition, tuple(timing.model.isr)),  # type: ignore[union-attr]
+        (timing.broker, timing.topic, timing.partition, tuple(timing.observed.isr)),  # type: ignore[union-attr]
+    }
+    assert len(model) == len(logged) == 19
+    assert set(model) ^ set(logged) <= sides
+    assert [w for w in model if w not in sides] == [w for w in logged if w not in sides]
+    shrinks = sorted(
+        (int(m[3]), m[1], int(m[2]), tuple(ints(m[4])), tuple(ints(m[5])))
+        for b in BROKERS
+        for m in SHRINKING.finditer((DATA / f"broker{b}.kafka-log.txt").read_text())
+    )
+    assert shrinks == sorted(
+        (d.leader, d.topic, d.partition, tuple(d.isr_before), tuple(d.isr_after))
+        for d in coalesced.decisions
+        if d.kind == "shrink"
+    )
+
+
+def test_the_audit_finds_only_timing(coalesced: ReplayResult) -> None:
+    """Three timing divergences, all from the leader of orders-1 resuming after a pause: its shrink's ZooKeeper
+    write took 1.7 s, during which Kafka starts no expand (the model expanded replica 1 first, the broker replica
+    2), and the batch that followed went one propagation run later than the model's."""
+    assert coalesced.summary["observed_by_type"] == {"IsrChangePropagated": 11, "IsrUpdated": 19}
+    kinds = [(d.subject, str(d.kind), d.topic, d.partition, d.broker) for d in coalesced.divergences]
+    assert kinds == [
+        ("isr", "timing", "orders", 1, 3),
+        ("propagation", "timing", None, None, 3),
+        ("propagation", "timing", None, None, 3),
+    ]
+    in_flight = coalesced.divergences[0]
+    assert in_flight.margin_ms is not None and -2000 < in_flight.margin_ms < 0
+
+
+def test_the_models_batches_are_the_brokers_but_for_the_timing_shift(coalesced: ReplayResult) -> None:
+    model = {(p.broker, p.ts, tuple((tp.topic, tp.partition) for tp in p.partitions)) for p in coalesced.propagations}
+    brokers = {
+        (o.broker, o.ts, tuple((tp.topic, tp.partition) for tp in o.partitions))
+        for o in coalesced.observed
+        if type(o).__name__ == "IsrChangePropagated"
+    }
+    shifted = {(d.broker, d.ts) for d in coalesced.divergences if d.subject == "propagation"}
+    assert {b for b in model if b[:2] not in shifted} == {b for b in brokers if b[:2] not in shifted}
+    assert len(brokers) == 11
+
+
+def test_coalescing_changes_no_output(coalesced: ReplayResult) -> None:
+    """The agent's coalesced stream and its raw stream of the same run give the same outputs (agent/README.md)."""
+    raw = replayed("raw")
+    assert raw.summary["events"] > coalesced.summary["events"] + 400
+
+    def unnumbered(records: list) -> str:  # each stream numbers its own events (seq)
+        return re.sub(rb',?"seq":\d+', b"", msgspec.json.encode(records)).decode()
+
+    for name in ("decisions", "propagations", "records", "observed", "divergences"):
+        assert unnumbered(getattr(raw, name)) == unnumbered(getattr(coalesced, name)), name
