@@ -13,6 +13,7 @@ from pathlib import Path
 
 import yaml
 
+from state.audit import Divergence, DivergenceKind
 from state.store import open_store
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -130,4 +131,8 @@ def commit_demo_batch(store_url: str, batch_wall_ms: int) -> None:
                 "late_rows": 2,
             }
         )
-        store.write_batch(batch_id + 1, counters={"late_events": 2})
+        # A divergence of the audit, which only agent input produces (docs/SPEC.md §7).
+        divergence = Divergence(
+            ts=40_000, cluster="default", broker=1, kind=DivergenceKind.MISSED_BY_MODEL, subject="isr"
+        )
+        store.write_batch(batch_id + 1, counters={"late_events": 2}, divergences=[divergence])
