@@ -281,6 +281,24 @@ function renderPropagations(batches) {
   fillTable("propagations", rows, "no ISR-change batch yet", 5);
 }
 
+function divergenceSide(side) {
+  if (!side) return "—";
+  if (side.partitions) return side.partitions.map((p) => `${p.topic}-${p.partition}`).join(", ") || "(empty)";
+  return `${side.kind} → [${side.isr.join(",")}]`;
+}
+
+function renderDivergences(divergences) {
+  const rows = divergences.map((d) => el("tr", { dataset: { kind: d.kind }, class: d.kind === "timing" ? undefined : "problem" },
+    el("td", {}, clock(d.ts)),
+    el("td", {}, view.clusters.length > 1 ? `${d.cluster}/${d.broker}` : d.broker),
+    el("td", {}, d.subject === "isr" ? `${d.topic}-${d.partition} epoch ${d.partition_epoch}` : "ISR-change batch"),
+    el("td", {}, el("span", { class: `badge ${d.kind === "timing" ? "ok" : "warn"}` }, d.kind)),
+    el("td", {}, divergenceSide(d.model)),
+    el("td", {}, divergenceSide(d.observed)),
+    el("td", { class: "num" }, d.margin_ms === null ? "—" : `${d.margin_ms} ms`)));
+  fillTable("divergences", rows, "no divergence: the brokers did what the model decided (or no agent input)", 7);
+}
+
 function renderStream(metrics) {
   const value = (name) => total(metrics, name);
   const age = value("isrwatch_stream_last_batch_age_seconds");
@@ -329,11 +347,12 @@ async function refresh() {
   clearTimeout(view.timer);
   const error = document.getElementById("error");
   try {
-    const [partitions, brokers, decisions, propagations, metricsText] = await Promise.all([
+    const [partitions, brokers, decisions, propagations, divergences, metricsText] = await Promise.all([
       getJSON("/v1/partitions?page_size=1000"),
       getJSON("/v1/brokers"),
       recentDecisions(),
       getJSON("/v1/propagations?page_size=15"),
+      getJSON("/v1/divergences?page_size=15"),
       getText("/metrics"),
     ]);
     const metrics = parseMetrics(metricsText);
@@ -354,6 +373,7 @@ async function refresh() {
     renderFollowers(followers);
     renderDecisions(decisions);
     renderPropagations(propagations.propagations);
+    renderDivergences(divergences.divergences);
     error.hidden = true;
   } catch (err) {
     if (err instanceof NeedsToken) {

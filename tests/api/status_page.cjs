@@ -73,6 +73,7 @@ function tableRows(selector) {
         followers: rows("#followers"),
         decisions: rows("#decisions"),
         propagations: rows("#propagations"),
+        divergences: rows("#divergences"),
         stream: rows("#stream"),
         brokers: rows("#brokers"),
       };

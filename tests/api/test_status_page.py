@@ -186,3 +186,30 @@ def test_behind_a_token_the_page_asks_once_keeps_it_for_the_session_and_shows_th
     }
     assert seen["problems"] == [] and seen["error"] is None
     assert [r["partition"] for r in seen["partitions"]] == ["orders-0"] and seen["partitions"][0]["problem"]
+
+
+def test_status_page_shows_where_the_model_and_the_brokers_disagree(tmp_path):
+    """Agent input (tests/api/test_audit.py): cluster "a" diverged by timing only, cluster "b" had a shrink and a
+    batch its broker never made: those rows stand out, timing ones do not."""
+    from tests.api.test_audit import END, agent_events
+
+    events = tmp_path / "agent.jsonl"
+    events.write_text("".join(json.dumps(ev) + "\n" for ev in agent_events()))
+    store = f"sqlite:///{tmp_path / 'isrwatch.db'}"
+    argv = ["replay", str(events), "--profile", "agent", *LAG, "--until", str(END), "--store", store]
+    assert main(argv) == 0
+    with serving(store) as base:
+        seen = browse(base + "/", tmp_path / "audit.png", "#divergences tbody tr[data-kind]")
+    assert seen["problems"] == [] and seen["error"] is None
+    rows = seen["divergences"]
+    kinds = sorted((r["cells"][1], r["cells"][2], r["dataset"]["kind"]) for r in rows)
+    assert kinds == [
+        ("a/1", "ISR-change batch", "timing"),
+        ("a/1", "ISR-change batch", "timing"),
+        ("a/1", "t-0 epoch 1", "timing"),
+        ("b/1", "ISR-change batch", "unexplained_by_model"),
+        ("b/1", "t-0 epoch 1", "unexplained_by_model"),
+    ]
+    assert all(("problem" in r["classes"]) is (r["dataset"]["kind"] != "timing") for r in rows)
+    [shrink] = [r for r in rows if r["cells"][1] == "b/1" and r["cells"][2] == "t-0 epoch 1"]
+    assert shrink["cells"][4:] == ["shrink → [1,2]", "—", "3500 ms"]
