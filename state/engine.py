@@ -211,14 +211,21 @@ class PartitionEngine:
                     next_eligible = eligible
         return next_eligible
 
+    def _take_kafka_version(self, tick: Tick, version: str, out: Outputs) -> None:
+        """A broker's tick tells its Kafka version: the partitions it leads follow that rule set from now on."""
+        if tick.broker is None:
+            out.ignored_ticks["kafka_version_without_broker"] += 1
+            return
+        try:
+            kafka_rules(version)
+        except ConfigError:
+            out.ignored_ticks["unsupported_kafka_version"] += 1
+            return
+        self.kafka_versions[(tick.cluster, tick.broker)] = version
+
     def _tick(self, tick: Tick, out: Outputs) -> None:
-        if tick.kafka_version is not None and tick.broker is not None:
-            try:
-                kafka_rules(tick.kafka_version)
-            except ConfigError:
-                out.ignored_ticks["unsupported_kafka_version"] += 1
-            else:
-                self.kafka_versions[(tick.cluster, tick.broker)] = tick.kafka_version
+        if tick.kafka_version is not None:
+            self._take_kafka_version(tick, tick.kafka_version, out)
         if tick.task in (None, "isr-expiration"):
             self._check(tick.ts, out, tick.cluster, Order.of_event(tick), tick.broker)
         if tick.task in (None, "isr-change-propagation") and self.emit_propagation_ticks:
