@@ -3,12 +3,61 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field, fields
+import re
+from dataclasses import asdict, dataclass, field, fields, replace
+from functools import cache, cached_property
 from typing import Any
 
 
 class ConfigError(ValueError):
     """A configuration key or value that isrwatch cannot use; the message names the key."""
+
+
+# The Kafka versions isrwatch models: 2.4 to 3.9, the ZooKeeper-era brokers (4.x has no ZooKeeper mode),
+# as `kafka_version` or an agent tick names them: MAJOR.MINOR, an optional .PATCH and an optional -suffix.
+KAFKA_VERSION_PATTERN = r"(2\.[4-9]|3\.[0-9])(\.[0-9]+)?(-[A-Za-z0-9._-]+)?"
+_KAFKA_VERSION = re.compile(KAFKA_VERSION_PATTERN)
+
+
+@dataclass(frozen=True)
+class KafkaRules:
+    """The partition-leader rules that differ between the Kafka versions isrwatch models (SPEC §4.8), in ZooKeeper
+    mode with inter.broker.protocol.version below 2.7. Each flag is named after the Kafka code that has it and is
+    set from the release that brought it; the rules in `state.partition` branch on them where Kafka's code does."""
+
+    # 3.1: every successful ISR write ends in maybeIncrementLeaderHW (Partition.handleAlterPartitionUpdate),
+    # the expand too; before, only maybeShrinkIsr ran it.
+    hw_after_isr_update: bool
+    # 3.3: Replica.updateFetchStateOrThrow keeps lastFetchLeaderLogEndOffset = max(previous, the leader's LEO).
+    max_last_fetch_leader_log_end_offset: bool
+    # 3.3: Replica.resetReplicaState: a re-elected leader sets lastFetchTimeMs = 0 for a follower outside the ISR.
+    reset_replica_state: bool
+    # 3.7: maybeIncrementLeaderHW leaves the HW while the ISR is smaller than the effective min.insync.replicas.
+    under_min_isr_holds_hw: bool
+
+
+def kafka_rules(version: Any) -> KafkaRules:
+    """The rule set of a Kafka version ("2.6", "3.9.2", "3.9.0-rc3"); ConfigError if isrwatch does not model it."""
+    if not isinstance(version, str):
+        raise ConfigError(f'kafka_version: must be a string such as "3.9.2", got {version!r}')
+    return _kafka_rules(version)
+
+
+@cache
+def _kafka_rules(version: str) -> KafkaRules:
+    match = _KAFKA_VERSION.fullmatch(version)
+    if match is None:
+        raise ConfigError(
+            f"kafka_version: {version!r} is not a Kafka version isrwatch models: 2.4 to 3.9 (ZooKeeper mode), "
+            'as MAJOR.MINOR[.PATCH][-suffix], e.g. "2.6" or "3.9.2"'
+        )
+    at = tuple(int(n) for n in match.group(1).split("."))
+    return KafkaRules(
+        hw_after_isr_update=at >= (3, 1),
+        max_last_fetch_leader_log_end_offset=at >= (3, 3),
+        reset_replica_state=at >= (3, 3),
+        under_min_isr_holds_hw=at >= (3, 7),
+    )
 
 
 @dataclass(frozen=True)
@@ -29,6 +78,7 @@ class Config:
     # which spans the next isr-expiration run), and the clock difference a `timing` divergence may hinge on.
     audit_window_ms: int | None = None
     audit_timing_ms: int = 100
+    kafka_version: str = "2.6"  # the brokers' Kafka version, for its rule set (an agent's tick overrides it per broker)
 
     @property
     def expiration_interval_ms(self) -> int:
@@ -40,6 +90,15 @@ class Config:
     @property
     def audit_window(self) -> int:
         return self.replica_lag_time_max_ms if self.audit_window_ms is None else self.audit_window_ms
+    @cached_property
+    def rules(self) -> KafkaRules:
+        """The rule set of `kafka_version` (SPEC §4.8)."""
+        return kafka_rules(self.kafka_version)
+
+    def for_kafka_version(self, version: str) -> Config:
+        """This configuration as a broker running `version` applies it (ConfigError if not a modelled version)."""
+        kafka_rules(version)
+        return replace(self, kafka_version=version)
 
     def min_isr(self, topic: str) -> int:
         return self.min_insync_replicas_by_topic.get(topic, self.min_insync_replicas)
@@ -67,6 +126,8 @@ class Config:
                     raise ConfigError(f"{key}: must be an object mapping topic names to integers >= 1")
             elif key in ("isr_expiration_interval_ms", "audit_window_ms") and value is None:
                 continue
+            elif key == "kafka_version":
+                kafka_rules(value)
             elif not _is_int(value):
                 raise ConfigError(f"{key}: must be an integer, got {value!r}")
             elif key in ("replica_lag_time_max_ms", "min_insync_replicas") and value < 1:

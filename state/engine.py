@@ -13,7 +13,7 @@ import msgspec
 from msgspec import Struct
 from msgspec.structs import replace
 
-from .config import Config
+from .config import Config, ConfigError, kafka_rules
 from .events import Append, Event, Fetch, IsrChangePropagated, IsrUpdated, LeaderAndIsr, Tick
 from .order import Half, Order
 from .partition import (
@@ -29,7 +29,7 @@ from .partition import (
 )
 from .schedule import INF, first_at_or_after
 
-STATE_VERSION = 1
+STATE_VERSION = 2
 
 
 class _GroupState(Struct, array_like=True):
@@ -40,6 +40,7 @@ class _GroupState(Struct, array_like=True):
     next_check: int
     stale: bool
     next_eligible: int
+    kafka_versions: list[tuple[str, int, str]]  # (cluster, broker, version) as each broker's agent reported it
 
 
 _encoder = msgspec.msgpack.Encoder()
@@ -72,6 +73,9 @@ class PartitionEngine:
         # isr-expiration check could remove anyone. It lets checks that cannot change anything be skipped.
         self.stale = False
         self.next_eligible = INF
+        # The Kafka version each broker reported on its ticks (the agent): the partitions it leads follow its rules.
+        self.kafka_versions: dict[tuple[str, int], str] = {}
+        self._configs: dict[str, Config] = {config.kafka_version: config}
         if blob is not None:
             state = _decoder.decode(blob)
             if state.version != STATE_VERSION:
@@ -82,6 +86,7 @@ class PartitionEngine:
             self.next_check = state.next_check
             self.stale = state.stale
             self.next_eligible = state.next_eligible
+            self.kafka_versions = {(c, b): v for c, b, v in state.kafka_versions}
 
     def to_bytes(self) -> bytes:
         """The compact serialised form (msgpack, version first) a Spark state row keeps."""
@@ -94,6 +99,7 @@ class PartitionEngine:
                 self.next_check,
                 self.stale,
                 self.next_eligible,
+                [(c, b, v) for (c, b), v in self.kafka_versions.items()],
             )
         )
 
@@ -112,7 +118,8 @@ class PartitionEngine:
         buf = self.buffer
         buf.sort(key=_order)
         partitions = self.partitions
-        lag = self.lag
+        config = self.config
+        versions = self.kafka_versions
         scheduled = self.interval > 0
         done = 0
         for ev in buf:
@@ -122,15 +129,19 @@ class PartitionEngine:
             if scheduled and self.next_check < ts:
                 self._run_checks_before(ts, out)
             if type(ev) is Fetch:
-                update_follower_fetch_state(partitions.get((ev.cluster, ev.topic, ev.partition)), ev, lag, out)
+                p = partitions.get((ev.cluster, ev.topic, ev.partition))
+                update_follower_fetch_state(p, ev, self._leader_config(p) if versions else config, out)
             elif type(ev) is Append:
-                append_to_leader(partitions.get((ev.cluster, ev.topic, ev.partition)), ev, lag, out)
+                p = partitions.get((ev.cluster, ev.topic, ev.partition))
+                append_to_leader(p, ev, self._leader_config(p) if versions else config, out)
             elif type(ev) is LeaderAndIsr:
                 key = (ev.cluster, ev.topic, ev.partition)
                 p = partitions.get(key)
                 if p is None:
                     p = partitions[key] = Partition(sys.intern(ev.cluster), sys.intern(ev.topic), ev.partition)
-                become_leader_or_follower(p, ev, lag, out)
+                # The rules of the broker that takes the state: the new leader (an offline state: who reported it).
+                broker = ev.leader if ev.leader >= 0 else ev.broker
+                become_leader_or_follower(p, ev, self._broker_config(ev.cluster, broker) if versions else config, out)
             elif type(ev) is Tick:
                 self._tick(ev, out)
             elif type(ev) is IsrUpdated:  # what a broker did: recorded with the model's view, never applied
@@ -176,19 +187,48 @@ class PartitionEngine:
         if not self.stale:
             self.next_check = max(self.next_check, first_at_or_after(limit, self.origin, self.interval))
 
+    def _broker_config(self, cluster: str, broker: int | None) -> Config:
+        """The configuration `broker` runs with: the config's, with the Kafka version it reported if it did."""
+        version = self.kafka_versions.get((cluster, broker)) if broker is not None else None
+        if version is None:
+            return self.config
+        config = self._configs.get(version)
+        if config is None:
+            config = self._configs[version] = self.config.for_kafka_version(version)
+        return config
+
+    def _leader_config(self, p: Partition | None) -> Config:
+        """The configuration of `p`'s leader (the config's for a partition not known yet)."""
+        return self.config if p is None else self._broker_config(p.cluster, p.leader)
+
     def _check(self, now: int, out: Outputs, cluster: str | None, at: Order, broker: int | None = None) -> int:
         """The isr-expiration task at `now` over every partition (of `cluster`; with `broker`, only the ones it
         leads: that broker's own run); returns the next eligible time."""
-        lag = self.lag
+        config = self.config
+        versions = self.kafka_versions
         next_eligible = INF
         for p in self.partitions.values():
             if (cluster is None or p.cluster == cluster) and (broker is None or p.leader == broker):
-                eligible = maybe_shrink_isr(p, now, lag, out, at)
+                eligible = maybe_shrink_isr(p, now, self._leader_config(p) if versions else config, out, at)
                 if eligible < next_eligible:
                     next_eligible = eligible
         return next_eligible
 
+    def _take_kafka_version(self, tick: Tick, version: str, out: Outputs) -> None:
+        """A broker's tick tells its Kafka version: the partitions it leads follow that rule set from now on."""
+        if tick.broker is None:
+            out.ignored_ticks["kafka_version_without_broker"] += 1
+            return
+        try:
+            kafka_rules(version)
+        except ConfigError:
+            out.ignored_ticks["unsupported_kafka_version"] += 1
+            return
+        self.kafka_versions[(tick.cluster, tick.broker)] = version
+
     def _tick(self, tick: Tick, out: Outputs) -> None:
+        if tick.kafka_version is not None:
+            self._take_kafka_version(tick, tick.kafka_version, out)
         if tick.task in (None, "isr-expiration"):
             self._check(tick.ts, out, tick.cluster, Order.of_event(tick), tick.broker)
         if tick.task in (None, "isr-change-propagation") and self.emit_propagation_ticks:

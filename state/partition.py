@@ -118,6 +118,7 @@ class Outputs:
         "ignored_fetches",
         "ignored_appends",
         "ignored_leader_and_isr",
+        "ignored_ticks",
         "touched",
     )
 
@@ -130,6 +131,8 @@ class Outputs:
         self.ignored_fetches: Counter[str] = Counter()
         self.ignored_appends: Counter[str] = Counter()
         self.ignored_leader_and_isr: Counter[str] = Counter()
+        # A tick whose kafka_version isrwatch does not model: the tick runs, the version is not taken.
+        self.ignored_ticks: Counter[str] = Counter()
         self.touched: set[PartitionKey] = set()
 
     def decide(
@@ -216,8 +219,16 @@ def shrink_eligible_at(p: Partition, f: Follower, lag: int) -> int:
     return f.last_caught_up_ms + lag + 1
 
 
-def maybe_increment_leader_hw(p: Partition, now: int, lag: int) -> None:
-    """Partition.maybeIncrementLeaderHW: the HW follows the slowest replica that may still be in sync."""
+def maybe_increment_leader_hw(p: Partition, now: int, config: Config) -> None:
+    """Partition.maybeIncrementLeaderHW: the HW follows the slowest replica that may still be in sync.
+
+    The candidates are the same from 2.x to 3.9 in ZooKeeper mode (SPEC §4.8): 3.6's shouldWaitForReplicaToJoinIsr
+    adds only ZkMetadataCache.hasAliveBroker, which no event reports, and isCaughtUp's `leo == leader LEO` cannot
+    hold for a replica behind the candidate.
+    """
+    if config.rules.under_min_isr_holds_hw and len(p.isr) < effective_min_isr(p, config):
+        return  # 3.7: Partition@3.9.0-rc3 L1167-1170 (KAFKA-15583)
+    lag = config.replica_lag_time_max_ms
     new = p.leader_leo
     isr = p.isr
     for f in p.followers:
@@ -226,6 +237,12 @@ def maybe_increment_leader_hw(p: Partition, now: int, lag: int) -> None:
             new = leo
     if new > p.hw:
         p.hw = new
+
+
+def effective_min_isr(p: Partition, config: Config) -> int:
+    """Partition.effectiveMinIsr (3.7+): the topic's min.insync.replicas (as the leader reported it, else the
+    config's), at most the replication factor."""
+    return min(config.min_isr(p.topic) if p.min_isr is None else p.min_isr, len(p.replicas) or 1)
 
 
 def update_isr(p: Partition, isr: tuple[int, ...], at: Order, out: Outputs) -> None:
@@ -237,7 +254,7 @@ def update_isr(p: Partition, isr: tuple[int, ...], at: Order, out: Outputs) -> N
     out.changes.append(IsrChange(*at, p.cluster, p.leader, p.topic, p.partition))
 
 
-def become_leader_or_follower(p: Partition, ev: LeaderAndIsr, lag: int, out: Outputs) -> None:
+def become_leader_or_follower(p: Partition, ev: LeaderAndIsr, config: Config, out: Outputs) -> None:
     """ReplicaManager.becomeLeaderOrFollower: the epoch guards, then `make_leader` for an accepted state.
 
     A state reported by a broker (the agent) counts once: a live partition's from its new leader (another
@@ -261,7 +278,7 @@ def become_leader_or_follower(p: Partition, ev: LeaderAndIsr, lag: int, out: Out
     if ev.leader >= 0 and ev.leader not in ev.replicas:
         out.decide(p, ev.ts, DecisionKind.REJECTED, p.isr, [], error="UNKNOWN_TOPIC_OR_PARTITION")
         return
-    make_leader(p, ev, lag, out)
+    make_leader(p, ev, config, out)
 
 
 def _same_state(p: Partition, ev: LeaderAndIsr) -> bool:
@@ -275,7 +292,7 @@ def _same_state(p: Partition, ev: LeaderAndIsr) -> bool:
     )
 
 
-def make_leader(p: Partition, ev: LeaderAndIsr, lag: int, out: Outputs) -> None:
+def make_leader(p: Partition, ev: LeaderAndIsr, config: Config, out: Outputs) -> None:
     """Partition.makeLeader: take the controller's state verbatim and reset the follower records."""
     isr_before = p.isr
     new_leader = ev.leader != p.leader
@@ -300,7 +317,8 @@ def make_leader(p: Partition, ev: LeaderAndIsr, lag: int, out: Outputs) -> None:
             f.last_fetch_ms = 0
         else:
             f.last_fetch_leader_leo = leader_leo
-            f.last_fetch_ms = ev.ts
+            # 3.3: Replica.resetReplicaState (Replica@3.9.0-rc3 L181): 0 for a follower outside the ISR.
+            f.last_fetch_ms = ev.ts if replica in isr or not config.rules.reset_replica_state else 0
         f.last_caught_up_ms = ev.ts if replica in isr else 0
         followers.append(f)
     p.followers = followers
@@ -309,7 +327,7 @@ def make_leader(p: Partition, ev: LeaderAndIsr, lag: int, out: Outputs) -> None:
     if ev.min_insync_replicas is not None:
         p.min_isr = ev.min_insync_replicas
     p.audited = ev.broker is not None
-    maybe_increment_leader_hw(p, ev.ts, lag)
+    maybe_increment_leader_hw(p, ev.ts, config)
     changed = sorted(set(isr_before).symmetric_difference(isr))
     out.decide(p, ev.ts, DecisionKind.LEADER_AND_ISR, isr_before, changed)
 
@@ -326,7 +344,7 @@ def _inactive(p: Partition | None, ev: Fetch | Append) -> str | None:
     return None
 
 
-def update_follower_fetch_state(p: Partition | None, ev: Fetch, lag: int, out: Outputs) -> None:
+def update_follower_fetch_state(p: Partition | None, ev: Fetch, config: Config, out: Outputs) -> None:
     """Partition.updateFollowerFetchState: Replica.updateFetchState, then maybeExpandIsr, then the HW.
 
     A fetch Kafka would have refused changes nothing and is counted by reason: no leader yet or offline,
@@ -360,18 +378,19 @@ def update_follower_fetch_state(p: Partition | None, ev: Fetch, lag: int, out: O
     f.leo = offset
     if ev.log_start_offset is not None:
         f.log_start_offset = ev.log_start_offset
-    f.last_fetch_leader_leo = leader_leo
+    if leader_leo > f.last_fetch_leader_leo or not config.rules.max_last_fetch_leader_log_end_offset:
+        f.last_fetch_leader_leo = leader_leo  # 3.3: the max of both (Replica@3.9.0-rc3 L138)
     f.last_fetch_ms = t
     if leader_leo > p.leader_leo:
         p.leader_leo = leader_leo
-    expanded = maybe_expand_isr(p, f, ev, out)
+    expanded = maybe_expand_isr(p, f, ev, config, out)
     if leo_changed:
-        maybe_increment_leader_hw(p, t, lag)
+        maybe_increment_leader_hw(p, t, config)
     if expanded is not None:
         out.decide(p, t, DecisionKind.EXPAND, expanded, [f.replica])
 
 
-def maybe_expand_isr(p: Partition, f: Follower, ev: Fetch, out: Outputs) -> tuple[int, ...] | None:
+def maybe_expand_isr(p: Partition, f: Follower, ev: Fetch, config: Config, out: Outputs) -> tuple[int, ...] | None:
     """Partition.maybeExpandIsr: a follower outside the ISR rejoins once it reached the HW and the current
     leader epoch's start offset (no lag-time condition). Returns the ISR before the write, None if none."""
     isr = p.isr
@@ -379,10 +398,12 @@ def maybe_expand_isr(p: Partition, f: Follower, ev: Fetch, out: Outputs) -> tupl
     if f.replica in isr or f.leo < p.hw or start is None or f.leo < start:
         return None
     update_isr(p, tuple(sorted([*isr, f.replica])), Order.of_event(ev), out)
+    if config.rules.hw_after_isr_update:  # 3.1: handleAlterPartitionUpdate (Partition@3.9.0-rc3 L1980)
+        maybe_increment_leader_hw(p, ev.ts, config)
     return isr
 
 
-def append_to_leader(p: Partition | None, ev: Append, lag: int, out: Outputs) -> None:
+def append_to_leader(p: Partition | None, ev: Append, config: Config, out: Outputs) -> None:
     """Partition.appendRecordsToLeader: the leader's LEO only grows; a new LEO may let the HW move."""
     inactive = _inactive(p, ev)
     if inactive:
@@ -391,10 +412,10 @@ def append_to_leader(p: Partition | None, ev: Append, lag: int, out: Outputs) ->
     assert p is not None
     if ev.leader_leo > p.leader_leo:
         p.leader_leo = ev.leader_leo
-    maybe_increment_leader_hw(p, ev.ts, lag)
+    maybe_increment_leader_hw(p, ev.ts, config)
 
 
-def maybe_shrink_isr(p: Partition, now: int, lag: int, out: Outputs, at: Order) -> int:
+def maybe_shrink_isr(p: Partition, now: int, config: Config, out: Outputs, at: Order) -> int:
     """Partition.maybeShrinkIsr at `now`; returns when the next remaining ISR follower becomes eligible.
 
     Each removed follower gets the reason Kafka's getOutOfSyncReplicas comment names: stuck (no fetch
@@ -402,6 +423,7 @@ def maybe_shrink_isr(p: Partition, now: int, lag: int, out: Outputs, at: Order) 
     """
     if not p.has_leader:
         return INF
+    lag = config.replica_lag_time_max_ms
     next_eligible = INF
     expired: dict[str, ShrinkReason] = {}
     for f in p.followers:
@@ -413,7 +435,7 @@ def maybe_shrink_isr(p: Partition, now: int, lag: int, out: Outputs, at: Order) 
     if expired:
         isr_before = p.isr
         update_isr(p, tuple(r for r in isr_before if str(r) not in expired), at, out)
-        maybe_increment_leader_hw(p, now, lag)
+        maybe_increment_leader_hw(p, now, config)
         out.decide(p, now, DecisionKind.SHRINK, isr_before, sorted(int(r) for r in expired), reasons=expired)
     return next_eligible
 

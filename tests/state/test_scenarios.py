@@ -1,4 +1,5 @@
-"""The public conformance scenarios, run through the `isrwatch replay` command itself."""
+"""The conformance scenarios, run through the `isrwatch replay` command itself: the public five (Kafka 2.x, the
+default rules) and the project's own, one per Kafka rule set (SPEC §4.8), each naming its `kafka_version`."""
 
 from __future__ import annotations
 
@@ -19,8 +20,28 @@ def _objects(path: Path) -> list[str]:
     return sorted(json.dumps(json.loads(line), sort_keys=True) for line in lines if line.strip())
 
 
+PUBLIC = (
+    "01-stuck-follower-shrink",
+    "02-slow-follower-shrink",
+    "03-expand-on-catch-up",
+    "04-stale-leader-and-isr",
+    "05-propagation-linger-and-max-delay",
+)
+OWN = [name for name in NAMES if name not in PUBLIC]
+
+
+def _config(name: str) -> dict:
+    return json.loads((SCENARIOS / f"{name}.config.json").read_text())
+
+
 def test_all_public_scenarios_are_present() -> None:
-    assert len(NAMES) == 5
+    assert len(PUBLIC) == 5 and set(PUBLIC) <= set(NAMES)
+    assert all("kafka_version" not in _config(name) for name in PUBLIC)  # they test the default, Kafka 2.x
+
+
+def test_the_projects_own_scenarios_name_their_kafka_version() -> None:
+    assert len(OWN) == 3
+    assert sorted(_config(name)["kafka_version"] for name in OWN) == ["2.6", "3.3", "3.9.2"]
 
 
 @pytest.mark.parametrize("name", NAMES)
