@@ -189,7 +189,7 @@ def _compare(directory: Path, lag_ms: int) -> bool:
         files = sorted(directory.glob(f"broker*.{kind}.jsonl"))
         results[kind] = replay([f.read_text().splitlines() for f in files], config)
     same = True
-    for what in ("decisions", "propagations", "states"):
+    for what in ("decisions", "propagations", "records", "divergences"):
         a, b = getattr(results["events"], what), getattr(results["raw"], what)
         equal = a == b
         same &= equal

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from streaming.lab.cluster import Lab, LabSpec
-from tests.lab import noop_agent, running_lab, session_spec
+from tests.lab import project_agent, running_lab, session_spec
 from tests.pg import fresh_database, postgres_server
 
 
@@ -49,9 +49,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture(scope="session")
-def lab_spec(tmp_path_factory: pytest.TempPathFactory) -> LabSpec:
-    """The session lab's settings (tests/lab.py session_spec): a 5 s lag and a no-op agent on every broker."""
-    return session_spec(noop_agent(tmp_path_factory.mktemp("agent")))
+def lab_spec() -> LabSpec:
+    """The session lab's settings (tests/lab.py session_spec): a 5 s lag and isrwatch-agent on every broker."""
+    return session_spec(project_agent())
 
 
 @pytest.fixture(scope="session")

@@ -2,8 +2,10 @@
 that read the cluster's truth (ISR, leaders, controller) from ZooKeeper and Kafka's admin API, never
 from isrwatch.
 
-Suites that need other lab settings (an agent jar, another lag) extend `session_spec()` or override the
-`lab_spec` fixture in tests/conftest.py; fault tests leave the cluster healthy (`wait_healthy`).
+Every monitored broker runs the project's isrwatch-agent (built with Maven when agent/target lacks it), sending
+to the monitor broker's `isrwatch.events`. Suites that need other lab settings (another lag) extend
+`session_spec()` or override the `lab_spec` fixture in tests/conftest.py; fault tests leave the cluster healthy
+(`wait_healthy`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import pytest
 
 from streaming.lab.cluster import (
     CHROOT,
+    PROJECT_AGENT,
     Lab,
     LabError,
     LabSpec,
@@ -33,45 +36,35 @@ from streaming.lab.cluster import (
     up,
     zookeeper,
 )
+from streaming.lab.jars import tools_dir
 
 States = dict[tuple[str, int], PartitionState]
 # Short, so that faults show within seconds (a stalled follower is out after 5-7.5 s, well within a 10 s stall,
 # itself safely inside the 18 s ZooKeeper session); >= replica.fetch.wait.max.ms as Kafka requires.
 LAG_MS = 5000
-AGENT_OPTIONS = (("suite", "tests"),)
-
-NOOP_AGENT = """import java.lang.instrument.Instrumentation;
-
-/** Does nothing but say it was attached, with its options: proof that -javaagent reaches the broker's JVM. */
-public final class IsrwatchNoopAgent {
-    public static void premain(String options, Instrumentation instrumentation) {
-        System.out.println("isrwatch noop agent: " + options);
-    }
-}
-"""
+# The agent's counters (written, dropped, failed) in each broker's stdout.log every 10 s, not once a minute.
+AGENT_OPTIONS = (("stats.interval.ms", "10000"),)
 
 
 def progress(message: str) -> None:
     print(f"lab: {message}", file=sys.stderr, flush=True)
 
 
-def noop_agent(directory: Path) -> Path:
-    """Build a Java agent that only prints its options (javac and jar from the JDK)."""
-    directory.mkdir(parents=True, exist_ok=True)
-    (directory / "IsrwatchNoopAgent.java").write_text(NOOP_AGENT)
-    (directory / "manifest.txt").write_text("Premain-Class: IsrwatchNoopAgent\n")
-    jar = directory / "isrwatch-noop-agent.jar"
-    for argv in (
-        ["javac", "-d", str(directory / "classes"), str(directory / "IsrwatchNoopAgent.java")],
-        ["jar", "cfm", str(jar), str(directory / "manifest.txt"), "-C", str(directory / "classes"), "."],
-    ):
-        done = subprocess.run(argv, capture_output=True, text=True)
-        assert done.returncode == 0, f"{' '.join(argv)}:\n{done.stdout}{done.stderr}"
-    return jar
+def project_agent() -> Path:
+    """agent/target/isrwatch-agent.jar, built with Maven if it is missing (`make test` builds it first and runs
+    its unit tests; here only the jar is needed)."""
+    if not PROJECT_AGENT.is_file():
+        progress(f"building {PROJECT_AGENT} with Maven")
+        agent_dir = PROJECT_AGENT.parents[1]
+        argv = ["mvn", "-q", "-B", f"-Dmaven.repo.local={tools_dir() / 'm2'}", "-DskipTests", "package"]
+        done = subprocess.run(argv, cwd=agent_dir, capture_output=True, text=True)
+        if done.returncode != 0 or not PROJECT_AGENT.is_file():
+            pytest.fail(f"building the agent failed: {' '.join(argv)}:\n{done.stdout}{done.stderr}", pytrace=False)
+    return PROJECT_AGENT
 
 
 def session_spec(agent: Path | None) -> LabSpec:
-    """The session lab: 3 brokers, a 5 s lag, two topics with RF 3 under 200 records/s."""
+    """The session lab: 3 brokers, a 5 s lag, two topics with RF 3 under 200 records/s, and the agent."""
     return LabSpec(
         brokers=3,
         lag_ms=LAG_MS,

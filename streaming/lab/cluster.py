@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .jars import JarsError, ensure, kafka_set
+from .jars import ROOT, JarsError, ensure, kafka_set
 
 if TYPE_CHECKING:
     from kazoo.client import KazooClient
@@ -51,7 +51,7 @@ REPLICATION_FACTOR = 3
 # Sized for a 2-core, 24 GiB machine shared with Spark: small heaps, the serial collector (no GC
 # threads competing for the two cores), two JIT threads, and small Kafka thread pools below.
 JVM_FLAGS = ("-XX:+UseSerialGC", "-XX:CICompilerCount=2", "-XX:+ExitOnOutOfMemoryError", "-Djava.awt.headless=true")
-BROKER_HEAP = ("-Xms128m", "-Xmx512m")
+BROKER_HEAP_MAX = "512m"
 ZOOKEEPER_HEAP = ("-Xms32m", "-Xmx128m")
 BROKER_THREADS = {
     "num.network.threads": 2,
@@ -62,6 +62,13 @@ BROKER_THREADS = {
     "log.cleaner.threads": 1,
     "log.cleaner.dedupe.buffer.size": 16 * 2**20,
 }
+
+
+# The project's broker agent (agent/README.md), built by `make agent`: what `isrwatch lab up --agent` attaches.
+PROJECT_AGENT = ROOT / "agent" / "target" / "isrwatch-agent.jar"
+# Agent option values may name the broker they are given to: `{broker}` (its id) and `{logs}` (its
+# kafka_logs_dir), e.g. `file={logs}/agent.events.jsonl` for one events file per broker.
+AGENT_PLACEHOLDERS = ("{broker}", "{logs}")
 
 
 class LabError(RuntimeError):
@@ -98,8 +105,10 @@ class LabSpec:
     topics: tuple[Topic, ...] = parse_topics(DEFAULT_TOPICS)
     rate: int = 200  # producer records per second over all lab topics; 0 = no producer
     agent: str | None = None  # a -javaagent jar for every monitored broker
-    agent_options: tuple[tuple[str, str], ...] = ()
-    start_timeout_s: float = 180.0
+    agent_options: tuple[tuple[str, str], ...] = ()  # values may hold AGENT_PLACEHOLDERS
+    start_timeout_s: float = 180.0  # for the brokers to register, and again for the topics to get full ISRs
+    broker_heap: str = BROKER_HEAP_MAX  # -Xmx of every monitored broker
+    broker_config: tuple[tuple[str, str], ...] = ()  # more server.properties for every monitored broker
 
     def check(self) -> None:
         if not 3 <= self.brokers <= 9:
@@ -112,6 +121,8 @@ class LabSpec:
         if self.rate < 0:
             raise LabError(f"--rate {self.rate}: must be >= 0")
         if self.agent is not None and not Path(self.agent).is_file():
+            if Path(self.agent).resolve() == PROJECT_AGENT:
+                raise LabError(f"--agent: {PROJECT_AGENT} is not built yet: run `make agent` (Java 17, Maven)")
             raise LabError(f"--agent {self.agent}: no such file")
 
 
@@ -550,7 +561,7 @@ def _port_free(port: int) -> bool:
     return True
 
 
-def _agent_argument(spec: LabSpec, monitor_bootstrap: str) -> list[str]:
+def _agent_argument(spec: LabSpec, monitor_bootstrap: str, broker_id: int, logs: Path) -> list[str]:
     if spec.agent is None:
         return []
     options = {
@@ -559,7 +570,14 @@ def _agent_argument(spec: LabSpec, monitor_bootstrap: str) -> list[str]:
         "cluster": CLUSTER_NAME,
         **dict(spec.agent_options),
     }
-    return [f"-javaagent:{Path(spec.agent).resolve()}=" + ",".join(f"{k}={v}" for k, v in options.items())]
+    values = {"{broker}": str(broker_id), "{logs}": str(logs)}
+
+    def placed(value: str) -> str:
+        for name, actual in values.items():
+            value = value.replace(name, actual)
+        return value
+
+    return [f"-javaagent:{Path(spec.agent).resolve()}=" + ",".join(f"{k}={placed(v)}" for k, v in options.items())]
 
 
 def _plan(directory: Path, spec: LabSpec, java: str, classpath: str) -> Lab:
@@ -592,14 +610,18 @@ def _plan(directory: Path, spec: LabSpec, java: str, classpath: str) -> Lab:
     def jvm(heap: tuple[str, ...], log4j_file: Path, *rest: str) -> list[str]:
         return [java, *heap, *JVM_FLAGS, f"-Dlog4j.configuration={log4j_file.as_uri()}", *rest, "-cp", classpath]
 
-    def broker(broker_id: int, port: int, chroot: str, rf: int, agent: list[str]) -> Broker:
-        home = directory / ("monitor" if broker_id == MONITOR_ID else f"broker-{broker_id}")
+    def broker(broker_id: int, port: int, chroot: str, rf: int) -> Broker:
+        monitor = broker_id == MONITOR_ID
+        home = directory / ("monitor" if monitor else f"broker-{broker_id}")
         log_dir, logs = home / "data", home / "logs"
         log_dir.mkdir(parents=True, exist_ok=True)
         logs.mkdir(parents=True, exist_ok=True)
         config = config_dir / f"{home.name}.properties"
-        config.write_text(_properties(broker_config(broker_id, port, log_dir, zookeeper + chroot, spec, rf)))
-        argv = [*jvm(BROKER_HEAP, log4j, f"-Dkafka.logs.dir={logs}", *agent), "kafka.Kafka", str(config)]
+        values = broker_config(broker_id, port, log_dir, zookeeper + chroot, spec, rf)
+        config.write_text(_properties(values if monitor else {**values, **dict(spec.broker_config)}))
+        heap = ("-Xms128m", f"-Xmx{BROKER_HEAP_MAX if monitor else spec.broker_heap}")
+        agent = [] if monitor else _agent_argument(spec, monitor_bootstrap, broker_id, logs)
+        argv = [*jvm(heap, log4j, f"-Dkafka.logs.dir={logs}", *agent), "kafka.Kafka", str(config)]
         return Broker(
             id=broker_id,
             port=port,
@@ -610,15 +632,14 @@ def _plan(directory: Path, spec: LabSpec, java: str, classpath: str) -> Lab:
             argv=argv,
         )
 
-    agent = _agent_argument(spec, monitor_bootstrap)
     return Lab(
         dir=str(directory),
         bootstrap_servers=",".join(f"127.0.0.1:{p}" for p in ports),
         monitor_bootstrap=monitor_bootstrap,
         zookeeper=zookeeper,
         zookeeper_connect=zookeeper + CHROOT,
-        brokers=[broker(i, p, CHROOT, REPLICATION_FACTOR, agent) for i, p in enumerate(ports, start=1)],
-        monitor=broker(MONITOR_ID, monitor_port, MONITOR_CHROOT, 1, []),
+        brokers=[broker(i, p, CHROOT, REPLICATION_FACTOR) for i, p in enumerate(ports, start=1)],
+        monitor=broker(MONITOR_ID, monitor_port, MONITOR_CHROOT, 1),
         zookeeper_process=Process(
             log=str(zk_dir / "stdout.log"),
             argv=[*jvm(ZOOKEEPER_HEAP, zk_log4j), "org.apache.zookeeper.server.quorum.QuorumPeerMain", str(zk_config)],
@@ -678,7 +699,8 @@ def _wait_registered(lab: Lab, zk: KazooClient, timeout: float) -> float:
 
 
 def _create_topics(bootstrap: str, topics: dict[str, int], replication_factor: int, timeout: float = 60) -> None:
-    """Create the topics, retrying while the cluster settles (the controller may not know every broker yet)."""
+    """Create the topics, retrying while the cluster settles (the controller may not know every broker yet, and
+    thousands of partitions take the controller longer than one request's timeout)."""
     from kafka.admin import KafkaAdminClient, NewTopic
     from kafka.errors import KafkaError, TopicAlreadyExistsError
 
@@ -707,18 +729,28 @@ def _listening(port: int) -> bool:
     return True
 
 
-def _producer_argv(lab: Lab, rate: int) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "streaming.lab.load",
-        "--bootstrap",
-        lab.bootstrap_servers,
-        "--topics",
-        ",".join(f"{t}:{n}" for t, n in lab.topics.items()),
-        "--rate",
-        str(rate),
-    ]
+def start_producer(lab: Lab, rate: int, topics: dict[str, int] | None = None) -> Process:
+    """Start the steady producer (`streaming.lab.load`): `rate` records/s round-robin over every partition of
+    `topics` (default: the lab's), recorded in `lab` so that `down` stops it. Save `lab` afterwards."""
+    if alive(lab.producer):
+        raise LabError(f"the lab's producer runs already (pid {lab.producer.pid})")
+    lab.producer = Process(
+        log=str(Path(lab.dir) / "producer.log"),
+        argv=[
+            sys.executable,
+            "-m",
+            "streaming.lab.load",
+            "--bootstrap",
+            lab.bootstrap_servers,
+            "--topics",
+            ",".join(f"{t}:{n}" for t, n in (topics or lab.topics).items()),
+            "--rate",
+            str(rate),
+        ],
+    )
+    launch(lab.producer)
+    lab.producer_rate = rate
+    return lab.producer
 
 
 def up(directory: Path, spec: LabSpec, progress: Progress) -> Lab:
@@ -765,16 +797,16 @@ def up(directory: Path, spec: LabSpec, progress: Progress) -> Lab:
                 + ", ".join(f"{t} ({n} partitions, RF {lab.replication_factor})" for t, n in lab.topics.items())
             )
             wait_until("electing a controller", lambda: controller(zk)[0] is not None, 60)
-            _create_topics(lab.bootstrap_servers, lab.topics, lab.replication_factor)
+            _create_topics(lab.bootstrap_servers, lab.topics, lab.replication_factor, spec.start_timeout_s)
             _create_topics(lab.monitor_bootstrap, MONITOR_TOPICS, 1)
-            wait_until("topics getting their leaders and full ISRs", lambda: isr_full(zk, lab.topics), 60)
+            wait_until(
+                "topics getting their leaders and full ISRs", lambda: isr_full(zk, lab.topics), spec.start_timeout_s
+            )
         finally:
             zk.stop()
             zk.close()
         if spec.rate:
-            lab.producer = Process(log=str(directory / "producer.log"), argv=_producer_argv(lab, spec.rate))
-            launch(lab.producer)
-            lab.producer_rate = spec.rate
+            start_producer(lab, spec.rate)
         save(lab)
     except BaseException as exc:  # failed or interrupted: leave nothing running
         stop_all(lab)
@@ -813,8 +845,12 @@ def _connect(lab: Lab, timeout: float) -> KazooClient:
             time.sleep(0.2)
 
 
-def stop_all(lab: Lab) -> list[str]:
-    """Stop every process of the lab (fault helpers first, then the producer, brokers and ZooKeeper)."""
+def stop_all(lab: Lab, graceful_s: float = 0.0) -> list[str]:
+    """Stop every process of the lab (fault helpers first, then the producer, brokers and ZooKeeper).
+
+    With `graceful_s`, the monitored brokers first get SIGTERM and that long to shut down the way Kafka does
+    (controlled shutdown; an agent drains its events to the still running monitor broker); SIGKILL ends the rest.
+    """
     stopped = []
     for fault in lab.faults:
         if send(fault.helper, signal.SIGKILL):
@@ -825,6 +861,12 @@ def stop_all(lab: Lab) -> list[str]:
         stopped.append(f"producer (pid {lab.producer.pid})")
         for p in wait_gone([lab.producer], 5):
             send(p, signal.SIGKILL)
+    if graceful_s > 0:
+        for broker in lab.brokers:
+            send(broker, signal.SIGCONT)
+            if send(broker, signal.SIGTERM):
+                stopped.append(f"broker {broker.id} (pid {broker.pid}, SIGTERM)")
+        wait_gone(list(lab.brokers), graceful_s)
     for broker in [*lab.brokers, lab.monitor]:
         send(broker, signal.SIGCONT)  # a stalled broker must not stay stopped
         if send(broker, signal.SIGKILL):
@@ -837,11 +879,14 @@ def stop_all(lab: Lab) -> list[str]:
     return stopped
 
 
-def down(directory: Path, progress: Progress) -> None:
+def down(directory: Path, progress: Progress, graceful_s: float = 0.0) -> None:
     """Stop everything the lab in `directory` runs and wait until its ports are free; data and logs stay."""
     directory = Path(directory).resolve()
     with editing(directory) as lab:
-        stopped = stop_all(lab)
+        if graceful_s > 0:
+            ids = ", ".join(str(b.id) for b in lab.brokers)
+            progress(f"stopping brokers {ids} with SIGTERM (controlled shutdown, up to {graceful_s:g} s)")
+        stopped = stop_all(lab, graceful_s)
         ports = [b.port for b in [*lab.brokers, lab.monitor]] + [int(lab.zookeeper.rsplit(":", 1)[1])]
         try:
             wait_until("freeing the lab's ports", lambda: all(_port_free(p) for p in ports), 20)

@@ -9,8 +9,10 @@ from pathlib import Path
 from . import faults
 from .cluster import (
     DEFAULT_TOPICS,
+    EVENTS_TOPIC,
     INTER_BROKER_PROTOCOL_VERSION,
     MONITOR_ID,
+    PROJECT_AGENT,
     ZOOKEEPER_SESSION_TIMEOUT_MS,
     LabError,
     LabSpec,
@@ -26,11 +28,19 @@ real thing: ZooKeeper, N Kafka 3.9 brokers in ZooKeeper mode with inter.broker.p
 (id {MONITOR_ID}, a one-broker cluster of its own) for isrwatch's own topics, which faults never touch.
 The jars come from Maven Central on first use (.tools/jars/kafka)."""
 
-UP_EPILOG = """DIR/lab.json records the bootstrap servers, the monitor's bootstrap, the ZooKeeper address and, per
+UP_EPILOG = f"""DIR/lab.json records the bootstrap servers, the monitor's bootstrap, the ZooKeeper address and, per
 broker, its id, pid, port, log directory (log.dirs) and its logs (kafka_logs_dir: server.log,
 state-change.log with every LeaderAndIsr at TRACE, controller.log, scheduler.log with the real
 isr-expiration and isr-change-propagation run times). Brokers use 512 MB heaps, the serial collector
-and small thread pools: the lab fits a 2-core machine."""
+and small thread pools: the lab fits a 2-core machine.
+
+With --agent, every monitored broker runs isrwatch-agent (agent/README.md) and sends its events to the
+monitor broker's {EVENTS_TOPIC} topic, where isrwatch reads them:
+  isrwatch lab up --dir var/lab --agent
+  isrwatch run --source kafka:<monitor bootstrap>/{EVENTS_TOPIC} --profile agent \\
+      --set replica_lag_time_max_ms=<the lab's --lag-ms> --store sqlite:///var/lab.db
+The agent logs to each broker's stdout.log (kafka_logs_dir), prefixed isrwatch-agent:, with its
+counters (written, dropped, failed) every stats.interval.ms."""
 
 SESSION_S = ZOOKEEPER_SESSION_TIMEOUT_MS // 1000
 FAULT_EPILOG = f"""kinds:
@@ -109,17 +119,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     u.add_argument(
         "--agent",
+        nargs="?",
+        const=str(PROJECT_AGENT),
         metavar="JAR",
-        help="attach this Java agent to every broker but the monitor: "
-        "-javaagent:JAR=bootstrap.servers=<monitor>,topic=isrwatch.events,cluster=lab[,OPTIONS]",
+        help="attach a Java agent to every broker but the monitor: "
+        f"-javaagent:JAR=bootstrap.servers=<monitor>,topic={EVENTS_TOPIC},cluster=lab[,OPTIONS]. Without JAR: "
+        f"the project's isrwatch-agent, {PROJECT_AGENT.relative_to(PROJECT_AGENT.parents[2])} (build it with "
+        "`make agent`)",
     )
-    u.add_argument("--agent-options", default="", metavar="K=V,...", help="more options for the agent")
+    u.add_argument(
+        "--agent-options",
+        default="",
+        metavar="K=V,...",
+        help="more options for the agent (agent/README.md), after the three above (a key given again wins); "
+        "{broker} in a value is the broker's id, {logs} its kafka_logs_dir, e.g. file={logs}/agent.jsonl",
+    )
     u.add_argument(
         "--timeout",
         type=float,
         default=180.0,
         metavar="SECONDS",
-        help="give up when the brokers have not started after this long (default 180)",
+        help="give up when the brokers have not started, or the topics have no full ISRs, after this long "
+        "(default 180)",
     )
 
     f = sub.add_parser(
@@ -159,6 +180,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "ports free). Data and logs stay in DIR.",
     )
     d.add_argument("--dir", required=True, type=Path, help="the lab's directory")
+    d.add_argument(
+        "--graceful",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="first SIGTERM the brokers and give them this long to shut down as Kafka does (controlled "
+        "shutdown; an agent drains its events), then SIGKILL what is left (default 0: SIGKILL at once)",
+    )
 
 
 def _progress(message: str) -> None:
@@ -172,6 +201,8 @@ def spec_from(args: argparse.Namespace) -> LabSpec:
         if not sep or not key:
             raise LabError(f"--agent-options {args.agent_options!r}: expected K=V[,K=V...], got {pair!r}")
         options.append((key, value))
+    if options and args.agent is None:
+        raise LabError("--agent-options: options for an agent, but no --agent to attach")
     return LabSpec(
         brokers=args.brokers,
         lag_ms=args.lag_ms,
@@ -187,14 +218,21 @@ def main(args: argparse.Namespace) -> int:
     try:
         if args.lab_command == "up":
             lab = up(args.dir, spec_from(args), _progress)
-            print(
-                f"{lab.dir}/lab.json\n  bootstrap servers  {lab.bootstrap_servers}\n  monitor bootstrap  "
-                f"{lab.monitor_bootstrap}\n  ZooKeeper          {lab.zookeeper_connect}\n"
-                f"  faults             isrwatch lab fault stall --broker 2 --seconds 12 --dir {lab.dir}\n"
-                f"  stop               isrwatch lab down --dir {lab.dir}"
-            )
+            lines = [
+                f"{lab.dir}/lab.json",
+                f"  bootstrap servers  {lab.bootstrap_servers}",
+                f"  monitor bootstrap  {lab.monitor_bootstrap}",
+                f"  ZooKeeper          {lab.zookeeper_connect}",
+                *(
+                    [f"  agent              {lab.agent} -> {lab.monitor_bootstrap}/{lab.events_topic}"]
+                    * bool(lab.agent)
+                ),
+                f"  faults             isrwatch lab fault stall --broker 2 --seconds 12 --dir {lab.dir}",
+                f"  stop               isrwatch lab down --dir {lab.dir}",
+            ]
+            print("\n".join(lines))
         elif args.lab_command == "down":
-            down(args.dir, _progress)
+            down(args.dir, _progress, args.graceful)
         else:
             kind = args.kind
             if kind == "stall":

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from streaming.cli import main
-from streaming.lab import faults
+from streaming.lab import cluster, command, faults
 from streaming.lab.cluster import (
     CHROOT,
     MONITOR_CHROOT,
@@ -127,16 +127,40 @@ def test_up_starts_zookeeper_mode_brokers_with_ibp_2_6_a_monitor_topics_and_load
     assert "Beginning execution of scheduled task 'isr-expiration'" in (logs / "scheduler.log").read_text()
 
 
-def test_the_agent_reaches_every_monitored_broker_jvm_but_not_the_monitor(lab: Lab, lab_spec: LabSpec):
+def test_the_agent_instruments_every_monitored_broker_but_not_the_monitor(lab: Lab, lab_spec: LabSpec):
     expected = (
         f"-javaagent:{Path(lab_spec.agent).resolve()}=bootstrap.servers={lab.monitor_bootstrap},"
-        f"topic=isrwatch.events,cluster=lab,suite=tests"
+        f"topic=isrwatch.events,cluster=lab,stats.interval.ms=10000"
     )
     for broker in current(lab).brokers:
         argv = Path(f"/proc/{broker.pid}/cmdline").read_bytes().decode().split("\0")
         assert expected in argv, argv
+        said = Path(broker.log).read_text()  # the agent logs to the broker's stderr
+        assert "isrwatch-agent: instrumenting Kafka 3.9.2" in said and "not instrumenting" not in said, said
+        assert f"isrwatch-agent: sending events to topic isrwatch.events at {lab.monitor_bootstrap}" in said, said
     monitor = Path(f"/proc/{lab.monitor.pid}/cmdline").read_text().split("\0")
     assert not any(a.startswith("-javaagent") for a in monitor)
+
+
+def test_agent_options_may_name_their_broker(tmp_path: Path):
+    spec = LabSpec(agent=str(tmp_path / "a.jar"), agent_options=(("file", "{logs}/agent-{broker}.jsonl"),))
+    assert cluster._agent_argument(spec, "127.0.0.1:9", 2, tmp_path / "logs") == [
+        f"-javaagent:{tmp_path / 'a.jar'}=bootstrap.servers=127.0.0.1:9,topic=isrwatch.events,cluster=lab,"
+        f"file={tmp_path / 'logs'}/agent-2.jsonl"
+    ]
+
+
+def test_up_agent_without_a_jar_takes_the_project_agent_and_names_make_agent_when_it_is_not_built(
+    tmp_path: Path, monkeypatch, capsys
+):
+    unbuilt = tmp_path / "agent" / "target" / "isrwatch-agent.jar"
+    monkeypatch.setattr(cluster, "PROJECT_AGENT", unbuilt)
+    monkeypatch.setattr(command, "PROJECT_AGENT", unbuilt)
+    assert main(["lab", "up", "--agent", "--dir", str(tmp_path / "lab")]) == 2
+    assert f"--agent: {unbuilt} is not built yet: run `make agent`" in capsys.readouterr().err
+    assert main(["lab", "up", "--agent", str(tmp_path / "other.jar"), "--dir", str(tmp_path / "lab")]) == 2
+    assert f"--agent {tmp_path / 'other.jar'}: no such file" in capsys.readouterr().err
+    assert not (tmp_path / "lab").exists()  # nothing started
 
 
 def test_stall_drops_the_paused_broker_from_the_isr_of_every_partition_it_follows(lab: Lab):
@@ -273,7 +297,8 @@ def test_a_broker_that_cannot_start_is_reported_with_its_last_log_lines(tmp_path
         (["up", "--brokers", "2"], "--brokers 2: must be 3..9"),
         (["up", "--lag-ms", "100"], "--lag-ms 100: must be >= replica.fetch.wait.max.ms (500)"),
         (["up", "--topics", "orders"], "expected NAME:PARTITIONS"),
-        (["up", "--agent-options", "novalue"], "expected K=V"),
+        (["up", "--agent", "--agent-options", "novalue"], "expected K=V"),
+        (["up", "--agent-options", "file=x"], "no --agent to attach"),
         (["fault", "elect"], "no lab there"),
     ],
 )
@@ -308,6 +333,9 @@ def test_lab_help_documents_every_command_fault_and_option(capsys):
                 "--rate",
                 "--agent",
                 "--agent-options",
+                "make agent",
+                "{broker}",
+                "--profile agent",
                 "lab.json",
                 "state-change.log",
             ],
@@ -325,7 +353,7 @@ def test_lab_help_documents_every_command_fault_and_option(capsys):
             ],
         ),
         (["lab", "fault", "slow"], ["--rate", "outside the ISR"]),
-        (["lab", "down"], ["ports free"]),
+        (["lab", "down"], ["ports free", "--graceful", "controlled"]),
     ):
         with pytest.raises(SystemExit):
             build_parser().parse_args([*argv, "--help"])
