@@ -20,6 +20,7 @@ test:
 	bash scripts/provision.sh
 	$(MAKE) --no-print-directory agent
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports --no-cache
 	$(VENV)/bin/python -m pytest -q -p no:cacheprovider
 

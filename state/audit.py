@@ -74,6 +74,9 @@ class IsrWrite(Struct, kw_only=True):
     isr: list[int]
     reasons: dict[str, ShrinkReason] = {}
     evidence: list[ReplicaView] = []
+    # A shrink of the broker's own isr-expiration run: when that run ended (the agent's `end_ms`). Kafka checked the
+    # partition at some clock in [ts, run_end_ms] (SPEC §4.7), so a broker check in it is the same run's.
+    run_end_ms: int | None = None
 
 
 class Observation(Struct, kw_only=True, tag_field="type", tag="observation"):
@@ -293,8 +296,8 @@ class Audit:
                 return  # the same fetch: the broker's write lands after the model's decision
             out.append(self._isr_divergence(DivergenceKind.MISSED_BY_MODEL, w, o, None))
             return
-        if abs(w.ts - broker_at) <= self.timing_ms:
-            return
+        if w.ts - self.timing_ms <= broker_at <= (w.run_end_ms or w.ts) + self.timing_ms:
+            return  # the same run: the broker checked this partition within it
         removed = [int(r) for r in w.reasons]
         if w.ts < broker_at:  # the model shrank first; the broker did not at that run
             margin = self._margin(w.evidence, w.ts, removed)

@@ -90,6 +90,7 @@ class Config:
     @property
     def audit_window(self) -> int:
         return self.replica_lag_time_max_ms if self.audit_window_ms is None else self.audit_window_ms
+
     @cached_property
     def rules(self) -> KafkaRules:
         """The rule set of `kafka_version` (SPEC §4.8)."""

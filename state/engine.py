@@ -14,7 +14,7 @@ from msgspec import Struct
 from msgspec.structs import replace
 
 from .config import Config, ConfigError, kafka_rules
-from .events import Append, Event, Fetch, IsrChangePropagated, IsrUpdated, LeaderAndIsr, Tick
+from .events import Append, Event, Fetch, IsrChangePropagated, IsrUpdated, LeaderAndIsr, Tick, sorts_at
 from .order import Half, Order
 from .partition import (
     Outputs,
@@ -48,8 +48,8 @@ _decoder = msgspec.msgpack.Decoder(_GroupState)
 
 
 def _order(ev: Event) -> tuple[int, int, int]:
-    """An input event's place among events: (ts, seq, arrival); parse_event always sets seq."""
-    return (ev.ts, ev.seq or 0, ev.arrival)
+    """An input event's place among events: (time it sorts at, seq, arrival); parse_event always sets seq."""
+    return (sorts_at(ev), ev.seq or 0, ev.arrival)
 
 
 class PartitionEngine:
@@ -106,7 +106,7 @@ class PartitionEngine:
     def add(self, events: list[Event]) -> int:
         """Buffer events; returns how many were late (before what was already applied) and dropped."""
         applied_until = self.applied_until
-        fresh = [ev for ev in events if ev.ts >= applied_until]
+        fresh = [ev for ev in events if sorts_at(ev) >= applied_until]
         self.buffer.extend(fresh)
         return len(events) - len(fresh)
 
@@ -123,7 +123,7 @@ class PartitionEngine:
         scheduled = self.interval > 0
         done = 0
         for ev in buf:
-            ts = ev.ts
+            ts = sorts_at(ev)
             if ts >= until:
                 break
             if scheduled and self.next_check < ts:
@@ -162,7 +162,7 @@ class PartitionEngine:
         Spark uses it as the state key's event-time timeout; the sink uses it to know how far every
         key has settled.
         """
-        due = min((ev.ts for ev in self.buffer), default=INF)
+        due = min((sorts_at(ev) for ev in self.buffer), default=INF)
         if self.interval > 0:
             if self.stale:
                 lag = self.lag
@@ -201,15 +201,24 @@ class PartitionEngine:
         """The configuration of `p`'s leader (the config's for a partition not known yet)."""
         return self.config if p is None else self._broker_config(p.cluster, p.leader)
 
-    def _check(self, now: int, out: Outputs, cluster: str | None, at: Order, broker: int | None = None) -> int:
+    def _check(
+        self,
+        now: int,
+        out: Outputs,
+        cluster: str | None,
+        at: Order,
+        broker: int | None = None,
+        run_end_ms: int | None = None,
+    ) -> int:
         """The isr-expiration task at `now` over every partition (of `cluster`; with `broker`, only the ones it
-        leads: that broker's own run); returns the next eligible time."""
+        leads: that broker's own run, which ended at `run_end_ms`); returns the next eligible time."""
         config = self.config
         versions = self.kafka_versions
         next_eligible = INF
         for p in self.partitions.values():
             if (cluster is None or p.cluster == cluster) and (broker is None or p.leader == broker):
-                eligible = maybe_shrink_isr(p, now, self._leader_config(p) if versions else config, out, at)
+                leader_config = self._leader_config(p) if versions else config
+                eligible = maybe_shrink_isr(p, now, leader_config, out, at, run_end_ms)
                 if eligible < next_eligible:
                     next_eligible = eligible
         return next_eligible
@@ -230,7 +239,7 @@ class PartitionEngine:
         if tick.kafka_version is not None:
             self._take_kafka_version(tick, tick.kafka_version, out)
         if tick.task in (None, "isr-expiration"):
-            self._check(tick.ts, out, tick.cluster, Order.of_event(tick), tick.broker)
+            self._check(tick.ts, out, tick.cluster, Order.of_event(tick), tick.broker, tick.end_ms)
         if tick.task in (None, "isr-change-propagation") and self.emit_propagation_ticks:
             out.ticks.append(
                 PropagationTick(

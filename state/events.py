@@ -81,6 +81,9 @@ class Tick(_Event, kw_only=True, tag="tick"):
     # The agent's propagation run: the broker's throttle after it (both start at the broker's start).
     last_isr_change_ms: NonNegative | None = None
     last_propagation_ms: NonNegative | None = None
+    # The agent's isr-expiration run: when it ended. Kafka checks each partition at its own clock during the run,
+    # after fetches captured meanwhile, so the tick sorts at its end (SPEC §4.7); `ts` stays the run's start.
+    end_ms: NonNegative | None = None
 
 
 class OutOfSync(Struct, kw_only=True, omit_defaults=True):
@@ -201,10 +204,22 @@ def parse_event(raw: bytes | str, seq: int, arrival: int = 0) -> Event | DeadLet
         return DeadLetter(raw=_text(raw), reason=f"invalid JSON: {exc}", field=None)
     if type(event) is LeaderAndIsr and len(set(event.replicas)) != len(event.replicas):
         return DeadLetter(raw=_text(raw), reason="replicas must be distinct broker ids", field="replicas", ts=event.ts)
+    if type(event) is Tick and event.end_ms is not None:
+        if event.task != "isr-expiration":
+            reason = "end_ms: only an isr-expiration tick reports the end of its run"
+            return DeadLetter(raw=_text(raw), reason=reason, field="end_ms", ts=event.ts)
+        if event.end_ms < event.ts:
+            reason = f"end_ms: the run cannot end ({event.end_ms}) before it starts (ts {event.ts})"
+            return DeadLetter(raw=_text(raw), reason=reason, field="end_ms", ts=event.ts)
     if event.seq is None:
         event.seq = seq
     event.arrival = arrival
     return event
+
+
+def sorts_at(event: Event) -> int:
+    """The event time an event sorts at: its ts, but an agent's isr-expiration tick at the end of its run."""
+    return event.ts if type(event) is not Tick or event.end_ms is None else event.end_ms
 
 
 def in_future(event: Event, raw: bytes | str, received_ms: int, max_future_ms: int) -> DeadLetter | None:

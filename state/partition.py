@@ -144,6 +144,7 @@ class Outputs:
         changed: list[int],
         reasons: dict[str, ShrinkReason] | None = None,
         error: str | None = None,
+        run_end_ms: int | None = None,
     ) -> None:
         self.touched.add(p.key)
         self.decisions.append(
@@ -178,6 +179,7 @@ class Outputs:
                     isr=list(p.isr),
                     reasons=reasons or {},
                     evidence=replica_views(p, changed),
+                    run_end_ms=run_end_ms,
                 )
             )
 
@@ -415,8 +417,11 @@ def append_to_leader(p: Partition | None, ev: Append, config: Config, out: Outpu
     maybe_increment_leader_hw(p, ev.ts, config)
 
 
-def maybe_shrink_isr(p: Partition, now: int, config: Config, out: Outputs, at: Order) -> int:
+def maybe_shrink_isr(
+    p: Partition, now: int, config: Config, out: Outputs, at: Order, run_end_ms: int | None = None
+) -> int:
     """Partition.maybeShrinkIsr at `now`; returns when the next remaining ISR follower becomes eligible.
+    `run_end_ms`: the end of the broker's run that checks it (the agent), for the audit.
 
     Each removed follower gets the reason Kafka's getOutOfSyncReplicas comment names: stuck (no fetch
     for more than the lag) or slow (fetching, but not caught up within it).
@@ -436,7 +441,8 @@ def maybe_shrink_isr(p: Partition, now: int, config: Config, out: Outputs, at: O
         isr_before = p.isr
         update_isr(p, tuple(r for r in isr_before if str(r) not in expired), at, out)
         maybe_increment_leader_hw(p, now, config)
-        out.decide(p, now, DecisionKind.SHRINK, isr_before, sorted(int(r) for r in expired), reasons=expired)
+        changed = sorted(int(r) for r in expired)
+        out.decide(p, now, DecisionKind.SHRINK, isr_before, changed, reasons=expired, run_end_ms=run_end_ms)
     return next_eligible
 
 

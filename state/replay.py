@@ -12,7 +12,7 @@ from typing import Any
 from .audit import Audit
 from .config import Config
 from .engine import PartitionEngine
-from .events import DeadLetter, Event, in_future, parse_event
+from .events import DeadLetter, Event, in_future, parse_event, sorts_at
 from .partition import partition_record
 from .propagation import PropagationBook
 from .step import Settled, settle, summarize
@@ -72,7 +72,7 @@ def replay_events(
     """Apply `events` and every scheduled check up to `until` inclusive (default: the last event time)."""
     started = clock() if clock else 0.0
     if until is None:
-        until = max((ev.ts for ev in events), default=-1)
+        until = max((sorts_at(ev) for ev in events), default=-1)
     engine = PartitionEngine(config)
     engine.add(events)
     book = PropagationBook(config)

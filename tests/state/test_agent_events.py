@@ -127,3 +127,44 @@ def test_what_brokers_did_must_name_the_broker() -> None:
     ):  # fmt: skip
         dead = parse_event(json.dumps(raw), 1)
         assert isinstance(dead, DeadLetter) and dead.field == "broker"
+
+
+def test_fetches_captured_during_an_isr_expiration_run_count_for_its_checks(run: Run) -> None:
+    """Found on the lab (tests/reality): broker 3 leads t-0 and resumes after an 8 s pause. Its first isr-expiration
+    run starts at 9458 and takes 22 ms (the followers were two records behind when it paused); Kafka checks each partition at its own clock during the run
+    (ReplicaManager.scala 3.9 L2415-2421 runs Partition.maybeShrinkIsr partition by partition; getOutOfSyncReplicas
+    reads `time.milliseconds()` per partition, Partition.scala 3.9 L1309-1315), while the fetch threads keep updating
+    the followers (both fetches below were captured before the run's tick). The broker shrank nothing. Ordered at
+    the run's start, the model would have seen both followers 8.3 s behind; the agent reports the run's end
+    (`end_ms`) and the tick sorts there, after what was captured during it."""
+    events = [
+        lai(1000, 3, [1, 2, 3], [3, 1, 2], 0, leader_leo=239, hw=239, broker=3),
+        fetch(1100, 1, 239, 239, broker=3),
+        fetch(1125, 2, 239, 239, broker=3),
+        append(1200, 241, broker=3),  # two records the followers had not fetched when the broker paused
+        fetch(9459, 2, 241, 241, broker=3),
+        fetch(9479, 1, 241, 241, broker=3),
+        tick(9458, "isr-expiration", broker=3, end_ms=9480),
+    ]
+    assert [d["kind"] for d in run(events, 9600, **{**AGENT, "replica_lag_time_max_ms": 5000}).decisions] == [
+        "leader_and_isr"
+    ]
+    # The same tick without its end (a run reported at its start only) sorts before those fetches: both shrunk.
+    at_start = [*events[:-1], tick(9458, "isr-expiration", broker=3)]
+    shrinks = [
+        d for d in run(at_start, 9600, **{**AGENT, "replica_lag_time_max_ms": 5000}).decisions if d["kind"] == "shrink"
+    ]
+    assert [d["isr_after"] for d in shrinks] == [[3]]
+
+
+def test_only_an_isr_expiration_run_reports_an_end_and_not_before_its_start() -> None:
+    for raw, reason in (
+        ({"type": "tick", "ts": 10, "task": "isr-change-propagation", "end_ms": 12}, "only an isr-expiration tick"),
+        ({"type": "tick", "ts": 10, "end_ms": 12}, "only an isr-expiration tick"),
+        ({"type": "tick", "ts": 10, "task": "isr-expiration", "end_ms": 9}, "cannot end (9) before it starts"),
+    ):
+        dead = parse_event(json.dumps(raw), seq=1)
+        assert isinstance(dead, DeadLetter) and dead.field == "end_ms" and reason in dead.reason, dead
+    assert (
+        parse_event(json.dumps({"type": "tick", "ts": 10, "task": "isr-expiration", "end_ms": 10}), seq=1).end_ms == 10
+    )

@@ -94,6 +94,23 @@ def test_events_after_until_are_reported(tmp_path: Path) -> None:
     assert "were not applied" in proc.stderr
 
 
+def test_now_refuses_an_event_dated_past_max_future_and_without_it_replay_trusts_its_input(tmp_path: Path) -> None:
+    """A broker with a wrong clock: its year-ahead tick must not run a year of checks (SPEC §6)."""
+    year_ahead = 5000 + 365 * 24 * 3600 * 1000
+    events = tmp_path / "events.jsonl"
+    events.write_text(STUCK.read_text() + json.dumps({"type": "tick", "ts": year_ahead}) + "\n")
+    judged = isrwatch("replay", str(events), "--now", "20000", "--out", str(tmp_path / "now"))
+    assert judged.returncode == 0, judged.stderr
+    [dead] = [json.loads(line) for line in (tmp_path / "now" / "dead_letter.jsonl").read_text().splitlines()]
+    assert (dead["field"], dead["ts"]) == ("ts", year_ahead) and dead["reason"].startswith("ts_in_future")
+    summary = json.loads((tmp_path / "now" / "summary.json").read_text())
+    assert summary["until"] < year_ahead
+    trusted = isrwatch("replay", str(events), "--out", str(tmp_path / "trusted"))
+    assert trusted.returncode == 0, trusted.stderr
+    assert (tmp_path / "trusted" / "dead_letter.jsonl").read_text() == ""
+    assert json.loads((tmp_path / "trusted" / "summary.json").read_text())["until"] == year_ahead
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

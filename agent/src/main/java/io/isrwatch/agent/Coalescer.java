@@ -66,6 +66,8 @@ public final class Coalescer {
     /** Number of isr-expiration ticks begun; the open or last one ran at {@link #tickTs}. */
     private long tickCount;
     private long tickTs = Long.MIN_VALUE;
+    /** Where the last emitted isr-expiration tick sorts: the end of its run. */
+    private long tickEnd = Long.MIN_VALUE;
     private boolean tickOpen;
 
     public Coalescer(boolean enabled, Output out) {
@@ -78,15 +80,15 @@ public final class Coalescer {
     }
 
     /**
-     * The isr-expiration tick an event at {@code ts} sorts before in the model's (ts, seq) order, or -1 when that
+     * The isr-expiration tick an event at {@code ts} sorts before in the model's (sort ts, seq) order, or -1 when that
      * tick was already emitted (the event is late for it and is emitted at once rather than held).
-     * The tick is emitted after its run, so while it is open everything at or before its ts sorts before it.
+     * A tick sorts at the end of its run and is emitted then, so while it is open everything captured sorts before it.
      */
     private long segment(long ts) {
         if (tickOpen) {
-            return ts <= tickTs ? tickCount : tickCount + 1;
+            return tickCount;
         }
-        return ts < tickTs ? -1 : tickCount + 1;
+        return ts < tickEnd ? -1 : tickCount + 1;
     }
 
     /** A follower fetch the leader applied. */
@@ -168,6 +170,7 @@ public final class Coalescer {
     public void endExpiration(Event.Tick tick) {
         flushAll();
         out.emit(tick);
+        tickEnd = tick.sortTs();
         tickOpen = false;
     }
 

@@ -19,6 +19,14 @@ public sealed interface Event {
     /** Epoch ms on the broker's clock, taken where Kafka takes it. */
     long ts();
 
+    /**
+     * Where the model sorts this event among the others (with seq): its ts, but an isr-expiration tick at the end of
+     * its run, after every fetch captured during it (SPEC §4.7).
+     */
+    default long sortTs() {
+        return ts();
+    }
+
     /** Writes the type-specific fields (after the common ones). */
     void writeFields(Json.Writer w);
 
@@ -101,20 +109,36 @@ public sealed interface Event {
     /**
      * One run of the broker's {@code isr-expiration} or {@code isr-change-propagation} task. A propagation tick also
      * carries Kafka's lastIsrChangeMs and lastIsrPropagationMs after the run (both start at the broker's start, which
-     * no event reports otherwise).
+     * no event reports otherwise); an isr-expiration tick the time its run ended: Kafka checks each partition at its
+     * own clock during the run, and fetches are applied meanwhile.
      */
-    record Tick(long ts, String task, String kafkaVersion, long lastIsrChangeMs, long lastPropagationMs)
+    record Tick(long ts, String task, String kafkaVersion, long lastIsrChangeMs, long lastPropagationMs, long endMs)
         implements Event {
         public static final String ISR_EXPIRATION = "isr-expiration";
         public static final String ISR_CHANGE_PROPAGATION = "isr-change-propagation";
 
         public Tick(long ts, String task, String kafkaVersion) {
-            this(ts, task, kafkaVersion, UNKNOWN, UNKNOWN);
+            this(ts, task, kafkaVersion, UNKNOWN, UNKNOWN, UNKNOWN);
+        }
+
+        /** A propagation run with the throttle after it. */
+        public Tick(long ts, String task, String kafkaVersion, long lastIsrChangeMs, long lastPropagationMs) {
+            this(ts, task, kafkaVersion, lastIsrChangeMs, lastPropagationMs, UNKNOWN);
+        }
+
+        /** An isr-expiration run that started at {@code ts} and ended at {@code endMs}. */
+        public static Tick expiration(long ts, long endMs, String kafkaVersion) {
+            return new Tick(ts, ISR_EXPIRATION, kafkaVersion, UNKNOWN, UNKNOWN, Math.max(ts, endMs));
         }
 
         @Override
         public String type() {
             return "tick";
+        }
+
+        @Override
+        public long sortTs() {
+            return endMs == UNKNOWN ? ts : endMs;
         }
 
         @Override
@@ -125,6 +149,9 @@ public sealed interface Event {
             }
             if (lastPropagationMs != UNKNOWN) {
                 w.field("last_propagation_ms", lastPropagationMs);
+            }
+            if (endMs != UNKNOWN) {
+                w.field("end_ms", endMs);
             }
         }
     }

@@ -358,7 +358,7 @@ public final class Hooks {
             return;
         }
         try {
-            r.endExpiration(kafkaVersion);
+            r.endExpiration(System.currentTimeMillis(), kafkaVersion);
         } catch (Throwable t) {
             error(t);
         }

@@ -76,11 +76,11 @@ public final class Recorder {
         }
     }
 
-    /** Ends the open isr-expiration run with its tick; no-op when none is open. */
-    public void endExpiration(String kafkaVersion) {
+    /** Ends the open isr-expiration run, at {@code endMs}, with its tick; no-op when none is open. */
+    public void endExpiration(long endMs, String kafkaVersion) {
         synchronized (lock) {
             if (coalescer.expirationOpen()) {
-                Event.Tick t = new Event.Tick(coalescer.expirationTs(), Event.Tick.ISR_EXPIRATION, kafkaVersion);
+                Event.Tick t = Event.Tick.expiration(coalescer.expirationTs(), endMs, kafkaVersion);
                 captured(t);
                 coalescer.endExpiration(t);
             }

@@ -18,8 +18,9 @@ class CoalescerTest {
         return new Event.Fetch(ts, "t", p, r, o, l, 0, 5, true);
     }
 
-    private static Event.Tick tick(long ts) {
-        return new Event.Tick(ts, Event.Tick.ISR_EXPIRATION, "3.9.2");
+    /** An isr-expiration run from {@code ts} to {@code endMs}. */
+    private static Event.Tick tick(long ts, long endMs) {
+        return Event.Tick.expiration(ts, endMs, "3.9.2");
     }
 
     private List<Long> times() {
@@ -28,7 +29,7 @@ class CoalescerTest {
 
     private void expiration(long ts) {
         c.beginExpiration(ts);
-        c.endExpiration(tick(ts));
+        c.endExpiration(tick(ts, ts));
     }
 
     @Test
@@ -161,16 +162,21 @@ class CoalescerTest {
     }
 
     @Test
-    void aRepeatIsNotReplacedAcrossAnOpenTick() {
+    void everythingCapturedDuringARunSortsBeforeItsTick() {
         c.fetch(f(1, 0, 2, 10, 10));
-        c.fetch(f(99, 0, 2, 10, 10)); // held, before the tick at 100
+        c.fetch(f(99, 0, 2, 10, 10)); // held, before the run that starts at 100
         c.beginExpiration(100);
-        c.fetch(f(100, 0, 2, 10, 10)); // still sorts before the tick (emitted after its run): replaces 99
-        c.fetch(f(101, 0, 2, 10, 10)); // sorts after: 100 is emitted, 101 held
-        assertEquals(List.of(1L, 100L), times());
-        c.endExpiration(tick(100));
-        assertEquals(List.of(1L, 100L, 101L, 100L), times());
-        assertEquals(1, c.coalesced());
+        c.fetch(f(100, 0, 2, 10, 10)); // captured during the run: sorts before its tick, which sorts at its end
+        c.fetch(f(103, 0, 2, 10, 10)); // so does this one, though its clock is past the run's start: replaces 100
+        assertEquals(List.of(1L), times());
+        c.endExpiration(tick(100, 104));
+        assertEquals(List.of(1L, 103L, 100L), times());
+        assertEquals(104L, out.get(2).sortTs());
+        assertEquals(2, c.coalesced());
+        c.fetch(f(103, 0, 2, 10, 10)); // read its clock during the run, captured after the tick: emitted at once
+        c.fetch(f(104, 0, 2, 10, 10)); // at the tick's end, after it by seq: held for the next run
+        assertEquals(List.of(1L, 103L, 100L, 103L), times());
+        assertEquals(1, c.heldCount());
     }
 
     @Test

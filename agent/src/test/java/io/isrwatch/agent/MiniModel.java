@@ -48,7 +48,7 @@ final class MiniModel {
 
     static List<String> replay(List<Stamped> stream, long lag, int minIsr) {
         List<Stamped> sorted = new ArrayList<>(stream);
-        sorted.sort(Comparator.comparingLong((Stamped s) -> s.event().ts()).thenComparingLong(Stamped::seq));
+        sorted.sort(Comparator.comparingLong((Stamped s) -> s.event().sortTs()).thenComparingLong(Stamped::seq));
         MiniModel m = new MiniModel(lag, minIsr);
         for (Stamped s : sorted) {
             m.apply(s.event());

@@ -54,7 +54,7 @@ public final class RecorderBench {
                     r.fetch(new Event.Fetch(i, "perf", p, replica, o, o, 0, 1, true));
                     if (id == 0 && i % 200_000 == 0) {
                         r.beginExpiration(i);
-                        r.endExpiration("3.9.2");
+                        r.endExpiration(i, "3.9.2");
                     }
                 }
             });

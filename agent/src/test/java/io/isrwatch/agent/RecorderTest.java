@@ -47,8 +47,8 @@ class RecorderTest {
         r.expirationCheck("t", 0, 5, 11); // unchanged LEO: no append
         r.expirationCheck("t", 0, 8, 12); // moved: the held fetch, then an append at the tick's ts
         r.expirationCheck("t", 0, 8, 12); // the same check's next call: nothing new
-        r.endExpiration("3.9.2");
-        r.endExpiration("3.9.2"); // no run open: no tick
+        r.endExpiration(13, "3.9.2");
+        r.endExpiration(14, "3.9.2"); // no run open: no tick
         r.other(new Event.Tick(20, Event.Tick.ISR_CHANGE_PROPAGATION, "3.9.2"));
         assertEquals(List.of("1:fetch@1", "2:fetch@3", "3:append@10", "4:tick@10", "5:tick@20"), main.lines());
         assertEquals(List.of("1:fetch@1", "2:fetch@2", "3:fetch@3", "4:append@10", "5:tick@10", "6:tick@20"),
