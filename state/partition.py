@@ -371,6 +371,13 @@ def update_follower_fetch_state(p: Partition | None, ev: Fetch, config: Config, 
         out.ignored_fetches["offset_out_of_range"] += 1
         return
     t = ev.ts
+    if leader_leo > p.leader_leo:
+        p.leader_leo = leader_leo
+        if p.audited:
+            # Records a broker took without an `append` (the agent reports appends only at isr-expiration runs):
+            # Kafka's appendRecordsToLeader ran the HW rule when it took them, before this fetch read them
+            # (Partition.scala 3.9 L1365-1383), with the followers as they were: the HW may move first (SPEC §4.7).
+            maybe_increment_leader_hw(p, t, config)
     if offset >= leader_leo:
         if t > f.last_caught_up_ms:
             f.last_caught_up_ms = t
@@ -383,8 +390,6 @@ def update_follower_fetch_state(p: Partition | None, ev: Fetch, config: Config, 
     if leader_leo > f.last_fetch_leader_leo or not config.rules.max_last_fetch_leader_log_end_offset:
         f.last_fetch_leader_leo = leader_leo  # 3.3: the max of both (Replica@3.9.0-rc3 L138)
     f.last_fetch_ms = t
-    if leader_leo > p.leader_leo:
-        p.leader_leo = leader_leo
     expanded = maybe_expand_isr(p, f, ev, config, out)
     if leo_changed:
         maybe_increment_leader_hw(p, t, config)

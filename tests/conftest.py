@@ -44,8 +44,9 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Tests on the Kafka lab run last: the lab (four brokers, ZooKeeper, a producer: about half a core)
-    is started on first use and runs until the session ends, so every other test runs before it exists."""
-    items.sort(key=lambda item: "lab" in getattr(item, "fixturenames", ()))
+    is started on first use and runs until the session ends, so every other test runs before it exists. The
+    reality suite runs after every other lab test: it audits the faults they ran (tests/lab.py FAULT_LOG)."""
+    items.sort(key=lambda item: ("lab" in getattr(item, "fixturenames", ()), "tests/reality/" in item.nodeid))
 
 
 @pytest.fixture(scope="session")

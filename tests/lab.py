@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -44,6 +45,30 @@ States = dict[tuple[str, int], PartitionState]
 LAG_MS = 5000
 # The agent's counters (written, dropped, failed) in each broker's stdout.log every 10 s, not once a minute.
 AGENT_OPTIONS = (("stats.interval.ms", "10000"),)
+
+
+@dataclass
+class FaultWindow:
+    """One fault a test ran on the session lab, from its start to the lab healthy again (epoch ms; 0: not over)."""
+
+    kind: str  # a `isrwatch lab fault` kind: stall, slow, restart, elect, controller-failover
+    start_ms: int
+    end_ms: int = 0
+
+    def over(self) -> None:
+        self.end_ms = int(time.time() * 1000)
+
+
+# Every fault the session ran, in order: the reality suite (tests/reality) holds isrwatch to what the brokers did
+# during all of them, so no fault has to run twice.
+FAULT_LOG: list[FaultWindow] = []
+
+
+def fault_begins(kind: str) -> FaultWindow:
+    """Log a fault for the reality suite; call `.over()` once the lab is healthy again."""
+    window = FaultWindow(kind, int(time.time() * 1000))
+    FAULT_LOG.append(window)
+    return window
 
 
 def progress(message: str) -> None:

@@ -25,7 +25,18 @@ from state.store import open_store
 from streaming.job import JobOptions, StreamJob
 from streaming.lab import faults
 from streaming.lab.cluster import Lab, load
-from tests.lab import LAG_MS, States, active_controller, current, followed, led, states, wait_for, wait_healthy
+from tests.lab import (
+    LAG_MS,
+    States,
+    active_controller,
+    current,
+    fault_begins,
+    followed,
+    led,
+    states,
+    wait_for,
+    wait_healthy,
+)
 
 STALL_S = 10
 # A fetch already being served when SIGSTOP lands, or parked in the leader's purgatory, carries a time up to
@@ -130,9 +141,12 @@ def fault_run(lab: Lab, spark, tmp_path_factory: pytest.TempPathFactory) -> Faul
     restarted = next(b.id for b in lab.brokers if b.id not in (stalled, controller) and led(before, b.id))
     started_at = end_offsets(lab)
 
+    window = fault_begins("stall")
     *stall_ms, stall_over_ms = stall(lab, stalled)
     wait_healthy(lab)
+    window.over()
 
+    window = fault_begins("restart")
     killed_ms = int(time.time() * 1000)
     faults.restart(Path(lab.dir), restarted)  # SIGKILL; it starts again once ZooKeeper expired its session
     restarted_led = {key: before[key].leader_epoch for key in led(before, restarted)}
@@ -143,8 +157,11 @@ def fault_run(lab: Lab, spark, tmp_path_factory: pytest.TempPathFactory) -> Faul
         timeout=60,
     )
     wait_healthy(lab)
+    window.over()
     healthy_at = time.time()
+    window = fault_begins("elect")
     faults.elect(Path(lab.dir))  # leaders back where they were: the lab as the next test expects it
+    window.over()
     report("agent fault run (stall, restart, election)", time.monotonic() - started)
 
     # The stream settles an event once its cluster's newest event is allowed_lateness_ms (5 s) past it.

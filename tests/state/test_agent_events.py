@@ -130,8 +130,9 @@ def test_what_brokers_did_must_name_the_broker() -> None:
 
 
 def test_fetches_captured_during_an_isr_expiration_run_count_for_its_checks(run: Run) -> None:
-    """Found on the lab (tests/reality): broker 3 leads t-0 and resumes after an 8 s pause. Its first isr-expiration
-    run starts at 9458 and takes 22 ms (the followers were two records behind when it paused); Kafka checks each partition at its own clock during the run
+    """Found on the lab (tests/reality): broker 3 leads t-0 and resumes after an 8 s pause (its followers two records
+    behind). Its first isr-expiration run starts at 9458 and takes 22 ms; Kafka checks each partition at its own
+    clock during the run
     (ReplicaManager.scala 3.9 L2415-2421 runs Partition.maybeShrinkIsr partition by partition; getOutOfSyncReplicas
     reads `time.milliseconds()` per partition, Partition.scala 3.9 L1309-1315), while the fetch threads keep updating
     the followers (both fetches below were captured before the run's tick). The broker shrank nothing. Ordered at
@@ -168,3 +169,28 @@ def test_only_an_isr_expiration_run_reports_an_end_and_not_before_its_start() ->
     assert (
         parse_event(json.dumps({"type": "tick", "ts": 10, "task": "isr-expiration", "end_ms": 10}), seq=1).end_ms == 10
     )
+
+
+def test_a_fetch_past_the_leo_the_model_knows_runs_the_hw_rule_of_the_appends_first(run: Run) -> None:
+    """Found on the lab (tests/reality): broker 2 became leader of t-0 (HW 0) and was paused before any record; on
+    resuming it shrank the ISR to itself and took records. Kafka's appendRecordsToLeader moved the HW at once to
+    the records it took alone (Partition.scala 3.9 L1365-1383), so follower 1 fetching at offset 0 did not rejoin
+    (isFollowerInSync: its LEO >= HW, L1053-1058); both rejoined once they reached that HW. The agent reports appends
+    only at isr-expiration runs: the fetch's leader LEO stands for the appends, and their HW rule runs first."""
+    events = [
+        lai(1000, 2, [1, 2, 3], [2, 3, 1], 0, leader_leo=0, hw=0, broker=2),
+        tick(11_000, "isr-expiration", broker=2, end_ms=11_690),
+        fetch(12_484, 1, 0, 1, broker=2),
+        fetch(12_526, 3, 0, 1, broker=2),
+        fetch(12_819, 3, 1, 55, broker=2),
+        fetch(12_921, 1, 1, 55, broker=2),
+        fetch(13_094, 3, 55, 55, broker=2),
+        fetch(13_315, 1, 55, 103, broker=2),
+    ]
+    outcome = run(events, 14_000, **{**AGENT, "replica_lag_time_max_ms": 5000})
+    assert [(d["kind"], d["isr_after"]) for d in outcome.decisions if d["kind"] != "leader_and_isr"] == [
+        ("shrink", [2]),
+        ("expand", [2, 3]),
+        ("expand", [1, 2, 3]),
+    ]
+    assert state_of(outcome)["hw"] == 55  # follower 3 in the ISR at 55 holds it below the leader's 103

@@ -32,6 +32,7 @@ from tests.lab import (
     LAG_MS,
     active_controller,
     current,
+    fault_begins,
     followed,
     led,
     progress,
@@ -168,6 +169,7 @@ def test_stall_drops_the_paused_broker_from_the_isr_of_every_partition_it_follow
     before = states(lab)
     stalled = 3
     follows = followed(before, stalled)
+    window = fault_begins("stall")
     said = faults.stall(Path(lab.dir), stalled, 10)
     assert "SIGSTOP" in said and "warning" not in said
     assert process_state(current(lab).broker(stalled).pid, until="T") == "T"
@@ -185,6 +187,7 @@ def test_stall_drops_the_paused_broker_from_the_isr_of_every_partition_it_follow
         assert stalled in registered_brokers(zk, CHROOT)
     fault_over(lab, "stall")
     report("stall: every ISR full again after SIGCONT", wait_healthy(lab))
+    window.over()
 
 
 def test_slow_keeps_a_follower_that_fell_behind_fetching_but_out_of_the_isr(lab: Lab):
@@ -193,6 +196,7 @@ def test_slow_keeps_a_follower_that_fell_behind_fetching_but_out_of_the_isr(lab:
     follows = followed(states(lab), slowed)
     # 8 KB/s: well below the ~20 KB/s the producer sends to its replicas, and Kafka lets a fetch through
     # every few seconds (the quota is a rate over 11 one-second samples; a fetch brings up to 8 KB a partition).
+    window = fault_begins("slow")
     said = faults.slow(Path(lab.dir), slowed, 25, rate=8192)
     assert "8192 B/s" in said
     assert broker_configs(lab, slowed, [faults.THROTTLED_RATE]) == {faults.THROTTLED_RATE: "8192"}
@@ -215,6 +219,7 @@ def test_slow_keeps_a_follower_that_fell_behind_fetching_but_out_of_the_isr(lab:
     fault_over(lab, "slow")
     assert broker_configs(lab, slowed, [faults.THROTTLED_RATE]) == {faults.THROTTLED_RATE: None}
     report(f"slow: broker {slowed} back in every ISR once the throttle ended after", wait_healthy(lab))
+    window.over()
 
 
 def test_kill_moves_leaderships_restart_brings_the_broker_back_and_elect_restores_leaders(lab: Lab):
@@ -225,6 +230,7 @@ def test_kill_moves_leaderships_restart_brings_the_broker_back_and_elect_restore
     leads = led(before, killed)
     assert leads, f"broker {killed} leads nothing: {before}"
     started = time.monotonic()
+    window = fault_begins("restart")
     assert "SIGKILL" in faults.kill(Path(lab.dir), killed)
     assert not alive(current(lab).broker(killed))
     took, now = wait_for(
@@ -242,15 +248,19 @@ def test_kill_moves_leaderships_restart_brings_the_broker_back_and_elect_restore
     said = faults.restart(Path(lab.dir), killed)
     assert "started again" in said
     report(f"restart: broker {killed} back in every ISR after", wait_healthy(lab))
+    window.over()
     now = states(lab)
     assert all(now[k].leader != killed for k in leads)  # no automatic rebalance in the lab
     report("kill to healthy", time.monotonic() - started)
 
+    window = fault_begins("elect")
     said = faults.elect(Path(lab.dir))
     preferred = {k for k in leads if before[k].preferred_leader == killed}
     assert preferred and all(f"{t}-{p} " in said for t, p in preferred), said  # named among the moved ones
     now = states(lab)  # the election answered once done: no waiting
     assert all(s.leader == s.preferred_leader for s in now.values()), now
+    report("elect: every ISR full after", wait_healthy(lab))
+    window.over()
 
 
 def test_controller_failover_elects_another_controller_with_a_new_epoch(lab: Lab):
@@ -258,6 +268,7 @@ def test_controller_failover_elects_another_controller_with_a_new_epoch(lab: Lab
     old, epoch = active_controller(lab)
     old_pid = current(lab).broker(old).pid
     before = states(lab)
+    window = fault_begins("controller-failover")
     said = faults.controller_failover(Path(lab.dir))
     assert f"the active controller was broker {old}" in said
     deadline = time.monotonic() + 60
@@ -276,6 +287,7 @@ def test_controller_failover_elects_another_controller_with_a_new_epoch(lab: Lab
     restarted = current(lab).broker(old)
     assert restarted.pid != old_pid and alive(restarted)
     report(f"controller-failover: broker {old} restarted, every ISR full again after", wait_healthy(lab))
+    window.over()
 
 
 def test_a_broker_that_cannot_start_is_reported_with_its_last_log_lines(tmp_path: Path, capsys):
