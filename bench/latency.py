@@ -8,10 +8,13 @@ it follows shrink it out of their ISRs, and add it back once it fetches again; i
 expand as it resumes. Each ISR write is one `isr_updated` event of the writing leader's agent, read live from the
 events topic; its `ts` is the leader's clock right after the ZooKeeper write.
 
-Latency = the first wall-clock time the API shows the partition at that write's partition epoch or a later one
-(GET /v1/partitions/{topic}/{partition}, polled every --poll-ms while a write is pending; the same machine, so
-the same clock) - ts. The epoch identifies the write: a shrink and an expand settled in one micro-batch leave
-the ISR the same, and the API never shows the shrink's ISR (counted as `superseded`).
+Latency = the first wall-clock time the API shows the write - ts (the same machine, so the same clock). The API
+shows it when the partition's history (GET /v1/partitions/{topic}/{partition}/history, polled every --poll-ms
+while a write is awaited) holds the model's decision of it: same kind and resulting ISR, within one
+isr-expiration interval (lag/2) of the write. The decision is committed in the same store transaction as the
+ISR that GET .../isr serves. Neither the ISR alone (a shrink and an expand settled in one micro-batch leave it
+unchanged: such a write counts as `superseded`) nor the partition epoch (the model's drifts from the broker's
+once it misses or adds a write) identifies a write.
 
 What bounds it, and what the run prints per trigger:
   frontier   a write settles only once its cluster's frontier (newest event time - allowed_lateness_ms, 5 s)
@@ -50,7 +53,7 @@ from state.config import Config
 DEFAULT_TRIGGERS = ("1s", "5s")
 LATENESS_MS = Config().allowed_lateness_ms  # the job runs with the default lateness
 CLUSTER = "lab"  # the cluster name the lab gives its agents
-SHOWN = ("as_written", "superseded", "different_isr")  # how the API first showed a write (see `match`)
+SEEN = ("as_written", "superseded", "unseen")  # how the API first showed a write (see `Seen`)
 
 
 # -- arguments -------------------------------------------------------------------------------------
@@ -150,66 +153,62 @@ class IsrWrite:
 
 
 @dataclass(frozen=True)
-class View:
-    """What the API answered for a partition, and the wall-clock ms its answer arrived."""
+class Shown:
+    """A decision of the model (shrink or expand) in the API's partition history, and the wall-clock ms the API
+    first answered with it: the same store transaction that changed the partition's ISR."""
 
     t: int
     topic: str
     partition: int
-    partition_epoch: int
-    isr: tuple[int, ...]
+    kind: str
+    ts: int  # the decision's event time
+    isr: tuple[int, ...]  # the ISR after it
 
 
 @dataclass(frozen=True)
 class Seen:
-    """When the API first showed a write: `as_written` (its ISR), `superseded` (a later epoch of the partition with
-    another ISR: the write and the next settled in one batch), `different_isr` (its epoch with another ISR: the model
-    disagrees), or `unseen` (never, within the run)."""
+    """When the API first showed a write: `as_written` (its ISR, with the model's decision of it), `superseded` (the
+    decision came with a later one of the partition in the same batch: the API never served the write's ISR), or
+    `unseen` (no decision of the model matches it: it missed the write, or took longer than the run waited)."""
 
     write: IsrWrite
     how: str
     seen_ms: int | None = None
+    model_offset_ms: int | None = None  # the matching decision's time - the write's
 
     @property
     def latency_ms(self) -> int | None:
         return None if self.seen_ms is None else self.seen_ms - self.write.ts
 
 
-def first_view(write: IsrWrite, views: Sequence[View], within_ms: int) -> View | None:
-    """The first of a partition's views (in time order, each a change from the one before) that shows the write
-    within `within_ms` of it.
+def decision_of(write: IsrWrite, shown: Iterable[Shown], window_ms: int, within_ms: int) -> Shown | None:
+    """The model's decision of the write: same partition, kind and resulting ISR, its time at most `window_ms` from
+    the write's (nearest first), shown by the API within `within_ms` of the write.
 
-    A view shows it at the write's partition epoch or a later one. Where the model's epochs trail the broker's (it
-    missed a write: a `missed_by_model` divergence), a view that changed to the write's ISR after the write shows it
-    too; not the first view, which is what the API showed before polling began.
+    Not by partition epoch: once the model misses or adds a write its epochs drift from the broker's (a
+    `missed_by_model` / `unexplained_by_model` pair for every later write of the partition), although its decisions
+    still match the broker's writes one to one.
     """
-    for i, v in enumerate(views):
-        if v.t > write.ts + within_ms:
-            return None
-        if v.partition_epoch >= write.partition_epoch:
-            return v
-        if i and v.t >= write.ts and v.isr == write.isr and v.isr != views[i - 1].isr:
-            return v
-    return None
+    candidates = [
+        d
+        for d in shown
+        if (d.topic, d.partition, d.kind, d.isr) == (write.topic, write.partition, write.kind, write.isr)
+        and abs(d.ts - write.ts) <= window_ms
+        and d.t <= write.ts + within_ms
+    ]
+    return min(candidates, key=lambda d: (abs(d.ts - write.ts), d.t), default=None)
 
 
-def match(writes: Iterable[IsrWrite], views: Iterable[View], within_ms: int) -> list[Seen]:
-    """Each write with the first view of its partition that shows it within `within_ms` (`first_view`; views in any
-    order); a write not shown by then is `unseen`."""
-    by_partition: dict[tuple[str, int], list[View]] = {}
-    for v in sorted(views, key=lambda v: v.t):
-        by_partition.setdefault((v.topic, v.partition), []).append(v)
+def match(writes: Iterable[IsrWrite], shown: Sequence[Shown], window_ms: int, within_ms: int) -> list[Seen]:
+    """Each write with the model's decision of it (`decision_of`) and when the API first showed that decision."""
     seen = []
     for w in writes:
-        first = first_view(w, by_partition.get((w.topic, w.partition), []), within_ms)
-        if first is None:
+        d = decision_of(w, shown, window_ms, within_ms)
+        if d is None:
             seen.append(Seen(w, "unseen"))
-        elif first.isr == w.isr:
-            seen.append(Seen(w, "as_written", first.t))
-        else:
-            seen.append(
-                Seen(w, "superseded" if first.partition_epoch > w.partition_epoch else "different_isr", first.t)
-            )
+            continue
+        later = any(o.t == d.t and (o.topic, o.partition) == (d.topic, d.partition) and o.ts > d.ts for o in shown)
+        seen.append(Seen(w, "superseded" if later else "as_written", d.t, d.ts - w.ts))
     return seen
 
 
@@ -255,24 +254,6 @@ def split(seen: Seen, batches: Sequence[Batch]) -> Parts | None:
     return Parts(b.started_ms - seen.write.ts, b.committed_ms - b.started_ms, seen.seen_ms - b.committed_ms)
 
 
-@dataclass(frozen=True)
-class Divergence:
-    """A divergence the job's audit recorded (agent input): where the model and a broker disagreed."""
-
-    kind: str
-    topic: str | None
-    partition: int | None
-    partition_epoch: int | None
-
-
-def missed(seen: Iterable[Seen], divergences: Iterable[Divergence]) -> int:
-    """How many writes the API never showed because the model missed them (a `missed_by_model` of that epoch)."""
-    named = {(d.topic, d.partition, d.partition_epoch) for d in divergences if d.kind == "missed_by_model"}
-    return sum(
-        1 for s in seen if s.how == "unseen" and (s.write.topic, s.write.partition, s.write.partition_epoch) in named
-    )
-
-
 @dataclass
 class Report:
     """One trigger's figures: the writes as the API showed them, the job's batches and divergences meanwhile."""
@@ -282,21 +263,23 @@ class Report:
     batches: list[Batch]
     poll_ms: int
     sweeps_ms: list[float] = field(default_factory=list)  # how long each poll round over pending partitions took
-    divergences: list[Divergence] = field(default_factory=list)
+    divergences: dict[str, int] = field(default_factory=dict)  # what the job's audit recorded meanwhile, by kind
 
     def lines(self) -> list[str]:
         kinds = {k: [s for s in self.seen if s.write.kind == k] for k in ("shrink", "expand")}
-        how = {h: sum(1 for s in self.seen if s.how == h) for h in (*SHOWN, "unseen")}
-        by_kind: dict[str, int] = {}
-        for d in self.divergences:
-            by_kind[d.kind] = by_kind.get(d.kind, 0) + 1
+        how = {h: sum(1 for s in self.seen if s.how == h) for h in SEEN}
+        offsets = [s.model_offset_ms for s in self.seen if s.model_offset_ms is not None]
         out = [
             f"trigger {self.trigger_s:g} s: {len(self.seen)} ISR writes ({len(kinds['shrink'])} shrinks, "
-            f"{len(kinds['expand'])} expands); the API showed {how['as_written']} as written, {how['superseded']} "
-            f"already superseded by the partition's next write, {how['different_isr']} with another ISR, "
-            f"{how['unseen']} never ({missed(self.seen, self.divergences)} of them missed by the model); "
-            f"divergences meanwhile: {', '.join(f'{k} {n}' for k, n in sorted(by_kind.items())) or 'none'}"
+            f"{len(kinds['expand'])} expands); the API showed {how['as_written']} with their ISR, {how['superseded']} "
+            f"only superseded by the partition's next write in the same batch, {how['unseen']} never; "
+            f"divergences meanwhile: {', '.join(f'{k} {n}' for k, n in sorted(self.divergences.items())) or 'none'}"
         ]
+        if offsets:
+            out.append(
+                f"  the model's decision time - the broker's write time: p50 {percentile(offsets, 50)} ms, "
+                f"min {min(offsets)} ms, max {max(offsets)} ms"
+            )
         lat = [s.latency_ms / 1000 for s in self.seen if s.latency_ms is not None]
         if lat:
             per_kind = "; ".join(
@@ -344,16 +327,18 @@ def _now_ms() -> int:
 
 
 class Watch:
-    """The brokers' ISR writes, read live from the events topic, and the API polled for each partition with a write
-    it has not shown yet (given up on `give_up_ms` after the write: the model may have missed it)."""
+    """The brokers' ISR writes, read live from the events topic, and the API's history of each partition with a write
+    still awaited, polled (given up `give_up_ms` after the write: the model may have missed it)."""
 
-    def __init__(self, bootstrap: str, topic: str, api: str, poll_ms: int, give_up_ms: int) -> None:
-        self.bootstrap, self.topic, self.api, self.poll_ms, self.give_up_ms = bootstrap, topic, api, poll_ms, give_up_ms
+    HISTORY = 10  # the newest decisions per poll: more than a partition's writes awaited at once
+
+    def __init__(self, bootstrap: str, topic: str, api: str, poll_ms: int, window_ms: int, give_up_ms: int) -> None:
+        self.bootstrap, self.topic, self.api, self.poll_ms = bootstrap, topic, api, poll_ms
+        self.window_ms, self.give_up_ms = window_ms, give_up_ms
         self.writes: list[IsrWrite] = []
-        self.views: list[View] = []
+        self.shown: list[Shown] = []
         self.sweeps_ms: list[float] = []  # how long each poll round took
         self.started_ms = 0
-        self._views_of: dict[tuple[str, int], list[View]] = {}  # each partition's views, in time order
         self._open: list[IsrWrite] = []  # the writes still awaited
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -379,13 +364,9 @@ class Watch:
         with self._lock:
             return {(w.topic, w.partition) for w in self._open}
 
-    def count(self) -> int:
+    def snapshot(self) -> tuple[list[IsrWrite], list[Shown]]:
         with self._lock:
-            return len(self.writes)
-
-    def snapshot(self) -> tuple[list[IsrWrite], list[View]]:
-        with self._lock:
-            return list(self.writes), list(self.views)
+            return list(self.writes), list(self.shown)
 
     def _consume(self) -> None:
         from kafka import KafkaConsumer, TopicPartition
@@ -415,40 +396,45 @@ class Watch:
     def _poll(self) -> None:
         import httpx
 
+        known: set[tuple] = set()
         with httpx.Client(base_url=self.api, timeout=10) as client:
             while not self._stop.is_set():
                 started = time.monotonic()
                 pending = self.pending()
                 for topic, partition in pending:
                     with contextlib.suppress(httpx.HTTPError, KeyError, ValueError):
-                        body = client.get(f"/v1/partitions/{topic}/{partition}", params={"cluster": CLUSTER}).json()
-                        view = View(_now_ms(), topic, partition, body["partition_epoch"], tuple(sorted(body["isr"])))
-                        views = self._views_of.setdefault((topic, partition), [])
-                        if not views or (views[-1].partition_epoch, views[-1].isr) != (view.partition_epoch, view.isr):
-                            views.append(view)
-                            with self._lock:
-                                self.views.append(view)
+                        r = client.get(
+                            f"/v1/partitions/{topic}/{partition}/history",
+                            params={"cluster": CLUSTER, "page_size": self.HISTORY},
+                        )
+                        t = _now_ms()
+                        for d in r.json()["decisions"]:
+                            if d["kind"] not in ("shrink", "expand"):
+                                continue
+                            shown = Shown(t, topic, partition, d["kind"], d["ts"], tuple(sorted(d["isr_after"])))
+                            if (key := (topic, partition, shown.kind, shown.ts, shown.isr)) not in known:
+                                known.add(key)
+                                with self._lock:
+                                    self.shown.append(shown)
                 if pending:
                     self.sweeps_ms.append((time.monotonic() - started) * 1000)
                     now = _now_ms()
                     with self._lock:
+                        shown_now = list(self.shown)
                         self._open = [
                             w
                             for w in self._open
                             if now - w.ts <= self.give_up_ms
-                            and first_view(w, self._views_of.get((w.topic, w.partition), []), self.give_up_ms) is None
+                            and decision_of(w, shown_now, self.window_ms, self.give_up_ms) is None
                         ]
                 self._stop.wait(max(0.0, self.poll_ms / 1000 - (time.monotonic() - started)))
 
 
-def _divergences(db: Path, since_ms: int) -> list[Divergence]:
-    """The divergences the job's audit recorded from `since_ms` (event time) on."""
+def _divergences(db: Path, since_ms: int) -> dict[str, int]:
+    """The divergences the job's audit recorded from `since_ms` (event time) on, by kind."""
     with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn:
-        rows = conn.execute(
-            "SELECT kind, topic, partition, json_extract(record, '$.partition_epoch') FROM divergences WHERE ts >= ?",
-            (since_ms,),
-        ).fetchall()
-    return [Divergence(*row) for row in rows]
+        rows = conn.execute("SELECT kind, COUNT(*) FROM divergences WHERE ts >= ? GROUP BY kind", (since_ms,))
+        return dict(rows.fetchall())
 
 
 def _batches(db: Path, since_ms: int) -> list[Batch]:
@@ -553,13 +539,14 @@ def measure(args: argparse.Namespace, lab_dir: Path, work: Path, trigger_s: floa
 
     lab = load(lab_dir)
     give_up_s = LATENESS_MS / 1000 + 2 * trigger_s + 20  # far longer than a write takes to reach the API
+    window_ms = args.lag_ms // 2  # the model's decision and the broker's write: at most one isr-expiration apart
     with (
         _isrwatch(lab_dir, work, trigger_s, args.lag_ms) as api,
-        Watch(lab.monitor_bootstrap, lab.events_topic, api, args.poll_ms, int(give_up_s * 1000)) as watch,
+        Watch(lab.monitor_bootstrap, lab.events_topic, api, args.poll_ms, window_ms, int(give_up_s * 1000)) as watch,
     ):
         for i in range(args.faults):
             broker = lab.brokers[i % len(lab.brokers)].id
-            before = watch.count()
+            before = len(watch.snapshot()[0])
             step = f"trigger {trigger_s:g} s, stall {i + 1}/{args.faults}"
             log(f"{step}: broker {broker} for {args.stall:g} s")
             stall(lab_dir, broker, args.stall)
@@ -567,20 +554,20 @@ def measure(args: argparse.Namespace, lab_dir: Path, work: Path, trigger_s: floa
             _wait("the brokers' ISRs full again", lambda: _zk_full(lab_dir), 60)
             full = time.monotonic()
             _wait("the API showing every write", lambda: not watch.pending(), give_up_s + 5, 0.2)
-            writes, views = watch.snapshot()
-            seen = match(writes[before:], views, watch.give_up_ms)
+            writes, shown = watch.snapshot()
+            seen = match(writes[before:], shown, window_ms, watch.give_up_ms)
             log(
                 f"{step}: {len(seen)} ISR writes, latency "
                 + ", ".join(f"{s.latency_ms / 1000:.1f}" for s in seen if s.latency_ms is not None)
                 + f" s; {sum(s.how == 'unseen' for s in seen)} not shown; the API was done "
                 f"{time.monotonic() - full:.1f} s after the ISRs were full again"
             )
-        writes, views = watch.snapshot()
+        writes, shown = watch.snapshot()
         sweeps = list(watch.sweeps_ms)
     db = work / "isrwatch.db"
     return Report(
         trigger_s,
-        match(writes, views, watch.give_up_ms),
+        match(writes, shown, window_ms, watch.give_up_ms),
         _batches(db, watch.started_ms),
         args.poll_ms,
         sweeps,

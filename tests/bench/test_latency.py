@@ -14,14 +14,12 @@ import pytest
 from bench.latency import (
     LATENESS_MS,
     Batch,
-    Divergence,
     IsrWrite,
     Parts,
     Report,
     Seen,
-    View,
+    Shown,
     match,
-    missed,
     parse_args,
     parse_duration,
     percentile,
@@ -31,6 +29,7 @@ from streaming.cli import build_parser
 
 AGENT_DATA = Path(__file__).parents[1] / "agent" / "data"
 WITHIN_MS = 20_000  # how long the run awaits a write
+WINDOW_MS = 2_500  # how far from a write the model's decision of it may be
 
 
 def recorded_writes() -> list[IsrWrite]:
@@ -115,82 +114,62 @@ def test_writes_from_the_agent_recording() -> None:
     assert first.isr == tuple(sorted(first.isr)) and first.partition_epoch >= 1 and first.ts > 1_700_000_000_000
 
 
-def test_match_by_partition_epoch() -> None:
-    """Each write is seen at the first view of its partition at its epoch or later: shown as written, already
-    superseded by a later write of the partition (the API never showed its ISR), with another ISR, or never."""
+def test_match_by_the_models_decision() -> None:
+    """Each write is seen when the API's history first holds the model's decision of it (same partition, kind and
+    ISR, nearest in time within the window): with its ISR, or superseded by a later decision of the partition that
+    came in the same batch, or never."""
     shrink = IsrWrite(1, "orders", 0, ts=10_000, partition_epoch=1, isr=(1, 2), kind="shrink")
     expand = IsrWrite(1, "orders", 0, ts=10_400, partition_epoch=2, isr=(1, 2, 3), kind="expand")
     other = IsrWrite(2, "orders", 1, ts=11_000, partition_epoch=5, isr=(2, 3), kind="shrink")
     lost = IsrWrite(3, "payments", 0, ts=12_000, partition_epoch=3, isr=(3,), kind="shrink")
-    later = IsrWrite(1, "orders", 0, ts=20_000, partition_epoch=3, isr=(1, 3), kind="shrink")
-    views = [
-        View(16_100, "orders", 0, 2, (1, 2, 3)),  # both of orders-0's writes settled in one batch
-        View(9_000, "orders", 0, 0, (1, 2, 3)),  # before them: the view that started the poll
-        View(16_500, "orders", 1, 5, (1, 2, 3)),  # the model's ISR at epoch 5 is not the broker's
-        View(25_900, "orders", 0, 3, (1, 3)),
+    later = IsrWrite(1, "orders", 0, ts=20_000, partition_epoch=3, isr=(1, 2), kind="shrink")
+    shown = [
+        Shown(16_100, "orders", 0, "shrink", ts=9_990, isr=(1, 2)),  # both of orders-0's writes in one batch
+        Shown(16_100, "orders", 0, "expand", ts=10_395, isr=(1, 2, 3)),
+        Shown(16_500, "orders", 1, "shrink", ts=8_400, isr=(2, 3)),  # 2.6 s before the write: another decision
+        Shown(17_000, "orders", 1, "shrink", ts=10_900, isr=(2, 3)),
+        Shown(17_200, "orders", 1, "shrink", ts=10_950, isr=(1, 2, 3)),  # another ISR, in the next batch
+        Shown(17_500, "payments", 0, "expand", ts=12_000, isr=(3,)),  # another kind
+        Shown(18_000, "payments", 1, "shrink", ts=12_000, isr=(3,)),  # another partition
+        Shown(25_900, "orders", 0, "shrink", ts=19_998, isr=(1, 2)),
     ]
-    assert match([shrink, expand, other, lost, later], views, WITHIN_MS) == [
-        Seen(shrink, "superseded", 16_100),
-        Seen(expand, "as_written", 16_100),
-        Seen(other, "different_isr", 16_500),
+    assert match([shrink, expand, other, lost, later], shown, WINDOW_MS, WITHIN_MS) == [
+        Seen(shrink, "superseded", 16_100, -10),
+        Seen(expand, "as_written", 16_100, -5),
+        Seen(other, "as_written", 17_000, -100),
         Seen(lost, "unseen"),
-        Seen(later, "as_written", 25_900),
+        Seen(later, "as_written", 25_900, -2),
     ]
-    assert [s.latency_ms for s in match([shrink, lost, later], views, WITHIN_MS)] == [6_100, None, 5_900]
-    assert match([later], views, 5_000) == [Seen(later, "unseen")]  # not within 5 s
+    assert [s.latency_ms for s in match([shrink, lost, later], shown, WINDOW_MS, WITHIN_MS)] == [6_100, None, 5_900]
+    assert match([later], shown, WINDOW_MS, 5_000) == [Seen(later, "unseen")]  # not shown within 5 s
+    assert match([later], shown, 1, WITHIN_MS) == [Seen(later, "unseen")]  # the decision is 2 ms away
 
 
-def test_match_where_the_model_missed_a_write() -> None:
-    """The model missed two writes of orders-2 (a `missed_by_model` divergence), so its epochs trail the broker's by
-    two: a later write is shown when the API's ISR changes to the write's after it. The view the polling began with
-    shows no write, though its ISR may be the same; the model's epoch 3, 27 s after the missed write of epoch 3,
-    is not that write."""
-    missed_shrink = IsrWrite(2, "orders", 2, ts=29_000, partition_epoch=3, isr=(2, 3), kind="shrink")
-    missed_expand = IsrWrite(2, "orders", 2, ts=29_100, partition_epoch=4, isr=(1, 2, 3), kind="expand")
-    shrink = IsrWrite(1, "orders", 2, ts=50_000, partition_epoch=5, isr=(1, 2), kind="shrink")
-    expand = IsrWrite(1, "orders", 2, ts=54_000, partition_epoch=6, isr=(1, 2, 3), kind="expand")
-    views = [
-        View(29_050, "orders", 2, 2, (1, 2, 3)),
-        View(56_000, "orders", 2, 3, (1, 2)),
-        View(60_000, "orders", 2, 4, (1, 2, 3)),
-    ]
-    seen = match([missed_shrink, missed_expand, shrink, expand], views, WITHIN_MS)
-    assert seen == [
-        Seen(missed_shrink, "unseen"),
-        Seen(missed_expand, "unseen"),
-        Seen(shrink, "as_written", 56_000),
-        Seen(expand, "as_written", 60_000),
-    ]
-    divergences = [
-        Divergence("missed_by_model", "orders", 2, 3),
-        Divergence("missed_by_model", "orders", 2, 4),
-        Divergence("timing", "orders", 1, 9),
-    ]
-    assert missed(seen, divergences) == 2
-    assert missed(seen, divergences[2:]) == 0
+def test_match_on_recorded_writes() -> None:
+    """The API showing, 6 s after each recorded write, the model's decision of it 7 ms earlier: each is seen as
+    written 6 s after its ts, whatever the partition epochs."""
+    writes = recorded_writes()
+    shown = [Shown(w.ts + 6_000 + i, w.topic, w.partition, w.kind, w.ts - 7, w.isr) for i, w in enumerate(writes)]
+    seen = match(writes, shown, WINDOW_MS, WITHIN_MS)
+    assert [s.how for s in seen] == ["as_written"] * len(writes)
+    assert [(s.latency_ms, s.model_offset_ms) for s in seen] == [(6_000 + i, -7) for i in range(len(writes))]
 
 
 def test_report_lines() -> None:
     """What the run prints per trigger: counts, percentiles, the latency's parts and its bounds."""
     writes = [IsrWrite(1, "orders", p, ts=10_000 + p, partition_epoch=1, isr=(1, 2), kind="shrink") for p in range(4)]
-    seen = [Seen(w, "as_written", w.ts + 6_000 + 100 * i) for i, w in enumerate(writes)]
+    seen = [Seen(w, "as_written", w.ts + 6_000 + 100 * i, -i) for i, w in enumerate(writes)]
     batches = [Batch(3, started_ms=15_500, duration_ms=400, committed_ms=15_950, watermark_ms=10_500)]
-    report = Report(1.0, [*seen, Seen(writes[0], "unseen")], batches, 50, [10.0, 12.0], [])
+    report = Report(1.0, [*seen, Seen(writes[0], "unseen")], batches, 50, [10.0, 12.0], {"timing": 2})
     lines = report.lines()
-    assert lines[0].startswith("trigger 1 s: 5 ISR writes (5 shrinks, 0 expands); the API showed 4 as written")
-    assert "1 never (0 of them missed by the model); divergences meanwhile: none" in lines[0]
-    assert "p50 6.10 s, p99 6.30 s, max 6.30 s, min 6.00 s over 4 writes" in lines[1]
-    assert "batch start -> commit p50 0.45 s" in lines[2]
-    assert f"lateness {LATENESS_MS / 1000:g} s" in lines[3] and "5.4..6.5 s" in lines[3]
-
-
-def test_match_on_recorded_writes() -> None:
-    """The API showing every recorded write 6 s late: each is seen as written, 6 s after its ts."""
-    writes = recorded_writes()
-    views = [View(w.ts + 6_000, w.topic, w.partition, w.partition_epoch, w.isr) for w in writes]
-    seen = match(writes, views, WITHIN_MS)
-    assert [s.how for s in seen] == ["as_written"] * len(writes)
-    assert {s.latency_ms for s in seen} == {6_000}
+    assert lines[0] == (
+        "trigger 1 s: 5 ISR writes (5 shrinks, 0 expands); the API showed 4 with their ISR, 0 only superseded by "
+        "the partition's next write in the same batch, 1 never; divergences meanwhile: timing 2"
+    )
+    assert "p50 -2 ms, min -3 ms, max 0 ms" in lines[1]
+    assert "p50 6.10 s, p99 6.30 s, max 6.30 s, min 6.00 s over 4 writes" in lines[2]
+    assert "batch start -> commit p50 0.45 s" in lines[3]
+    assert f"lateness {LATENESS_MS / 1000:g} s" in lines[4] and "5.4..6.5 s" in lines[4]
 
 
 def test_split_at_the_batch_that_committed_it() -> None:
