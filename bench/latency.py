@@ -597,6 +597,9 @@ def main(argv: list[str] | None = None) -> int:
     except (LabError, RuntimeError) as exc:
         log(f"error: {exc}")
         return 1
+    except KeyboardInterrupt:
+        log("interrupted: stopping the job, the API and the lab")
+        return 130
     finally:
         if (lab_dir / "lab.json").exists():
             try:
