@@ -4,7 +4,7 @@ On the lab (`isrwatch lab up --agent`: Kafka 3.9.2 brokers in ZooKeeper mode, ea
 the monitor broker's isrwatch.events), for each --trigger value: start `isrwatch run --source kafka:<monitor>/
 isrwatch.events --profile agent --trigger T` into a fresh SQLite store and `isrwatch serve` over it (real
 processes), then stall one broker after another (SIGSTOP past replica.lag.time.max.ms, then SIGCONT): the leaders
-it follows shrink it out of their ISRs, and add it back once it fetches again; its own leaderships shrink and
+it follows shrink it out of their ISRs, and add it back once it fetches again; its own leaderships may shrink and
 expand as it resumes. Each ISR write is one `isr_updated` event of the writing leader's agent, read live from the
 events topic; its `ts` is the leader's clock right after the ZooKeeper write.
 
