@@ -1,14 +1,16 @@
-"""`isrwatch bench engine|stream|api|agent`: benchmarks that print numbers (no test asserts timings)."""
+"""`isrwatch bench engine|stream|api|agent|latency`: benchmarks that print numbers (no test asserts timings)."""
 
 from __future__ import annotations
 
 import argparse
 
-BENCHMARKS = ("engine", "stream", "api", "agent")
+BENCHMARKS = ("engine", "stream", "api", "agent", "latency")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    bp = sub.add_parser("bench", help="benchmarks that print numbers (isrwatch bench engine|stream|api|agent --help)")
+    bp = sub.add_parser(
+        "bench", help="benchmarks that print numbers (isrwatch bench engine|stream|api|agent|latency --help)"
+    )
     bp.add_argument("rest", nargs=argparse.REMAINDER, help="benchmark name (default engine) and its options")
     bp.set_defaults(func=main)
 
@@ -29,6 +31,10 @@ def main(args: argparse.Namespace) -> int:
         from bench.agent import main as bench_agent
 
         return bench_agent(rest)
+    if name == "latency":
+        from bench.latency import main as bench_latency
+
+        return bench_latency(rest)
     from bench.engine import main as bench_engine
 
     return bench_engine(rest)

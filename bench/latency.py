@@ -1,0 +1,622 @@
+"""`isrwatch bench latency`: from a real broker's ISR write to isrwatch's API showing it.
+
+On the lab (`isrwatch lab up --agent`: Kafka 3.9.2 brokers in ZooKeeper mode, each with isrwatch-agent sending to
+the monitor broker's isrwatch.events), for each --trigger value: start `isrwatch run --source kafka:<monitor>/
+isrwatch.events --profile agent --trigger T` into a fresh SQLite store and `isrwatch serve` over it (real
+processes), then stall one broker after another (SIGSTOP past replica.lag.time.max.ms, then SIGCONT): the leaders
+it follows shrink it out of their ISRs, and add it back once it fetches again; its own leaderships may shrink and
+expand as it resumes. Each ISR write is one `isr_updated` event of the writing leader's agent, read live from the
+events topic; its `ts` is the leader's clock right after the ZooKeeper write.
+
+Latency = the first wall-clock time the API shows the write - ts (the same machine, so the same clock). The API
+shows it when the partition's history (GET /v1/partitions/{topic}/{partition}/history, polled every --poll-ms
+while a write is awaited) holds the model's decision of it: same kind and resulting ISR, within one
+isr-expiration interval (lag/2) of the write. The decision is committed in the same store transaction as the
+ISR that GET .../isr serves. Neither the ISR alone (a shrink and an expand settled in one micro-batch leave it
+unchanged: such a write counts as `superseded`) nor the partition epoch (the model's drifts from the broker's
+once it misses or adds a write) identifies a write.
+
+What bounds it, and what the run prints per trigger:
+  lateness   a decision settles only once its cluster's frontier (newest event time - allowed_lateness_ms, 5 s)
+             has passed it: the batch must read events at least that much newer than the decision;
+  trigger    then it waits for the next micro-batch: up to --trigger, or the running batch if batches take longer;
+  batch      the batch's own duration (Spark, the model, the store commit), from the store's progress rows;
+  poll       up to --poll-ms (or a poll round, if longer) for the poll to see the commit.
+So latency <= lateness + max(trigger, batch) + batch + poll, plus the agent's delivery. The model decides at the
+broker's check (its tick), a few ms before the write's ts, which comes after the ZooKeeper write: up to seconds
+later when the broker has just resumed from a stall and its ZooKeeper session reconnects. The run prints each
+latency's parts: write -> start of the batch that showed it, the batch, commit -> poll.
+
+Needs Java 17 and the project's agent (`make agent`); jars come from Maven Central on first use. Prints numbers;
+asserts nothing. Everything it starts (lab, job, API) stops at the end and on Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import os
+import re
+import shutil
+import signal
+import socket
+import sqlite3
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from state.config import Config
+
+DEFAULT_TRIGGERS = ("1s", "5s")
+LATENESS_MS = Config().allowed_lateness_ms  # the job runs with the default lateness
+CLUSTER = "lab"  # the cluster name the lab gives its agents
+SEEN = ("as_written", "superseded", "unseen")  # how the API first showed a write (see `Seen`)
+
+
+# -- arguments -------------------------------------------------------------------------------------
+
+
+def parse_duration(text: str) -> float:
+    """`1s`, `500ms`, `2.5` (seconds) -> seconds; the error names --trigger and the value."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|s)?\s*", text)
+    if not m or float(m.group(1)) <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a positive duration such as 1s, 500ms or 2.5")
+    return float(m.group(1)) / (1000 if m.group(2) == "ms" else 1)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="isrwatch bench latency", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument(
+        "--trigger",
+        nargs="+",
+        type=parse_duration,
+        default=[parse_duration(t) for t in DEFAULT_TRIGGERS],
+        metavar="T",
+        help=f"micro-batch intervals to measure, each a run of its own (default {' '.join(DEFAULT_TRIGGERS)})",
+    )
+    p.add_argument("--faults", type=int, default=10, metavar="N", help="broker stalls per trigger (default 10)")
+    p.add_argument(
+        "--stall",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="how long each stall lasts: over 1.5 x the lag plus 1 s (so every leader's isr-expiration sees it), "
+        "at most 12 s (2/3 of the ZooKeeper session) (default 10)",
+    )
+    p.add_argument("--brokers", type=int, default=3, help="lab brokers, 3..9 (default 3)")
+    p.add_argument("--lag-ms", type=int, default=5000, help="replica.lag.time.max.ms of brokers and model (5000)")
+    p.add_argument("--poll-ms", type=int, default=50, help="API poll interval while a write is pending (50)")
+    p.add_argument(
+        "--dir",
+        type=Path,
+        help="work directory, kept: lab/ (lab.json, broker logs) and trigger-T/ (store, job.log, api.log); "
+        "default: a temporary directory, removed at the end",
+    )
+    return p
+
+
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    """The options, checked against each other (errors name the option and the reason)."""
+    p = parser()
+    args = p.parse_args(list(argv))
+    if args.faults < 1:
+        p.error(f"--faults {args.faults}: must be >= 1")
+    if not 3 <= args.brokers <= 9:
+        p.error(f"--brokers {args.brokers}: must be 3..9 (the lab's topics have replication factor 3)")
+    if args.lag_ms < 500:
+        p.error(f"--lag-ms {args.lag_ms}: must be >= 500 (Kafka's replica.fetch.wait.max.ms)")
+    if args.stall < 1.5 * args.lag_ms / 1000 + 1:
+        p.error(
+            f"--stall {args.stall:g}: must be >= 1.5 x --lag-ms + 1 s = {1.5 * args.lag_ms / 1000 + 1:g} s: a "
+            "leader's isr-expiration runs every lag/2, so a stalled follower may stay in the ISR up to 1.5 x lag"
+        )
+    if args.stall > 12:
+        p.error(f"--stall {args.stall:g}: must be <= 12 s: a longer stop may expire the broker's ZooKeeper session")
+    if args.poll_ms < 1:
+        p.error(f"--poll-ms {args.poll_ms}: must be >= 1")
+    if len(set(args.trigger)) != len(args.trigger):
+        p.error(f"--trigger: a value is given twice ({' '.join(f'{t:g}s' for t in args.trigger)})")
+    return args
+
+
+# -- the measurement, pure ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class IsrWrite:
+    """A leader's ZooKeeper write of a partition's ISR, as its agent reported it (`isr_updated`)."""
+
+    broker: int
+    topic: str
+    partition: int
+    ts: int  # the broker's clock right after the write
+    partition_epoch: int  # the state znode's new version
+    isr: tuple[int, ...]
+    kind: str  # shrink | expand
+
+    @classmethod
+    def from_event(cls, ev: dict) -> IsrWrite:
+        return cls(
+            ev["broker"],
+            ev["topic"],
+            ev["partition"],
+            ev["ts"],
+            ev["partition_epoch"],
+            tuple(sorted(ev["isr"])),
+            ev["kind"],
+        )
+
+
+@dataclass(frozen=True)
+class Shown:
+    """A decision of the model (shrink or expand) in the API's partition history, and the wall-clock ms the API
+    first answered with it: the same store transaction that changed the partition's ISR."""
+
+    t: int
+    topic: str
+    partition: int
+    kind: str
+    ts: int  # the decision's event time
+    isr: tuple[int, ...]  # the ISR after it
+
+
+@dataclass(frozen=True)
+class Seen:
+    """When the API first showed a write: `as_written` (its ISR, with the model's decision of it), `superseded` (the
+    decision came with a later one of the partition in the same batch: the API never served the write's ISR), or
+    `unseen` (no decision of the model matches it: it missed the write, or took longer than the run waited)."""
+
+    write: IsrWrite
+    how: str
+    seen_ms: int | None = None
+    model_offset_ms: int | None = None  # the matching decision's time - the write's
+
+    @property
+    def latency_ms(self) -> int | None:
+        return None if self.seen_ms is None else self.seen_ms - self.write.ts
+
+
+def decision_of(write: IsrWrite, shown: Iterable[Shown], window_ms: int, within_ms: int) -> Shown | None:
+    """The model's decision of the write: same partition, kind and resulting ISR, its time at most `window_ms` from
+    the write's (nearest first), shown by the API within `within_ms` of the write.
+
+    Not by partition epoch: once the model misses or adds a write its epochs drift from the broker's (a
+    `missed_by_model` / `unexplained_by_model` pair for every later write of the partition), although its decisions
+    still match the broker's writes one to one.
+    """
+    candidates = [
+        d
+        for d in shown
+        if (d.topic, d.partition, d.kind, d.isr) == (write.topic, write.partition, write.kind, write.isr)
+        and abs(d.ts - write.ts) <= window_ms
+        and d.t <= write.ts + within_ms
+    ]
+    return min(candidates, key=lambda d: (abs(d.ts - write.ts), d.t), default=None)
+
+
+def match(writes: Iterable[IsrWrite], shown: Sequence[Shown], window_ms: int, within_ms: int) -> list[Seen]:
+    """Each write with the model's decision of it (`decision_of`) and when the API first showed that decision."""
+    seen = []
+    for w in writes:
+        d = decision_of(w, shown, window_ms, within_ms)
+        if d is None:
+            seen.append(Seen(w, "unseen"))
+            continue
+        later = any(o.t == d.t and (o.topic, o.partition) == (d.topic, d.partition) and o.ts > d.ts for o in shown)
+        seen.append(Seen(w, "superseded" if later else "as_written", d.t, d.ts - w.ts))
+    return seen
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The nearest-rank percentile: the smallest value with at least q % of the values at or below it."""
+    if not values:
+        raise ValueError("percentile of no values")
+    if not 0 < q <= 100:
+        raise ValueError(f"percentile {q}: must be in (0, 100]")
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
+
+
+@dataclass(frozen=True)
+class Batch:
+    """A micro-batch of the job, from the store: its start (Spark's trigger time), its duration and its commit."""
+
+    batch_id: int
+    started_ms: int
+    duration_ms: int
+    committed_ms: int
+    watermark_ms: int | None
+
+
+@dataclass(frozen=True)
+class Parts:
+    """A latency split at the batch that made the write visible: write -> batch start (the frontier and the
+    trigger), batch start -> commit (the batch), commit -> the poll that saw it."""
+
+    to_start_ms: int
+    batch_ms: int
+    to_poll_ms: int
+
+
+def split(seen: Seen, batches: Sequence[Batch]) -> Parts | None:
+    """The latency's parts, judged at the last batch committed before the API showed the write."""
+    if seen.seen_ms is None:
+        return None
+    before = [b for b in batches if b.committed_ms <= seen.seen_ms]
+    if not before:
+        return None
+    b = max(before, key=lambda b: b.committed_ms)
+    return Parts(b.started_ms - seen.write.ts, b.committed_ms - b.started_ms, seen.seen_ms - b.committed_ms)
+
+
+@dataclass
+class Report:
+    """One trigger's figures: the writes as the API showed them, the job's batches and divergences meanwhile."""
+
+    trigger_s: float
+    seen: list[Seen]
+    batches: list[Batch]
+    poll_ms: int
+    sweeps_ms: list[float] = field(default_factory=list)  # how long each poll round over pending partitions took
+    divergences: dict[str, int] = field(default_factory=dict)  # what the job's audit recorded meanwhile, by kind
+
+    def lines(self) -> list[str]:
+        kinds = {k: [s for s in self.seen if s.write.kind == k] for k in ("shrink", "expand")}
+        how = {h: sum(1 for s in self.seen if s.how == h) for h in SEEN}
+        offsets = [s.model_offset_ms for s in self.seen if s.model_offset_ms is not None]
+        out = [
+            f"trigger {self.trigger_s:g} s: {len(self.seen)} ISR writes ({len(kinds['shrink'])} shrinks, "
+            f"{len(kinds['expand'])} expands); the API showed {how['as_written']} with their ISR, {how['superseded']} "
+            f"only superseded by the partition's next write in the same batch, {how['unseen']} never; "
+            f"divergences meanwhile: {', '.join(f'{k} {n}' for k, n in sorted(self.divergences.items())) or 'none'}"
+        ]
+        if offsets:
+            out.append(
+                f"  the model's decision time - the broker's write time: p50 {percentile(offsets, 50)} ms, "
+                f"min {min(offsets)} ms, max {max(offsets)} ms"
+            )
+        lat = [s.latency_ms / 1000 for s in self.seen if s.latency_ms is not None]
+        if lat:
+            per_kind = "; ".join(
+                f"{k}s p50 {percentile(v, 50):.2f} s"
+                for k, ss in kinds.items()
+                if (v := [s.latency_ms / 1000 for s in ss if s.latency_ms is not None])
+            )
+            out.append(
+                f"  latency write -> API: p50 {percentile(lat, 50):.2f} s, p99 {percentile(lat, 99):.2f} s, "
+                f"max {max(lat):.2f} s, min {min(lat):.2f} s over {len(lat)} writes ({per_kind})"
+            )
+        parts = [p for p in (split(s, self.batches) for s in self.seen) if p is not None]
+        if parts:
+            start = [p.to_start_ms / 1000 for p in parts]
+            batch = [p.batch_ms / 1000 for p in parts]
+            poll = [p.to_poll_ms for p in parts]
+            out.append(
+                f"  parts: write -> start of the batch that showed it p50 {percentile(start, 50):.2f} s (min "
+                f"{min(start):.2f}, max {max(start):.2f}); batch start -> commit p50 {percentile(batch, 50):.2f} s "
+                f"(max {max(batch):.2f}); commit -> poll p50 {percentile(poll, 50)} ms (max {max(poll)})"
+            )
+        durations = [b.duration_ms / 1000 for b in self.batches]
+        if durations:
+            lateness = LATENESS_MS / 1000
+            p50, top = percentile(durations, 50), max(durations)
+            poll = max([self.poll_ms, *self.sweeps_ms]) / 1000  # a poll round may take longer than the interval
+            out.append(
+                f"  bounded by: lateness {lateness:g} s (the frontier passes a decision once the newest event is that "
+                f"much newer) + the wait for the next batch (<= the trigger, {self.trigger_s:g} s, or the running "
+                f"batch if longer) + the batch (p50 {p50:.2f} s, max {top:.2f} s over {len(durations)} batches) + the "
+                f"poll (<= {poll * 1000:.0f} ms): at most {lateness + max(self.trigger_s, top) + top + poll:.1f} s"
+            )
+        return out
+
+
+# -- the run -----------------------------------------------------------------------------------------
+
+
+def log(message: str) -> None:
+    print(f"bench latency: {message}", file=sys.stderr, flush=True)
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class Watch:
+    """The brokers' ISR writes, read live from the events topic, and the API's history of each partition with a write
+    still awaited, polled (given up `give_up_ms` after the write: the model may have missed it)."""
+
+    HISTORY = 10  # the newest decisions per poll: more than a partition's writes awaited at once
+
+    def __init__(self, bootstrap: str, topic: str, api: str, poll_ms: int, window_ms: int, give_up_ms: int) -> None:
+        self.bootstrap, self.topic, self.api, self.poll_ms = bootstrap, topic, api, poll_ms
+        self.window_ms, self.give_up_ms = window_ms, give_up_ms
+        self.writes: list[IsrWrite] = []
+        self.shown: list[Shown] = []
+        self.sweeps_ms: list[float] = []  # how long each poll round took
+        self.started_ms = 0
+        self._open: list[IsrWrite] = []  # the writes still awaited
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._ready = threading.Event()
+        self._threads = [threading.Thread(target=f, daemon=True) for f in (self._consume, self._poll)]
+
+    def __enter__(self) -> Watch:
+        self.started_ms = _now_ms()
+        for t in self._threads:
+            t.start()
+        if not self._ready.wait(60):
+            self.__exit__()
+            raise RuntimeError(f"cannot read {self.topic} on {self.bootstrap}")
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        for t in self._threads:
+            t.join(timeout=10)
+
+    def pending(self) -> set[tuple[str, int]]:
+        """The partitions with a write still awaited."""
+        with self._lock:
+            return {(w.topic, w.partition) for w in self._open}
+
+    def snapshot(self) -> tuple[list[IsrWrite], list[Shown]]:
+        with self._lock:
+            return list(self.writes), list(self.shown)
+
+    def _consume(self) -> None:
+        from kafka import KafkaConsumer, TopicPartition
+
+        consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, enable_auto_commit=False, group_id=None)
+        try:
+            parts = [TopicPartition(self.topic, p) for p in sorted(consumer.partitions_for_topic(self.topic) or ())]
+            consumer.assign(parts)
+            consumer.seek_to_end(*parts)
+            for p in parts:
+                consumer.position(p)  # resolve the end now: the writes from here on count
+            self._ready.set()
+            while not self._stop.is_set():
+                for records in consumer.poll(timeout_ms=200).values():
+                    for r in records:
+                        if b'"isr_updated"' not in r.value:  # most events are fetches: skip them unparsed
+                            continue
+                        ev = json.loads(r.value)
+                        if ev.get("type") == "isr_updated" and ev.get("cluster") == CLUSTER:
+                            w = IsrWrite.from_event(ev)
+                            with self._lock:
+                                self.writes.append(w)
+                                self._open.append(w)
+        finally:
+            consumer.close()
+
+    def _poll(self) -> None:
+        import httpx
+
+        known: set[tuple] = set()
+        with httpx.Client(base_url=self.api, timeout=10) as client:
+            while not self._stop.is_set():
+                started = time.monotonic()
+                pending = self.pending()
+                for topic, partition in pending:
+                    with contextlib.suppress(httpx.HTTPError, KeyError, ValueError):
+                        r = client.get(
+                            f"/v1/partitions/{topic}/{partition}/history",
+                            params={"cluster": CLUSTER, "page_size": self.HISTORY},
+                        )
+                        t = _now_ms()
+                        for d in r.json()["decisions"]:
+                            if d["kind"] not in ("shrink", "expand"):
+                                continue
+                            shown = Shown(t, topic, partition, d["kind"], d["ts"], tuple(sorted(d["isr_after"])))
+                            if (key := (topic, partition, shown.kind, shown.ts, shown.isr)) not in known:
+                                known.add(key)
+                                with self._lock:
+                                    self.shown.append(shown)
+                if pending:
+                    self.sweeps_ms.append((time.monotonic() - started) * 1000)
+                    now = _now_ms()
+                    with self._lock:
+                        shown_now = list(self.shown)
+                        self._open = [
+                            w
+                            for w in self._open
+                            if now - w.ts <= self.give_up_ms
+                            and decision_of(w, shown_now, self.window_ms, self.give_up_ms) is None
+                        ]
+                self._stop.wait(max(0.0, self.poll_ms / 1000 - (time.monotonic() - started)))
+
+
+def _divergences(db: Path, since_ms: int) -> dict[str, int]:
+    """The divergences the job's audit recorded from `since_ms` (event time) on, by kind."""
+    with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn:
+        rows = conn.execute("SELECT kind, COUNT(*) FROM divergences WHERE ts >= ? GROUP BY kind", (since_ms,))
+        return dict(rows.fetchall())
+
+
+def _batches(db: Path, since_ms: int) -> list[Batch]:
+    """The job's micro-batches started from `since_ms` (wall clock) on, from its store (progress rows and commits)."""
+    with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn:
+        rows = conn.execute(
+            "SELECT b.batch_id, p.wall_ms, p.batch_duration_ms, b.committed_wall_ms, b.watermark_ms "
+            "FROM batches b JOIN progress p ON p.batch_id = b.batch_id WHERE p.wall_ms >= ? ORDER BY b.batch_id",
+            (since_ms,),
+        ).fetchall()
+    return [Batch(*row) for row in rows]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait(what: str, check: Callable[[], bool], timeout: float, every: float = 0.5) -> bool:
+    """Poll `check` until it holds; False (and a warning line) after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(every)
+    log(f"warning: {what}: not within {timeout:g} s")
+    return False
+
+
+@contextlib.contextmanager
+def _isrwatch(lab_dir: Path, work: Path, trigger_s: float, lag_ms: int) -> Iterator[str]:
+    """`isrwatch run` on the lab's events topic into a fresh SQLite store, and `isrwatch serve` over it; yields
+    the API's base URL once the job has read the topic's backlog. Both stop (SIGTERM, then SIGKILL) on exit."""
+    import httpx
+
+    from streaming.lab.cluster import load
+    from streaming.sim.processes import Child
+
+    lab = load(lab_dir)
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    store = f"sqlite:///{work / 'isrwatch.db'}"
+    port = _free_port()
+    cli = [sys.executable, "-m", "streaming.cli"]
+    run = [
+        *cli,
+        "run",
+        "--source",
+        f"kafka:{lab.monitor_bootstrap}/{lab.events_topic}",
+        "--profile",
+        "agent",
+        "--set",
+        f"replica_lag_time_max_ms={lag_ms}",
+        "--trigger",
+        f"{trigger_s:g}",
+        "--store",
+        store,
+        "--checkpoint",
+        str(work / "checkpoint"),
+    ]
+    serve = [*cli, "serve", "--store", store, "--port", str(port), "--log-level", "warning"]
+    children: list[Child] = []
+    try:
+        started_ms = _now_ms()
+        log(f"trigger {trigger_s:g} s: starting isrwatch {' '.join(run[3:])} (log {work / 'job.log'})")
+        children.append(Child("isrwatch run", run, work / "job.log"))
+        children.append(Child("isrwatch serve", serve, work / "api.log"))
+        base = f"http://127.0.0.1:{port}"
+
+        def caught_up() -> bool:
+            for child in children:
+                if not child.alive():
+                    raise RuntimeError(f"{child.name} exited ({child.proc.returncode}):\n{child.tail()}")
+            with contextlib.suppress(httpx.HTTPError, ValueError):
+                body = httpx.get(f"{base}/v1/partitions", params={"cluster": CLUSTER}, timeout=5).json()
+                return bool(body.get("partitions")) and (body.get("as_of_ms") or 0) >= started_ms
+            return False
+
+        if not _wait("the job reading the events topic's backlog", caught_up, 300, 1.0):
+            raise RuntimeError(f"the job did not catch up; last lines of its log:\n{children[0].tail()}")
+        log(f"trigger {trigger_s:g} s: the job is live (frontier past its start) after {_now_ms() - started_ms} ms")
+        yield base
+    finally:
+        for child in children:  # the job first: it commits its last batch while the API still answers
+            child.stop()
+
+
+def _zk_full(lab_dir: Path) -> bool:
+    from streaming.lab.cluster import load, partition_states, zookeeper
+
+    lab = load(lab_dir)
+    with zookeeper(lab.zookeeper) as zk:
+        states = partition_states(zk, list(lab.topics))
+    return bool(states) and all(set(s.isr) == set(s.replicas) and s.leader >= 0 for s in states.values())
+
+
+def measure(args: argparse.Namespace, lab_dir: Path, work: Path, trigger_s: float) -> Report:
+    """One trigger: the job and the API on the running lab, --faults stalls, and what the API showed when."""
+    from streaming.lab.cluster import load
+    from streaming.lab.faults import stall
+
+    lab = load(lab_dir)
+    give_up_s = LATENESS_MS / 1000 + 2 * trigger_s + 20  # far longer than a write takes to reach the API
+    window_ms = args.lag_ms // 2  # the model's decision and the broker's write: at most one isr-expiration apart
+    with (
+        _isrwatch(lab_dir, work, trigger_s, args.lag_ms) as api,
+        Watch(lab.monitor_bootstrap, lab.events_topic, api, args.poll_ms, window_ms, int(give_up_s * 1000)) as watch,
+    ):
+        for i in range(args.faults):
+            broker = lab.brokers[i % len(lab.brokers)].id
+            before = len(watch.snapshot()[0])
+            step = f"trigger {trigger_s:g} s, stall {i + 1}/{args.faults}"
+            log(f"{step}: broker {broker} for {args.stall:g} s")
+            stall(lab_dir, broker, args.stall)
+            time.sleep(args.stall)
+            _wait("the brokers' ISRs full again", lambda: _zk_full(lab_dir), 60)
+            full = time.monotonic()
+            _wait("the API showing every write", lambda: not watch.pending(), give_up_s + 5, 0.2)
+            writes, shown = watch.snapshot()
+            seen = match(writes[before:], shown, window_ms, watch.give_up_ms)
+            log(
+                f"{step}: {len(seen)} ISR writes, latency "
+                + ", ".join(f"{s.latency_ms / 1000:.1f}" for s in seen if s.latency_ms is not None)
+                + f" s; {sum(s.how == 'unseen' for s in seen)} not shown; the API was done "
+                f"{time.monotonic() - full:.1f} s after the ISRs were full again"
+            )
+        writes, shown = watch.snapshot()
+        sweeps = list(watch.sweeps_ms)
+    db = work / "isrwatch.db"
+    return Report(
+        trigger_s,
+        match(writes, shown, window_ms, watch.give_up_ms),
+        _batches(db, watch.started_ms),
+        args.poll_ms,
+        sweeps,
+        _divergences(db, watch.started_ms),
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    from streaming.lab.cluster import PROJECT_AGENT, LabError, LabSpec, down, up
+
+    if not PROJECT_AGENT.is_file():
+        log(f"error: {PROJECT_AGENT} is missing: run `make agent` first")
+        return 2
+    work = args.dir.resolve() if args.dir else Path(tempfile.mkdtemp(prefix="isrwatch-bench-latency-"))
+    lab_dir = work / "lab"
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop everything on the way out
+    reports = []
+    try:
+        up(lab_dir, LabSpec(brokers=args.brokers, lag_ms=args.lag_ms, agent=str(PROJECT_AGENT)), log)
+        for trigger_s in args.trigger:
+            reports.append(measure(args, lab_dir, work / f"trigger-{trigger_s:g}s", trigger_s))
+            log("; ".join(reports[-1].lines()[:2]))
+    except (LabError, RuntimeError) as exc:
+        log(f"error: {exc}")
+        return 1
+    except KeyboardInterrupt:
+        log("interrupted: stopping the job, the API and the lab")
+        return 130
+    finally:
+        if (lab_dir / "lab.json").exists():
+            try:
+                down(lab_dir, log)
+            except LabError as exc:
+                log(f"error: stopping the lab: {exc}")
+        if not args.dir:
+            shutil.rmtree(work, ignore_errors=True)
+    print(
+        f"{args.brokers} brokers (Kafka 3.9.2, ZooKeeper mode, isrwatch-agent), replica.lag.time.max.ms "
+        f"{args.lag_ms}, {args.faults} stalls of {args.stall:g} s per trigger, allowed_lateness_ms {LATENESS_MS}, "
+        f"API polled every {args.poll_ms} ms; load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}"
+    )
+    for r in reports:
+        print("\n".join(r.lines()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
