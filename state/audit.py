@@ -145,6 +145,32 @@ def _decided_at(ev: IsrUpdated) -> int:
     return ev.check_ms if ev.kind == "shrink" and ev.check_ms is not None else ev.ts
 
 
+def _side(side: IsrWrite | Observation) -> tuple[DecisionKind, list[int], int]:
+    """A side's kind, new ISR (sorted) and time."""
+    if isinstance(side, Observation):
+        return DecisionKind(side.event.kind), sorted(side.event.isr), side.event.ts
+    return side.kind, side.isr, side.ts
+
+
+def _nearest_alike(
+    key: IsrKey,
+    side: tuple[DecisionKind, list[int], int],
+    others: Mapping[IsrKey, IsrWrite] | Mapping[IsrKey, Observation],
+    window: int,
+) -> IsrKey | None:
+    """Of `others`, the write of `key`'s partition with `side`'s kind and ISR nearest to it in time, within `window`."""
+    kind, isr, ts = side
+    best: tuple[int, IsrKey] | None = None
+    for other_key, other in others.items():
+        if other_key[:4] != key[:4]:
+            continue
+        other_kind, other_isr, other_ts = _side(other)
+        if other_kind is kind and other_isr == isr and abs(other_ts - ts) <= window:
+            candidate = (abs(other_ts - ts), other_key)
+            best = candidate if best is None or candidate < best else best
+    return None if best is None else best[1]
+
+
 class Audit:
     """Pending sides of every audited write and batch, paired as they come and judged once settled."""
 
@@ -211,11 +237,11 @@ class Audit:
         for w in writes:
             self.reporting.add((w.cluster, w.broker))
             key = _write_key(w)
-            partner = self.observed.pop(key, None)
-            if partner is None:
-                self.writes[key] = w
+            partner = self.observed.get(key)
+            if partner is not None and _side(partner)[:2] == _side(w)[:2]:
+                self._judge_pair(w, self.observed.pop(key), out)
             else:
-                self._judge_pair(w, partner, out)
+                self.writes[key] = w  # a partner that differs may be another epoch's: judged when due
         for o in observed:
             if isinstance(o, IsrChangePropagated):
                 self.propagated[_batch_key(o)] = o
@@ -224,11 +250,11 @@ class Audit:
             key = _observed_key(o)
             self.reporting.add(key[:2])
             self.commits[key] = o.event.ts
-            mine = self.writes.pop(key, None)
-            if mine is None:
-                self.observed[key] = o
+            mine = self.writes.get(key)
+            if mine is not None and _side(mine)[:2] == _side(o)[:2]:
+                self._judge_pair(self.writes.pop(key), o, out)
             else:
-                self._judge_pair(mine, o, out)
+                self.observed[key] = o
         for b in batches:
             if (b.cluster, b.broker) in self.reporting:
                 self.batches[_batch_key(b)] = b
@@ -246,11 +272,19 @@ class Audit:
         for key, w in sorted(self.writes.items()):  # sorted: the same order whatever the arrival
             if due(w.cluster, w.ts):
                 del self.writes[key]
-                self._judge_write_alone(w, out)
+                partner = self._partner(key, w, self.observed, self.writes)
+                if partner is None:
+                    self._judge_write_alone(w, out)
+                else:
+                    self._judge_pair(w, self.observed.pop(partner), out)
         for key, o in sorted(self.observed.items()):
             if due(o.event.cluster, o.event.ts):
                 del self.observed[key]
-                self._judge_observed_alone(o, out)
+                mine = self._partner(key, o, self.writes, self.observed)
+                if mine is None:
+                    self._judge_observed_alone(o, out)
+                else:
+                    self._judge_pair(self.writes.pop(mine), o, out)
         for batch in sorted(set(self.batches) | set(self.propagated)):
             if due(batch[0], batch[2]):
                 self._judge_batch(batch, self.batches.pop(batch, None), self.propagated.pop(batch, None), out)
@@ -265,6 +299,26 @@ class Audit:
                 del self.commits[write]
         return out
 
+    def _partner(
+        self,
+        key: IsrKey,
+        side: IsrWrite | Observation,
+        others: Mapping[IsrKey, IsrWrite] | Mapping[IsrKey, Observation],
+        mine: Mapping[IsrKey, IsrWrite] | Mapping[IsrKey, Observation],
+    ) -> IsrKey | None:
+        """The other side's write a settled side is judged with. First one of the same partition, kind and new ISR
+        within the window, at any partition epoch: once one write is missed or extra, the model's epochs run off
+        the broker's until the next LeaderAndIsr, and the writes after it still match (the nearest in time). Else
+        the write of the same epoch, unless that one has such a match of its own among this side's."""
+        drifted = _nearest_alike(key, _side(side), others, self.window)
+        if drifted is not None:
+            return drifted
+        same = others.get(key)
+        if same is None or _nearest_alike(key, _side(same), mine, self.window) is not None:
+            return None
+        return key
+
+    # The verdicts
     # The verdicts
 
     def _margin(self, evidence: list[ReplicaView], at: int, replicas: Iterable[int]) -> int | None:

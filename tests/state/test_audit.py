@@ -113,6 +113,24 @@ def test_a_slow_run_checks_its_partitions_up_to_its_end(run: Run) -> None:
     assert kinds(run(story(RUNS_AT_0, *acts), END, **AGENT)) == [("isr", "unexplained_by_model")]
 
 
+def test_after_a_write_the_model_missed_the_next_writes_still_pair_across_the_epoch_drift(run: Run) -> None:
+    """The broker shrank follower 2 and took it back (epochs 1 and 2), which the model never saw; its epochs now
+    run one write behind the broker's. Its shrink of 3 (its epoch 1) is the broker's epoch 3: the same partition,
+    kind and ISR within the window, so it pairs; only the two writes the model missed are divergences."""
+    expand = {**isr_updated(10_500, [1, 2, 3], 2, check_ms=10_500), "kind": "expand", "isr_before": [1, 3]}
+    expand.pop("check_ms")
+    expand["out_of_sync"] = []
+    acts = (
+        isr_updated(10_020, [1, 3], 1, check_ms=10_001, out=[2]),
+        expand,
+        isr_updated(15_020, [1, 2], 3, check_ms=15_002),
+    )
+    got = [
+        (d["subject"], d["kind"], d["partition_epoch"]) for d in run(story(RUNS_AT_0, *acts), END, **AGENT).divergences
+    ]
+    assert [g for g in got if g[0] == "isr"] == [("isr", "missed_by_model", 1), ("isr", "missed_by_model", 2)]
+
+
 def test_a_shrink_that_hinges_on_the_brokers_clock_read_is_timing_and_so_is_its_batch(run: Run) -> None:
     """Runs at 1.5 s past each 5 s: at 11500 follower 3 is exactly at the limit for the model (now - lcu = lag),
     but the broker read its clock 2 ms later and shrank; the model shrinks at the next run, 16500. The batches
