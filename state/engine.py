@@ -217,6 +217,8 @@ class PartitionEngine:
         next_eligible = INF
         for p in self.partitions.values():
             if (cluster is None or p.cluster == cluster) and (broker is None or p.leader == broker):
+                if broker is not None and p.checked_in_run == now:
+                    continue  # this run checked it already, at its append's check_ms
                 leader_config = self._leader_config(p) if versions else config
                 eligible = maybe_shrink_isr(p, now, leader_config, out, at, run_end_ms)
                 if eligible < next_eligible:

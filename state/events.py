@@ -204,6 +204,9 @@ def parse_event(raw: bytes | str, seq: int, arrival: int = 0) -> Event | DeadLet
         return DeadLetter(raw=_text(raw), reason=f"invalid JSON: {exc}", field=None)
     if type(event) is LeaderAndIsr and len(set(event.replicas)) != len(event.replicas):
         return DeadLetter(raw=_text(raw), reason="replicas must be distinct broker ids", field="replicas", ts=event.ts)
+    if type(event) is Append and event.check_ms is not None and event.check_ms < event.ts:
+        reason = f"check_ms: a run cannot check a partition ({event.check_ms}) before it starts (ts {event.ts})"
+        return DeadLetter(raw=_text(raw), reason=reason, field="check_ms", ts=event.ts)
     if type(event) is Tick and event.end_ms is not None:
         if event.task != "isr-expiration":
             reason = "end_ms: only an isr-expiration tick reports the end of its run"
@@ -218,8 +221,13 @@ def parse_event(raw: bytes | str, seq: int, arrival: int = 0) -> Event | DeadLet
 
 
 def sorts_at(event: Event) -> int:
-    """The event time an event sorts at: its ts, but an agent's isr-expiration tick at the end of its run."""
-    return event.ts if type(event) is not Tick or event.end_ms is None else event.end_ms
+    """The event time an event sorts at: its ts, but an agent's isr-expiration tick at the end of its run and an
+    append its run reported at the clock of the partition's check (SPEC §4.7)."""
+    if type(event) is Tick and event.end_ms is not None:
+        return event.end_ms
+    if type(event) is Append and event.check_ms is not None:
+        return event.check_ms
+    return event.ts
 
 
 def in_future(event: Event, raw: bytes | str, received_ms: int, max_future_ms: int) -> DeadLetter | None:

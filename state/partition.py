@@ -57,6 +57,9 @@ class Partition(Struct, array_like=True, gc=False):
     followers: list[Follower] = []
     min_isr: int | None = None  # the topic's min.insync.replicas as its leader reported it (else the config's)
     audited: bool = False  # its leader reports (the agent): the model's ISR writes are audited against the broker's
+    # The start of its leader's isr-expiration run that checked it at an append's `check_ms` (SPEC §4.7): that run's
+    # tick, which sorts at the run's end, does not check it again.
+    checked_in_run: int | None = None
 
     def follower(self, replica: int) -> Follower | None:
         for f in self.followers:
@@ -420,6 +423,11 @@ def append_to_leader(p: Partition | None, ev: Append, config: Config, out: Outpu
     if ev.leader_leo > p.leader_leo:
         p.leader_leo = ev.leader_leo
     maybe_increment_leader_hw(p, ev.ts, config)
+    if ev.check_ms is not None and p.audited:
+        # The agent's append is the LEO this partition's check read, at `check_ms`, during the run that started at
+        # `ts`: the check is here, after the fetches applied before it and before those applied after it.
+        maybe_shrink_isr(p, ev.check_ms, config, out, Order.of_event(ev))
+        p.checked_in_run = ev.ts
 
 
 def maybe_shrink_isr(

@@ -194,3 +194,27 @@ def test_a_fetch_past_the_leo_the_model_knows_runs_the_hw_rule_of_the_appends_fi
         ("expand", [1, 2, 3]),
     ]
     assert state_of(outcome)["hw"] == 55  # follower 3 in the ISR at 55 holds it below the leader's 103
+
+
+def test_a_check_the_run_reported_happens_at_its_clock_before_later_fetches(run: Run) -> None:
+    """Found on the lab (tests/reality): broker 1 resumes from a pause; its run checks t-0 at 11001 (the append it
+    reports carries the clock the check read: `check_ms`) and shrinks follower 3 (last caught up at 1500), whose
+    fetches at 11008 and 11054 come after the check, though before the run's end (11110); the first takes it back
+    (at the HW). Partition.scala 3.9 L1309-1315: the check's own clock. The model checks the partition at the
+    append, and the run's tick does not check it again."""
+    events = [
+        lai(1000, 1, [1, 2, 3], [1, 2, 3], 0, leader_leo=100, hw=100, broker=1),
+        fetch(1500, 3, 100, 100, broker=1),
+        fetch(5000, 2, 380, 380, broker=1),
+        fetch(11_000, 2, 380, 380, broker=1),
+        append(11_000, 385, broker=1, check_ms=11_001),
+        fetch(11_008, 3, 380, 384, broker=1),
+        fetch(11_054, 3, 385, 388, broker=1),
+        tick(11_000, "isr-expiration", broker=1, end_ms=11_110),
+    ]
+    lag = {**AGENT, "replica_lag_time_max_ms": 5000}
+    decided = [(d["ts"], d["kind"], d["isr_after"]) for d in run(events, 12_000, **lag).decisions]
+    assert decided[1:] == [(11_001, "shrink", [1, 2]), (11_008, "expand", [1, 2, 3])]
+    # Without the check's clock the run's checks are at its end, after both fetches: nothing to shrink.
+    no_clock = [{k: v for k, v in ev.items() if k != "check_ms"} for ev in events]
+    assert [d["kind"] for d in run(no_clock, 12_000, **lag).decisions] == ["leader_and_isr"]

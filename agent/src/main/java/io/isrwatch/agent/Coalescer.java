@@ -49,8 +49,10 @@ public final class Coalescer {
         final Map<Integer, Last> last = new HashMap<>(4);
         final List<ReplicaKey> held = new ArrayList<>(2);
         long maxLeo = Event.UNKNOWN;
-        /** The highest ts among the partition's emitted events other than held repeats. */
+        /** The highest sort ts among the partition's emitted events other than held repeats. */
         long barrierTs = Long.MIN_VALUE;
+        /** The isr-expiration run (its count) that reported this partition's check with an append. */
+        long checkedRun = -1;
     }
 
     private record Held(Event.Fetch fetch, long segment, long order, Slot slot) {
@@ -132,6 +134,9 @@ public final class Coalescer {
             s.maxLeo = lai.leaderLeo();
         } else if (e instanceof Event.Append a) {
             s.maxLeo = Math.max(s.maxLeo, a.leaderLeo());
+            if (tickOpen) {
+                s.checkedRun = tickCount;
+            }
         }
         emit(s, e);
     }
@@ -139,8 +144,14 @@ public final class Coalescer {
     /** Emits a partition's event that is not a held repeat: what it holds goes first. */
     private void emit(Slot s, Event.PartitionEvent e) {
         flushPartition(s);
-        s.barrierTs = Math.max(s.barrierTs, e.ts());
+        s.barrierTs = Math.max(s.barrierTs, e.sortTs());
         out.emit(e);
+    }
+
+    /** True when the open isr-expiration run already reported this partition's check with an append. */
+    public boolean checkedThisRun(String topic, int partition) {
+        Slot s = slots.get(new PartitionKey(topic, partition));
+        return tickOpen && s != null && s.checkedRun == tickCount;
     }
 
     /** True when {@code leo} differs from the highest leader LEO emitted for the partition since its leader_and_isr. */

@@ -99,6 +99,12 @@ public sealed interface Event {
             return "append";
         }
 
+        /** The model checks the partition here, at the clock its check read (SPEC §4.7). */
+        @Override
+        public long sortTs() {
+            return checkMs == UNKNOWN ? ts : checkMs;
+        }
+
         @Override
         public void writeFields(Json.Writer w) {
             w.field("topic", topic).field("partition", partition).field("leader_leo", leaderLeo)

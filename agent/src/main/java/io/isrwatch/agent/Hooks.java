@@ -393,13 +393,17 @@ public final class Hooks {
 
     /** Partition#prepareIsrShrink exit (under the write lock): the out-of-sync replicas as Kafka judged them. */
     public static void shrinkPrepared(Partition partition, PendingShrinkIsr pending) {
-        if (recorder == null) {
+        Recorder r = recorder;
+        if (r == null) {
             return;
         }
         try {
             boolean checked = Thread.currentThread() == expirationThread && lastCheckPartition == partition;
             SHRINK.set(new ShrinkContext(pending, outOfSync(partition, pending),
                 checked ? lastCheckMs : Event.UNKNOWN, checked ? lastCheckLeo : Event.UNKNOWN));
+            if (checked && !excluded(partition.topic())) {
+                r.expirationShrink(partition.topic(), partition.partitionId(), lastCheckLeo, lastCheckMs);
+            }
         } catch (Throwable t) {
             error(t);
         }

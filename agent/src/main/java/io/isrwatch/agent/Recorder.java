@@ -63,11 +63,27 @@ public final class Recorder {
     public void expirationCheck(String topic, int partition, long leo, long checkMs) {
         synchronized (lock) {
             if (coalescer.expirationOpen() && coalescer.leoChanged(topic, partition, leo)) {
-                Event.Append a = new Event.Append(coalescer.expirationTs(), topic, partition, leo, checkMs);
-                captured(a);
-                coalescer.partitionEvent(a);
+                emitCheck(topic, partition, leo, checkMs);
             }
         }
+    }
+
+    /**
+     * The open run's check of a partition found replicas out of sync: emits its append (the LEO and clock the check
+     * read) if the run has not yet, so the model checks the partition at that clock, not at the run's end.
+     */
+    public void expirationShrink(String topic, int partition, long leo, long checkMs) {
+        synchronized (lock) {
+            if (coalescer.expirationOpen() && !coalescer.checkedThisRun(topic, partition)) {
+                emitCheck(topic, partition, leo, checkMs);
+            }
+        }
+    }
+
+    private void emitCheck(String topic, int partition, long leo, long checkMs) {
+        Event.Append a = new Event.Append(coalescer.expirationTs(), topic, partition, leo, checkMs);
+        captured(a);
+        coalescer.partitionEvent(a);
     }
 
     public void beginExpiration(long ts) {

@@ -58,6 +58,24 @@ class RecorderTest {
     }
 
     @Test
+    void aShrinkingCheckIsReportedOncePerRunEvenWithAnUnchangedLeo() {
+        QueueOnly main = new QueueOnly("main", 100);
+        Recorder r = new Recorder(main, null, true, 0);
+        r.fetch(f(1, 5, 5));
+        r.beginExpiration(10);
+        r.expirationCheck("t", 0, 5, 11); // the LEO the model knows: no append for it
+        r.expirationShrink("t", 0, 5, 11); // but the check shrinks: the model must check at 11
+        r.expirationShrink("t", 0, 5, 11); // once per run
+        r.endExpiration(12, "3.9.2");
+        r.beginExpiration(20);
+        r.expirationCheck("t", 0, 7, 21); // a moved LEO: its append is the check
+        r.expirationShrink("t", 0, 7, 21);
+        r.endExpiration(22, "3.9.2");
+        r.expirationShrink("t", 0, 7, 30); // outside a run: nothing
+        assertEquals(List.of("1:fetch@1", "2:append@10", "3:tick@10", "4:append@20", "5:tick@20"), main.lines());
+    }
+
+    @Test
     void seqStartsAfterTheBase() {
         QueueOnly main = new QueueOnly("main", 10);
         Recorder r = new Recorder(main, null, false, 1_795_000_000_000_000L);
