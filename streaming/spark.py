@@ -32,7 +32,9 @@ class SparkSettings:
     extra: dict[str, str] = field(default_factory=dict)
 
     def conf(self) -> dict[str, str]:
-        java_opts = f"-Dlog4j.configurationFile={LOG4J_CONFIG.as_uri()}"
+        # -Xss: Spark's stream execution thread died of a StackOverflowError deep in java.util.regex on a loaded
+        # machine (the lab with the agent); the JVM's 1 MB default stack leaves no margin for Spark's own regexes.
+        java_opts = f"-Dlog4j.configurationFile={LOG4J_CONFIG.as_uri()} -Xss16m"
         conf = {
             "spark.app.name": "isrwatch",
             "spark.driver.memory": self.driver_memory,
