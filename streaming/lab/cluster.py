@@ -277,6 +277,16 @@ def alive(proc: Process | None) -> bool:
     return _start_time(proc.pid) == proc.start
 
 
+def paused(proc: Process | None) -> bool:
+    """Whether the process the lab started is stopped (SIGSTOP, e.g. by a stall): it answers nothing until SIGCONT."""
+    if not alive(proc):
+        return False
+    try:
+        return Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in ("T", "t")
+    except (OSError, IndexError):
+        return False
+
+
 def send(proc: Process | None, sig: int) -> bool:
     """Signal the process if it is still the one the lab started; False if it is gone."""
     if not alive(proc):
