@@ -32,6 +32,11 @@ from streaming.sim.processes import Child
 from streaming.sim.sinks import DirectorySink
 
 REPLICA_FETCH_WAIT_MAX_MS = 500  # Kafka's lower bound of replica.lag.time.max.ms
+# --real: a light producer load, enough that a follower that stops fetching falls behind on every partition. Each
+# fetch that brings new data is an agent event, so the lab's default 200 records/s makes ~300 events/s, more than
+# the streaming job keeps up with on a busy 2-core machine; 20 records/s makes the story show within seconds.
+REAL_RATE = 20
+REAL_MAX_PER_BATCH = 5000  # Kafka records per micro-batch: the backlog of the job's start comes in small batches
 # A short lag so the story plays in minutes: a stalled follower is removed 10-15 s after it stops.
 DEMO_KAFKA = {"replica_lag_time_max_ms": 10_000, "min_insync_replicas_by_topic": {"orders": 2, "payments": 2}}
 
@@ -330,7 +335,7 @@ def real_main(args: argparse.Namespace) -> int:
 
     _fresh(workdir)
     store = f"sqlite:///{(workdir / 'isrwatch.db').resolve()}"
-    spec = LabSpec(lag_ms=args.lag_ms, agent=str(PROJECT_AGENT))
+    spec = LabSpec(lag_ms=args.lag_ms, rate=REAL_RATE, agent=str(PROJECT_AGENT))
     print(
         f"isrwatch demo --real: {spec.brokers} Kafka 3.9 brokers (ZooKeeper mode) on loopback, each with "
         "isrwatch-agent, the streaming job reading the agents' events and the API, all on this machine.\n"
@@ -364,6 +369,8 @@ def real_main(args: argparse.Namespace) -> int:
             "agent",
             "--set",
             f"replica_lag_time_max_ms={args.lag_ms}",
+            "--max-per-batch",
+            str(REAL_MAX_PER_BATCH),
         ]
         _start_job_and_api(workdir, store, args.port, source, children)
         say("the streaming job is starting Spark (10-20 s); the story begins")
