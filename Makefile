@@ -1,4 +1,4 @@
-# The two commands (see README): `make demo` runs isrwatch on its embedded default,
+# The two commands (see README): `make demo` runs isrwatch on its embedded default (`make demo-real`: on real brokers),
 # `make test` provisions everything the suite needs and runs it. `make lab` starts a real Kafka cluster.
 SHELL := /bin/bash
 VENV := .venv
@@ -8,13 +8,19 @@ MVN := mvn -q -B -Dstyle.color=never -Dmaven.repo.local=$(CURDIR)/.tools/m2
 export PATH := $(CURDIR)/.tools/bin:$(CURDIR)/$(VENV)/bin:$(PATH)
 export PYTHONWARNINGS := ignore::FutureWarning
 
-.PHONY: demo test check lint bench setup lab lab-down agent
+.PHONY: demo demo-real test check lint bench setup lab lab-down agent
 
 setup:
 	bash scripts/provision.sh --python-only
 
 demo: setup
 	$(VENV)/bin/isrwatch demo
+
+# The same story on real Kafka brokers running isrwatch-agent (Java 17 and Maven; jars fetched once into .tools/).
+demo-real:
+	bash scripts/provision.sh --lab
+	$(MAKE) --no-print-directory agent
+	$(VENV)/bin/isrwatch demo --real
 
 test:
 	bash scripts/provision.sh

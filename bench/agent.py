@@ -1,22 +1,26 @@
-"""`isrwatch bench agent`: the broker agent on real Kafka 3.9.2 brokers (ZooKeeper, IBP 2.6) on loopback.
+"""`isrwatch bench agent`: the broker agent on the lab's real Kafka 3.9.2 brokers (`isrwatch lab`: ZooKeeper mode,
+IBP 2.6, loopback), each broker's agent writing its events to a file in the broker's kafka_logs_dir.
 
   record    the live verification run: light load, a broker stalled (SIGSTOP) past the lag, a broker killed
             (SIGKILL) and restarted, a preferred election; keeps each broker's coalesced and raw event streams
             and the matching Kafka log lines (tests/agent/data/ holds one such recording).
   overhead  produce latency and broker CPU with and without the agent (kafka-tools ProducerPerformance): two
-            clusters side by side, the same load on both at once; and the events/s each broker's agent emits.
+            labs side by side, the same load on both at once; and the events/s each broker's agent emits.
   volume    events/s per broker with and without coalescing (one run records both streams), idle and under load.
   compare   replays a recording's coalesced and raw streams with isrwatch's model and compares the outputs.
   hookcost  the capture path's cost per fetch on a Kafka thread (no broker: agent/target classes only).
 
-Needs Java 17, Maven (jars are fetched into .tools/), and `make agent` (agent/target/isrwatch-agent.jar).
-Prints numbers; asserts nothing.
+Needs Java 17, Maven (the lab's jars are fetched once into .tools/jars/kafka) and `make agent`
+(agent/target/isrwatch-agent.jar). Every lab runs in a temporary directory and is stopped on the way out
+(Ctrl-C too). Prints numbers; asserts nothing.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import re
 import shutil
 import signal
@@ -26,147 +30,163 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
-from bench.kafka_lab import AGENT_JAR, Lab, log, provision_jars
+from streaming.lab import faults
+from streaming.lab.cluster import (
+    CHROOT,
+    PROJECT_AGENT,
+    Broker,
+    Lab,
+    LabError,
+    LabSpec,
+    Topic,
+    alive,
+    down,
+    editing,
+    load,
+    partition_states,
+    registered_brokers,
+    run_tool,
+    start_producer,
+    up,
+    wait_until,
+    zookeeper,
+)
 
 LOG_LINE = re.compile(
     r"Shrinking ISR from|ISR updated to|starts at leader epoch|Leader \S+ with topic id|"
     r"Skipped the become-leader|cannot become follower|isrwatch-agent:"
 )
+EVENTS, RAW = "agent.events.jsonl", "agent.raw.jsonl"  # in each broker's kafka_logs_dir
+GRACEFUL_S = 30.0  # brokers stop with SIGTERM (controlled shutdown; the agents flush their files), as Kafka does
 
 
-def _agent_args(lab_dir: Path, brokers: int, raw: bool = True) -> dict[int, str]:
-    """Each broker's -javaagent options: its JSONL file (and the raw stream) in its own directory."""
-    args = {}
-    for i in range(1, brokers + 1):
-        a = f"file={lab_dir}/broker{i}/events.jsonl,cluster=lab,stats.interval.ms=10000"
-        if raw:
-            a += f",raw.file={lab_dir}/broker{i}/raw.jsonl"
-        args[i] = a
-    return args
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def _agent_options(raw: bool) -> tuple[tuple[str, str], ...]:
+    """The agent writes to a file in each broker's logs (and the uncoalesced stream next to it with `raw`)."""
+    options = (("file", f"{{logs}}/{EVENTS}"), ("stats.interval.ms", "10000"))
+    return options + ((("raw.file", f"{{logs}}/{RAW}"),) if raw else ())
+
+
+def _events(broker: Broker, raw: bool = False) -> Path:
+    return Path(broker.kafka_logs_dir) / (RAW if raw else EVENTS)
+
+
+@contextlib.contextmanager
+def _workdir(name: str, keep: bool = False) -> Iterator[Path]:
+    """A temporary directory for a lab, removed at the end unless `keep`."""
+    work = Path(tempfile.mkdtemp(prefix=f"isrwatch-agent-{name}-"))
+    try:
+        yield work
+    finally:
+        if keep:
+            log(f"kept {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _lab(work: Path, spec: LabSpec) -> Iterator[Lab]:
+    """A lab in `work` for the block, stopped gracefully at the end (its agents flush their files); a failed start
+    leaves nothing running."""
+    lab = up(work, spec, log)
+    try:
+        yield lab
+    finally:
+        down(work, log, GRACEFUL_S)
 
 
 def _admin(lab: Lab):
     from kafka.admin import KafkaAdminClient
 
-    return KafkaAdminClient(bootstrap_servers=lab.bootstrap, request_timeout_ms=610_000)
+    return KafkaAdminClient(bootstrap_servers=lab.bootstrap_servers, request_timeout_ms=60_000)
 
 
-def _create_topic(lab: Lab, name: str, partitions: int, rf: int) -> None:
-    """Creates the topic and waits until every partition has a leader (minutes for 10,000 partitions)."""
-    from kafka.admin import NewTopic
-
-    admin = _admin(lab)
-    try:
-        admin.create_topics([NewTopic(name, partitions, rf)], timeout_ms=600_000)
-        deadline = time.time() + 900
-        while time.time() < deadline:
-            described = admin.describe_topics([name])[0]["partitions"]
-            led = sum(1 for p in described if p["leader_id"] >= 0)
-            if led == partitions:
-                return
-            log(f"{led}/{partitions} partitions of {name} have a leader")
-            time.sleep(10)
-        raise RuntimeError(f"{name}: not every partition got a leader")
-    finally:
-        admin.close()
-
-
-class _Load(threading.Thread):
-    """A kafka-python producer sending `rate` small records per second round-robin over the topics' partitions."""
-
-    def __init__(self, lab: Lab, topics: dict[str, int], rate: float):
-        super().__init__(daemon=True)
-        from kafka import KafkaProducer
-
-        self.producer = KafkaProducer(
-            bootstrap_servers=lab.bootstrap, acks=1, linger_ms=5, retries=10, request_timeout_ms=20000
+def _led(lab: Lab, topics: list[str], timeout: float) -> None:
+    """Wait until every partition of the topics has a leader (ZooKeeper's partition states)."""
+    with zookeeper(lab.zookeeper) as zk:
+        wait_until(
+            f"leaders for {', '.join(topics)}",
+            lambda: bool(s := partition_states(zk, topics)) and all(p.leader >= 0 for p in s.values()),
+            timeout,
+            interval=1,
         )
-        self.targets = [(t, p) for t, n in topics.items() for p in range(n)]
-        self.rate = rate
-        self.stop = threading.Event()
-        self.sent = 0
-
-    def run(self) -> None:
-        while not self.stop.wait(1 / self.rate):
-            topic, partition = self.targets[self.sent % len(self.targets)]
-            try:
-                self.producer.send(topic, b"x" * 64, partition=partition)
-                self.sent += 1
-            except Exception as exc:  # noqa: BLE001 - keep the load going through broker faults
-                log(f"produce: {exc}")
-
-    def close(self) -> None:
-        self.stop.set()
-        self.join()
-        self.producer.close(timeout=10)
 
 
 def cmd_record(args: argparse.Namespace) -> int:
     """The live verification scenario; copies the recordings and Kafka's log lines to --out."""
     from kafka.admin import NewTopic
 
-    provision_jars()
-    work = Path(tempfile.mkdtemp(prefix="isrwatch-agent-record-"))
-    out = Path(args.out)
     lag = 6000
-    try:
-        with Lab(work, brokers=3, lag_ms=lag, agent_args=_agent_args(work, 3)) as lab:
-            b1, b2, b3 = lab.nodes
-            log(f"brokers up at {lab.bootstrap}; topics orders (3 partitions, RF 3), payments (replicas 2,1)")
-            _create_topic(lab, "orders", 3, 3)
+    spec = LabSpec(
+        brokers=3,
+        lag_ms=lag,
+        topics=(Topic("orders", 3),),
+        rate=0,
+        agent=str(PROJECT_AGENT),
+        agent_options=_agent_options(raw=True),
+    )
+    with _workdir("record", args.keep) as work:
+        with _lab(work, spec) as lab:
+            log("lab up; topics orders (3 partitions, RF 3), payments (replicas 2,1)")
             admin = _admin(lab)
-            admin.create_topics([NewTopic("payments", -1, -1, replica_assignments={0: [2, 1]})], timeout_ms=60000)
-            load = _Load(lab, {"orders": 3, "payments": 1}, args.rate)
-            load.start()
+            try:
+                admin.create_topics([NewTopic("payments", -1, -1, replica_assignments={0: [2, 1]})], timeout_ms=60000)
+            finally:
+                admin.close()
+            _led(lab, ["payments"], 60)
+            with editing(work) as lab:
+                lab.topics["payments"] = 1
+                start_producer(lab, args.rate)
             time.sleep(10)
             log(
-                "SIGSTOP broker 3 for 12 s: the leaders it follows shrink it as stuck (lag 6 s), its own leader "
+                "stall broker 3 for 12 s: the leaders it follows shrink it as stuck (lag 6 s), its own leader "
                 "shrinks its followers when it resumes"
             )
-            b3.proc.send_signal(signal.SIGSTOP)
+            log(faults.stall(work, 3, 12))
             time.sleep(12)
-            b3.proc.send_signal(signal.SIGCONT)
-            log("SIGCONT broker 3: it catches up and is added back")
+            log("broker 3 resumes: it catches up and is added back")
             time.sleep(15)
-            log("SIGSTOP broker 1 for 9 s (shrunk out of payments), then SIGKILL broker 2 (payments' only ISR member)")
-            b1.proc.send_signal(signal.SIGSTOP)
+            log("stall broker 1 for 9 s (shrunk out of payments), then kill broker 2 (payments' only ISR member)")
+            log(faults.stall(work, 1, 9))
             time.sleep(9)
-            b2.proc.send_signal(signal.SIGKILL)
-            b2.proc.wait()
-            b1.proc.send_signal(signal.SIGCONT)
+            log(faults.kill(work, 2))
             log("broker 2's ZooKeeper session expires after 18 s: payments goes offline (leader -1 sent to broker 1)")
             time.sleep(24)
-            lab.start(b2)
-            lab.wait_started(b2)
+            log(faults.restart(work, 2))
+            with zookeeper(lab.zookeeper) as zk:
+                wait_until(
+                    "broker 2 running and registered again",
+                    lambda: alive(load(work).broker(2)) and 2 in registered_brokers(zk, CHROOT),
+                    60,
+                )
             log("broker 2 restarted; waiting for it to lead payments again and rejoin the ISRs")
             time.sleep(20)
-            log("preferred leader election on every partition")
-            admin.elect_leaders(0, None, raise_errors=False)
-            admin.close()
+            log(faults.elect(work))
             time.sleep(8)
-            load.close()
-            log(f"load sent {load.sent} records; stopping the brokers")
-        out.mkdir(parents=True, exist_ok=True)
-        for i in (1, 2, 3):
-            d = work / f"broker{i}"
-            shutil.copy(d / "events.jsonl", out / f"broker{i}.events.jsonl")
-            shutil.copy(d / "raw.jsonl", out / f"broker{i}.raw.jsonl")
-            lines = []
-            for name in ("server.log", "state-change.log", "stdout.log"):
-                for line in (d / name).read_text(errors="replace").splitlines():
-                    if LOG_LINE.search(line) and "TRACE" not in line:
-                        lines.append(f"{name}: {line}")
-            (out / f"broker{i}.kafka-log.txt").write_text("\n".join(lines) + "\n")
-        _summary(out)
-        _compare(out, lag)
-    finally:
-        if not args.keep:
-            shutil.rmtree(work, ignore_errors=True)
-        else:
-            log(f"kept {work}")
-    return 0
+            log("stopping the lab (controlled shutdown)")
+        return _copy_recording(load(work).brokers, Path(args.out), lag)
+
+
+def _copy_recording(brokers: list[Broker], out: Path, lag_ms: int) -> int:
+    """brokerN.events.jsonl, brokerN.raw.jsonl and brokerN.kafka-log.txt in `out`; then the streams' summary."""
+    out.mkdir(parents=True, exist_ok=True)
+    for b in brokers:
+        shutil.copy(_events(b), out / f"broker{b.id}.events.jsonl")
+        shutil.copy(_events(b, raw=True), out / f"broker{b.id}.raw.jsonl")
+        lines = []
+        for name in ("server.log", "state-change.log", "stdout.log"):
+            for line in (Path(b.kafka_logs_dir) / name).read_text(errors="replace").splitlines():
+                if LOG_LINE.search(line) and "TRACE" not in line:
+                    lines.append(f"{name}: {line}")
+        (out / f"broker{b.id}.kafka-log.txt").write_text("\n".join(lines) + "\n")
+    _summary(out)
+    return 0 if _compare(out, lag_ms) else 1
 
 
 def _compare(directory: Path, lag_ms: int) -> bool:
@@ -190,16 +210,29 @@ def _compare(directory: Path, lag_ms: int) -> bool:
         results[kind] = replay([f.read_text().splitlines() for f in files], config)
     same = True
     for what in ("decisions", "propagations", "records", "divergences"):
-        a, b = getattr(results["events"], what), getattr(results["raw"], what)
+        a, b = (_comparable(getattr(results[k], what)) for k in ("events", "raw"))
         equal = a == b
         same &= equal
-        print(f"{what}: {len(a)} coalesced vs {len(b)} raw: {'identical' if equal else 'DIFFERENT'}")
+        note = " (apart from the observed events' seq)" if what == "divergences" else ""
+        print(f"{what}: {len(a)} coalesced vs {len(b)} raw: {'identical' if equal else 'DIFFERENT'}{note}")
     lines = {k: r.summary["lines"] for k, r in results.items()}
     print(
         f"lines: {lines['events']} coalesced vs {lines['raw']} raw ({lines['events'] / lines['raw']:.0%}); "
         f"decisions by kind {results['raw'].summary['decisions_by_kind']}"
     )
     return same
+
+
+def _comparable(items: list) -> list:
+    """The items as plain data, without the `seq` of a divergence's observed event: the coalesced stream numbers
+    fewer events, so the same broker event has another seq in each stream."""
+    import msgspec
+
+    plain = msgspec.to_builtins(items)
+    for item in plain:
+        if isinstance(item, dict) and isinstance(item.get("observed"), dict):
+            item["observed"].pop("seq", None)
+    return plain
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -223,18 +256,46 @@ def _rates(lab: Lab, start_ms: int, end_ms: int, raw: bool) -> list[tuple[float,
     """Per broker: events/s of the main stream (and of the raw stream) in the window."""
     seconds = (end_ms - start_ms) / 1000
     out = []
-    for b in lab.nodes:
-        main = sum(_count_events(b.events, start_ms, end_ms).values()) / seconds
-        rawr = sum(_count_events(b.raw_events, start_ms, end_ms).values()) / seconds if raw else None
+    for b in lab.brokers:
+        main = sum(_count_events(_events(b), start_ms, end_ms).values()) / seconds
+        rawr = sum(_count_events(_events(b, raw=True), start_ms, end_ms).values()) / seconds if raw else None
         out.append((main, rawr))
     return out
 
 
+def _cpu_seconds(broker: Broker) -> float:
+    """User + system CPU of the broker JVM so far (from /proc)."""
+    fields = Path(f"/proc/{broker.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class _Cpu:
+    """CPU used by each broker of a lab from now on."""
+
+    def __init__(self, lab: Lab):
+        self.lab = lab
+        self.t0 = time.time()
+        self.cpu0 = [_cpu_seconds(b) for b in lab.brokers]
+
+    def seconds(self) -> list[float]:
+        return [_cpu_seconds(b) - c for b, c in zip(self.lab.brokers, self.cpu0, strict=True)]
+
+    def per_broker_pct(self) -> list[float]:
+        wall = time.time() - self.t0
+        return [100 * used / wall for used in self.seconds()]
+
+
+PERF = re.compile(
+    r"([\d.]+) records/sec.*?([\d.]+) ms avg latency, ([\d.]+) ms max latency, (\d+) ms 50th, "
+    r"(\d+) ms 95th, (\d+) ms 99th, (\d+) ms 99.9th"
+)
+
+
 def _perf(lab: Lab, topic: str, records: int, throughput: int) -> tuple[dict, float, list[float]]:
-    """Runs ProducerPerformance; returns its figures, the wall time and each broker's CPU seconds used."""
-    cpu0 = [b.cpu_seconds() for b in lab.nodes]
+    """Runs ProducerPerformance (kafka-tools); returns its figures, the wall time and each broker's CPU seconds."""
+    cpu = _Cpu(lab)
     t0 = time.time()
-    text = lab.java_tool(
+    text = run_tool(
         [
             "org.apache.kafka.tools.ProducerPerformance",
             "--topic",
@@ -246,74 +307,75 @@ def _perf(lab: Lab, topic: str, records: int, throughput: int) -> tuple[dict, fl
             "--throughput",
             str(throughput),
             "--producer-props",
-            f"bootstrap.servers={lab.bootstrap}",
+            f"bootstrap.servers={lab.bootstrap_servers}",
             "acks=all",
             "linger.ms=5",
-        ]
+        ],
+        log,
     )
     wall = time.time() - t0
-    cpu = [b.cpu_seconds() - c for b, c in zip(lab.nodes, cpu0, strict=True)]
+    used = cpu.seconds()
     last = [line for line in text.splitlines() if "records sent" in line][-1]
-    m = re.search(
-        r"([\d.]+) records/sec.*?([\d.]+) ms avg latency, ([\d.]+) ms max latency, (\d+) ms 50th, "
-        r"(\d+) ms 95th, (\d+) ms 99th, (\d+) ms 99.9th",
-        last,
-    )
-    figures = dict(
-        zip(
-            ("records_per_s", "avg_ms", "max_ms", "p50_ms", "p95_ms", "p99_ms", "p999_ms"),
-            map(float, m.groups()),
-            strict=True,
-        )
-    )
-    return figures, wall, cpu
+    m = PERF.search(last)
+    if m is None:
+        raise LabError(f"ProducerPerformance: no figures in its last line {last!r}")
+    names = ("records_per_s", "avg_ms", "max_ms", "p50_ms", "p95_ms", "p99_ms", "p999_ms")
+    return dict(zip(names, map(float, m.groups()), strict=True)), wall, used
 
 
-def _start_lab(args: argparse.Namespace, work: Path, agent: dict[int, str]) -> Lab:
-    lab = Lab(
-        work,
+def _load_spec(args: argparse.Namespace, agent: bool, raw: bool) -> LabSpec:
+    """One lab of `overhead`/`volume`: the test topic, no steady producer (ProducerPerformance is the load), and
+    Kafka's default replica.fetch.max.bytes (the lab's small one holds back followers on purpose)."""
+    return LabSpec(
         brokers=3,
         lag_ms=args.lag,
-        agent_args=agent,
-        heap=args.heap,
-        extra_config={"num.partitions": "1", "controller.socket.timeout.ms": "120000"},
+        topics=(Topic("perf", args.partitions),),
+        rate=0,
+        agent=str(PROJECT_AGENT) if agent else None,
+        agent_options=_agent_options(raw) if agent else (),
+        start_timeout_s=900,
+        broker_heap=args.heap,
+        broker_config=(
+            ("num.partitions", "1"),
+            ("controller.socket.timeout.ms", "120000"),
+            ("replica.fetch.max.bytes", "1048576"),
+        ),
     )
-    lab.__enter__()
-    try:
-        log(f"brokers up (agent: {'yes' if agent else 'no'}); creating {args.partitions} partitions, RF 3")
-        _create_topic(lab, "perf", args.partitions, 3)
-        time.sleep(args.settle)
-    except BaseException:
-        lab.__exit__(None, None, None)
-        raise
-    return lab
 
 
 def cmd_overhead(args: argparse.Namespace) -> int:
-    """Two clusters side by side, one with the agent: the same load on both at once, so the machine's other work
-    slows both alike. Broker CPU and produce latency per cluster, --rounds times."""
-    provision_jars()
-    works = {flag: Path(tempfile.mkdtemp(prefix=f"isrwatch-agent-overhead-{flag}-")) for flag in ("without", "with")}
-    labs: dict[str, Lab] = {}
-    try:
-        for flag, work in works.items():
-            labs[flag] = _start_lab(args, work, _agent_args(work, 3, raw=False) if flag == "with" else {})
+    """Two labs side by side, one with the agent: the same load on both at once, so the machine's other work
+    slows both alike. Broker CPU and produce latency per lab, --rounds times."""
+    with contextlib.ExitStack() as stack:
+        labs: dict[str, Lab] = {}
+        for flag in ("without", "with"):
+            work = stack.enter_context(_workdir(f"overhead-{flag}"))
+            log(f"lab {flag} the agent: {args.partitions} partitions, RF 3")
+            labs[flag] = stack.enter_context(_lab(work, _load_spec(args, agent=flag == "with", raw=False)))
+        time.sleep(args.settle)
         rows = []
         for rnd in range(1, args.rounds + 1):
             idle = {f: _Cpu(lab) for f, lab in labs.items()}
+            log(f"round {rnd}: {args.idle:g} s idle, then {args.records} records at {args.throughput}/s on both")
             time.sleep(args.idle)
             idle_cpu = {f: c.per_broker_pct() for f, c in idle.items()}
             results: dict[str, tuple] = {}
+            errors: list[BaseException] = []
 
-            def load(flag: str, lab: Lab, into: dict = results) -> None:
-                into[flag] = _perf(lab, "perf", args.records, args.throughput)
+            def load_one(flag: str, lab: Lab, into: dict = results, failed: list = errors) -> None:
+                try:
+                    into[flag] = _perf(lab, "perf", args.records, args.throughput)
+                except BaseException as exc:  # noqa: BLE001 - raised again in the main thread
+                    failed.append(exc)
 
             t0 = int(time.time() * 1000)
-            threads = [threading.Thread(target=load, args=(f, lab)) for f, lab in labs.items()]
+            threads = [threading.Thread(target=load_one, args=(f, lab)) for f, lab in labs.items()]
             for t in threads:
                 t.start()
             for t in threads:
                 t.join()
+            if errors:
+                raise errors[0]
             t1 = int(time.time() * 1000)
             for f in ("without", "with"):
                 figures, wall, cpu = results[f]
@@ -338,45 +400,24 @@ def cmd_overhead(args: argparse.Namespace) -> int:
                 f"agent={flag}: p99 {[r['p99_ms'] for r in sel]} ms, p50 {[r['p50_ms'] for r in sel]} ms, "
                 f"broker CPU under load {[r['broker_cpu_load_pct'] for r in sel]} % of a core per broker "
                 f"({[r['broker_cpu_ms_per_1000_records'] for r in sel]} ms per 1000 records), "
-                f"idle {[r['broker_cpu_idle_pct'] for r in sel]} %"
+                f"idle {[r['broker_cpu_idle_pct'] for r in sel]} %",
+                flush=True,
             )
-    finally:
-        for lab in labs.values():
-            lab.__exit__(None, None, None)
-        for work in works.values():
-            shutil.rmtree(work, ignore_errors=True)
     return 0
-
-
-class _Cpu:
-    """CPU used by each broker of a lab from now on."""
-
-    def __init__(self, lab: Lab):
-        self.lab = lab
-        self.t0 = time.time()
-        self.cpu0 = [b.cpu_seconds() for b in lab.nodes]
-
-    def per_broker_pct(self) -> list[float]:
-        wall = time.time() - self.t0
-        return [100 * (b.cpu_seconds() - c) / wall for b, c in zip(self.lab.nodes, self.cpu0, strict=True)]
 
 
 def cmd_volume(args: argparse.Namespace) -> int:
     """Events/s per broker, coalesced (main) and uncoalesced (raw) streams of the same run, idle and loaded."""
-    provision_jars()
-    work = Path(tempfile.mkdtemp(prefix="isrwatch-agent-volume-"))
-    lab = _start_lab(args, work, _agent_args(work, 3, raw=True))
-    try:
+    with _workdir("volume", args.keep) as work, _lab(work, _load_spec(args, agent=True, raw=True)) as lab:
+        log(f"lab up with the agent (coalesced and raw streams): {args.partitions} partitions, RF 3")
+        time.sleep(args.settle)
         i0 = int(time.time() * 1000)
+        log(f"{args.idle:g} s idle, then {args.records} records at {args.throughput}/s")
         time.sleep(args.idle)
         idle = _rates(lab, i0, int(time.time() * 1000), raw=True)
         t0 = int(time.time() * 1000)
         figures, _, _ = _perf(lab, "perf", args.records, args.throughput)
         loaded = _rates(lab, t0, int(time.time() * 1000), raw=True)
-    finally:
-        lab.__exit__(None, None, None)
-        if not args.keep:
-            shutil.rmtree(work, ignore_errors=True)
     followers = 2 * args.partitions / 3
     interval = args.lag / 2 / 1000
     print(
@@ -387,17 +428,18 @@ def cmd_volume(args: argparse.Namespace) -> int:
     for name, rates in (("idle", idle), (f"load {figures['records_per_s']:.0f} rec/s", loaded)):
         print(
             f"{name}: coalesced {[round(m, 1) for m, _ in rates]} events/s per broker, "
-            f"raw {[round(r, 1) for _, r in rates]}"
+            f"raw {[round(r, 1) for _, r in rates]}",
+            flush=True,
         )
     return 0
 
 
 def cmd_hookcost(args: argparse.Namespace) -> int:
     """Runs RecorderBench (agent test classes): ns per captured fetch through lock, coalescer and queue."""
-    agent = AGENT_JAR.parent
-    cp = f"{agent / 'classes'}:{agent / 'test-classes'}"
-    if not (agent / "test-classes" / "io" / "isrwatch" / "agent" / "RecorderBench.class").exists():
-        sys.exit(f"isrwatch bench agent: {agent}/test-classes is missing: run `make agent` first")
+    target = PROJECT_AGENT.parent
+    cp = f"{target / 'classes'}:{target / 'test-classes'}"
+    if not (target / "test-classes" / "io" / "isrwatch" / "agent" / "RecorderBench.class").exists():
+        sys.exit(f"isrwatch bench agent: {target}/test-classes is missing: run `make agent` first")
     return subprocess.run(
         ["java", "-Xmx512m", "-cp", cp, "io.isrwatch.agent.RecorderBench", str(args.events)], check=False
     ).returncode
@@ -416,10 +458,10 @@ def main(argv: list[str] | None = None) -> int:
         prog="isrwatch bench agent", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     sub = parser.add_subparsers(dest="cmd", required=True)
-    rec = sub.add_parser("record", help="the live verification run; writes recordings and Kafka log lines")
+    rec = sub.add_parser("record", help="the live verification run (about 2.5 min); writes recordings and log lines")
     rec.add_argument("--out", required=True, help="directory for brokerN.events.jsonl, brokerN.raw.jsonl, logs")
-    rec.add_argument("--rate", type=float, default=2.0, help="records/s of the light load (default 2)")
-    rec.add_argument("--keep", action="store_true", help="keep the brokers' work directory")
+    rec.add_argument("--rate", type=int, default=2, help="records/s of the light load (default 2)")
+    rec.add_argument("--keep", action="store_true", help="keep the lab's directory (configs, data, logs)")
     rec.set_defaults(func=cmd_record)
     cmp_ = sub.add_parser("compare", help="replay a recording's coalesced and raw streams and compare the outputs")
     cmp_.add_argument("dir", help="a directory written by `record`")
@@ -438,16 +480,22 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--records", type=int, default=300_000, help="ProducerPerformance records (300,000)")
         p.add_argument("--throughput", type=int, default=5000, help="ProducerPerformance records/s (5,000)")
         p.add_argument("--idle", type=float, default=60, help="seconds of the idle window (60)")
-        p.add_argument("--settle", type=float, default=20, help="seconds after creating the topic (20)")
+        p.add_argument("--settle", type=float, default=20, help="seconds after the lab is up (20)")
         p.add_argument("--heap", default="1g", help="broker heap (1g)")
-        p.add_argument("--rounds", type=int, default=3, help="overhead: rounds of load on both clusters (3)")
-        p.add_argument("--keep", action="store_true", help="volume: keep the work directory")
+        if name == "overhead":
+            p.add_argument("--rounds", type=int, default=3, help="rounds of load on both labs (3)")
+        else:
+            p.add_argument("--keep", action="store_true", help="keep the lab's directory")
         p.set_defaults(func=func)
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
-    if not AGENT_JAR.exists():
-        parser.error(f"{AGENT_JAR} is missing: run `make agent` first")
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the brokers on the way out
-    return args.func(args)
+    if args.cmd != "compare" and not PROJECT_AGENT.exists():
+        parser.error(f"{PROJECT_AGENT} is missing: run `make agent` first")
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the labs on the way out
+    try:
+        return args.func(args)
+    except LabError as exc:
+        print(f"isrwatch bench agent: error: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -31,6 +31,12 @@ from streaming.sim.pacing import Pacer, run
 from streaming.sim.processes import Child
 from streaming.sim.sinks import DirectorySink
 
+REPLICA_FETCH_WAIT_MAX_MS = 500  # Kafka's lower bound of replica.lag.time.max.ms
+# --real: a light producer load, enough that a follower that stops fetching falls behind on every partition. Each
+# fetch that brings new data is an agent event, so the lab's default 200 records/s makes ~300 events/s, more than
+# the streaming job keeps up with on a busy 2-core machine; 20 records/s makes the story show within seconds.
+REAL_RATE = 20
+REAL_MAX_PER_BATCH = 5000  # Kafka records per micro-batch: the backlog of the job's start comes in small batches
 # A short lag so the story plays in minutes: a stalled follower is removed 10-15 s after it stops.
 DEMO_KAFKA = {"replica_lag_time_max_ms": 10_000, "min_insync_replicas_by_topic": {"orders": 2, "payments": 2}}
 
@@ -99,10 +105,11 @@ class Summary:
         self.say = say
         self.last_decision_ts = start_ms
         self.last_batch_ts = start_ms
+        self.last_divergence_ts = start_ms
         self.health: tuple | None = None
         self.said_health_at = 0.0
         self.ready = False
-        self.counts = {"shrink": 0, "expand": 0, "leader_and_isr": 0, "rejected": 0, "batches": 0}
+        self.counts = {"shrink": 0, "expand": 0, "leader_and_isr": 0, "rejected": 0, "batches": 0, "divergences": 0}
 
     def tick(self) -> None:
         page = self.api.get("/v1/partitions", page_size=1000)
@@ -147,6 +154,19 @@ class Summary:
         for what, names in controller.items():
             listed = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
             self.say(f"  LEADER_AND_ISR  {len(names)} {what}: {listed}")
+        self._divergences()
+
+    def _divergences(self) -> None:
+        """Where the model and a broker disagreed (only with broker-reported input: `demo --real`)."""
+        page = self.api.get("/v1/divergences", since=self.last_divergence_ts + 1, page_size=500) or {}
+        for d in sorted(page.get("divergences", []), key=lambda d: d["ts"]):
+            self.last_divergence_ts = max(self.last_divergence_ts, d["ts"])
+            self.counts["divergences"] += 1
+            where = f"{d['topic']}-{d['partition']}" if d["topic"] is not None else "its batch"
+            self.say(
+                f"  AUDIT   broker {d['broker']} {d['subject']} {where}: {d['kind']} "
+                f"(at {_offset(d['ts'], self.start)}; /v1/divergences)"
+            )
 
     def _isr_change(self, d: dict) -> None:
         name = f"{d['topic']}-{d['partition']}"
@@ -173,7 +193,53 @@ class Summary:
         )
 
 
+def _fresh(workdir: Path) -> None:
+    """A fresh run every time: the story starts now, so old events, state and decisions would only confuse it."""
+    for name in ("events", "checkpoint"):
+        shutil.rmtree(workdir / name, ignore_errors=True)
+    for name in ("isrwatch.db", "isrwatch.db-wal", "isrwatch.db-shm"):
+        (workdir / name).unlink(missing_ok=True)
+    workdir.mkdir(parents=True, exist_ok=True)
+
+
+def _start_job_and_api(workdir: Path, store: str, port: int, source: list[str], children: list[Child]) -> None:
+    """`isrwatch run` (2 s micro-batches) on `source` into the store, and `isrwatch serve` over it."""
+    cli = [sys.executable, "-m", "streaming.cli"]  # the children run the same isrwatch
+    job = [*cli, "run", *source, "--store", store, "--checkpoint", str(workdir / "checkpoint"), "--trigger", "2"]
+    children.append(Child("streaming job", job, workdir / "job.log"))
+    api = [*cli, "serve", "--store", store, "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
+    children.append(Child("API", api, workdir / "api.log"))
+
+
+def _watch(
+    children: list[Child], summary: Summary, say: Callable[[str], None], stop: threading.Event, deadline: float | None
+) -> int:
+    """The live summary every 2 s until Ctrl-C, a stop signal, --duration or a child that died (exit 1)."""
+    code = 0
+    while not stop.is_set():
+        for child in children:
+            if not child.alive():
+                say(
+                    f"the {child.name} stopped unexpectedly (exit {child.proc.returncode}); "
+                    f"last lines of {child.log_path}:\n{child.tail()}"
+                )
+                code = 1
+                stop.set()
+        if stop.is_set() or (deadline is not None and time.monotonic() >= deadline):
+            break
+        summary.tick()
+        stop.wait(2.0)
+    return code
+
+
+def _stop_on_signals(stop: threading.Event) -> None:
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, lambda *_: stop.set())
+
+
 def main(args: argparse.Namespace) -> int:
+    if args.real:
+        return real_main(args)
     if args.speed <= 0:
         raise ConfigError("--speed: must be > 0 (the demo runs in real time, or faster)")
     workdir = Path(args.dir)
@@ -184,11 +250,7 @@ def main(args: argparse.Namespace) -> int:
         elapsed = time.monotonic() - started
         print(f"[{int(elapsed // 60)}:{elapsed % 60:04.1f}] {message}", flush=True)
 
-    # A fresh run every time: the story starts now, so old events, state and decisions would only confuse it.
-    for name in ("events", "checkpoint"):
-        shutil.rmtree(workdir / name, ignore_errors=True)
-    for name in ("isrwatch.db", "isrwatch.db-wal", "isrwatch.db-shm"):
-        (workdir / name).unlink(missing_ok=True)
+    _fresh(workdir)
     (workdir / "events").mkdir(parents=True)
     start = int(time.time() * 1000)
     kafka = Config.from_dict({**DEMO_KAFKA, "schedule_origin_ms": start})
@@ -196,7 +258,6 @@ def main(args: argparse.Namespace) -> int:
     story = scenario("story", kafka)
     sim = SimConfig(kafka=kafka, start_ms=start, duration_ms=None)
     store = f"sqlite:///{(workdir / 'isrwatch.db').resolve()}"
-    cli = [sys.executable, "-m", "streaming.cli"]  # the children run the same isrwatch
 
     print(
         f"isrwatch demo: a simulated {sim.brokers}-broker Kafka cluster, the streaming job and the API, "
@@ -213,8 +274,7 @@ def main(args: argparse.Namespace) -> int:
     print("Press Ctrl-C to stop.", flush=True)
 
     stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, lambda *_: stop.set())
+    _stop_on_signals(stop)
     children: list[Child] = []
     feeder = threading.Thread(
         target=run,
@@ -230,60 +290,11 @@ def main(args: argparse.Namespace) -> int:
     summary = Summary(Api(base), start, say)
     code = 0
     try:
-        children.append(
-            Child(
-                "streaming job",
-                [
-                    *cli,
-                    "run",
-                    "--source",
-                    f"files:{workdir / 'events'}",
-                    "--store",
-                    store,
-                    "--checkpoint",
-                    str(workdir / "checkpoint"),
-                    "--config",
-                    str(workdir / "config.json"),
-                    "--trigger",
-                    "2",
-                ],
-                workdir / "job.log",
-            )
-        )
-        children.append(
-            Child(
-                "API",
-                [
-                    *cli,
-                    "serve",
-                    "--store",
-                    store,
-                    "--host",
-                    "127.0.0.1",
-                    "--port",
-                    str(args.port),
-                    "--log-level",
-                    "warning",
-                ],
-                workdir / "api.log",
-            )
-        )
+        source = ["--source", f"files:{workdir / 'events'}", "--config", str(workdir / "config.json")]
+        _start_job_and_api(workdir, store, args.port, source, children)
         feeder.start()
         say("simulator started; the streaming job is starting Spark (10-20 s)...")
-        deadline = None if args.duration is None else started + args.duration
-        while not stop.is_set():
-            for child in children:
-                if not child.alive():
-                    say(
-                        f"the {child.name} stopped unexpectedly (exit {child.proc.returncode}); "
-                        f"last lines of {child.log_path}:\n{child.tail()}"
-                    )
-                    code = 1
-                    stop.set()
-            if stop.is_set() or (deadline is not None and time.monotonic() >= deadline):
-                break
-            summary.tick()
-            stop.wait(2.0)
+        code = _watch(children, summary, say, stop, None if args.duration is None else started + args.duration)
     except KeyboardInterrupt:
         pass
     finally:
@@ -302,13 +313,102 @@ def main(args: argparse.Namespace) -> int:
     return code
 
 
+def real_main(args: argparse.Namespace) -> int:
+    """`isrwatch demo --real`: the story on the lab's real brokers, each with isrwatch-agent, read by the streaming
+    job from the monitor broker's events topic."""
+    from streaming.lab import story
+    from streaming.lab.cluster import PROJECT_AGENT, ZOOKEEPER_SESSION_TIMEOUT_MS, LabError, LabSpec, down, up
+
+    if not REPLICA_FETCH_WAIT_MAX_MS <= args.lag_ms <= story.MAX_LAG_MS:
+        raise ConfigError(
+            f"--lag-ms {args.lag_ms}: must be {REPLICA_FETCH_WAIT_MAX_MS}..{story.MAX_LAG_MS}: the stall must outlast "
+            "1.5 x the lag to be shrunk, and stay within 12 s (2/3 of the brokers' ZooKeeper session)"
+        )
+    workdir = Path(args.dir)
+    lab_dir = (workdir / "lab").resolve()
+    base = f"http://127.0.0.1:{args.port}"
+    started = time.monotonic()
+
+    def say(message: str) -> None:
+        elapsed = time.monotonic() - started
+        print(f"[{int(elapsed // 60)}:{elapsed % 60:04.1f}] {message}", flush=True)
+
+    _fresh(workdir)
+    store = f"sqlite:///{(workdir / 'isrwatch.db').resolve()}"
+    spec = LabSpec(lag_ms=args.lag_ms, rate=REAL_RATE, agent=str(PROJECT_AGENT))
+    print(
+        f"isrwatch demo --real: {spec.brokers} Kafka 3.9 brokers (ZooKeeper mode) on loopback, each with "
+        "isrwatch-agent, the streaming job reading the agents' events and the API, all on this machine.\n"
+        f"  status page   {base}/\n"
+        f"  API           {base}/docs   metrics {base}/metrics   broker writes {base}/v1/observed\n"
+        f"  files         {workdir}/ (lab/, isrwatch.db, job.log, api.log)\n"
+        f"The story (replica.lag.time.max.ms = {args.lag_ms / 1000:g} s; KAFKA lines are ZooKeeper's truth, "
+        "SHRINK/EXPAND/BATCH isrwatch's view):",
+        flush=True,
+    )
+    for line in story.plan(args.lag_ms, ZOOKEEPER_SESSION_TIMEOUT_MS):
+        print(f"  {line}", flush=True)
+    print("Press Ctrl-C to stop.", flush=True)
+
+    stop = threading.Event()
+    _stop_on_signals(stop)
+    children: list[Child] = []
+    teller: threading.Thread | None = None
+    summary: Summary | None = None
+    lab_up = False
+    code = 0
+    try:
+        say("starting the lab (30-60 s; Kafka's jars come from Maven Central on first use)...")
+        lab = up(lab_dir, spec, lambda message: say(f"lab: {message}"))
+        lab_up = True
+        summary = Summary(Api(base), lab.started_ms, say)
+        source = [
+            "--source",
+            f"kafka:{lab.monitor_bootstrap}/{lab.events_topic}",
+            "--profile",
+            "agent",
+            "--set",
+            f"replica_lag_time_max_ms={args.lag_ms}",
+            "--max-per-batch",
+            str(REAL_MAX_PER_BATCH),
+        ]
+        _start_job_and_api(workdir, store, args.port, source, children)
+        say("the streaming job is starting Spark (10-20 s); the story begins")
+        teller = threading.Thread(target=story.Story(lab_dir, args.lag_ms, say, stop).run, name="story", daemon=True)
+        teller.start()
+        code = _watch(children, summary, say, stop, None if args.duration is None else started + args.duration)
+    except KeyboardInterrupt:
+        pass
+    except LabError as exc:
+        say(f"error: {exc}")
+        code = 2
+    finally:
+        stop.set()
+        say("stopping: the story, streaming job, API, lab...")
+        if teller is not None:
+            teller.join(timeout=30)
+        for child in children:
+            child.stop()
+        if lab_up:
+            down(lab_dir, lambda message: say(f"lab: {message}"))
+    if summary is not None:
+        c = summary.counts
+        say(
+            f"stopped. {c['shrink']} shrinks, {c['expand']} expands, {c['leader_and_isr']} LeaderAndIsr accepted, "
+            f"{c['batches']} ISR-change batches, {c['divergences']} divergences from the brokers. The store stays in "
+            f"{workdir}/isrwatch.db (`isrwatch serve --store {store}`), the lab's logs in {lab_dir}."
+        )
+    return code
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "demo",
         help="see it work: a simulated cluster's fault story, the streaming job and the API, live",
         description="Starts the simulator playing a scripted fault story in real time, the streaming job on the "
         "embedded default (file source, SQLite store, local Spark) and the API with its status "
-        "page; prints the URLs and a live summary. Ctrl-C stops everything.",
+        "page; prints the URLs and a live summary. Ctrl-C stops everything. With --real, the story is "
+        "played on real Kafka brokers (`isrwatch lab`) that run isrwatch-agent.",
     )
     p.set_defaults(func=main)
     p.add_argument("--port", type=int, default=8000, help="the API's port on 127.0.0.1 (default 8000)")
@@ -320,3 +420,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--seed", type=int, default=0, help="the simulator's seed (default 0)")
     p.add_argument("--dir", default="var/demo", help="working directory, emptied at start (default var/demo)")
+    p.add_argument(
+        "--real",
+        action="store_true",
+        help="the story on real Kafka 3.9 brokers instead of the simulator: `isrwatch lab up --agent` in DIR/lab "
+        "(Java 17, Maven on first use, `make agent`), the streaming job reading the agents' events topic with "
+        "--profile agent; real faults (a stall, a restart, a preferred election). Ctrl-C or --duration (counted "
+        "from the start, the lab's 30-60 s included) stops everything, the lab too",
+    )
+    p.add_argument(
+        "--lag-ms",
+        type=int,
+        default=6000,
+        help="--real: the brokers' replica.lag.time.max.ms (500..6000, default 6000)",
+    )

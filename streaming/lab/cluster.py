@@ -277,6 +277,16 @@ def alive(proc: Process | None) -> bool:
     return _start_time(proc.pid) == proc.start
 
 
+def paused(proc: Process | None) -> bool:
+    """Whether the process the lab started is stopped (SIGSTOP, e.g. by a stall): it answers nothing until SIGCONT."""
+    if not alive(proc):
+        return False
+    try:
+        return Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in ("T", "t")
+    except (OSError, IndexError):
+        return False
+
+
 def send(proc: Process | None, sig: int) -> bool:
     """Signal the process if it is still the one the lab started; False if it is gone."""
     if not alive(proc):
@@ -306,12 +316,17 @@ def wait_gone(procs: list[Process], timeout: float) -> list[Process]:
     return left
 
 
+def tail_text(text: str, lines: int = 20) -> str:
+    """The last lines of a text, indented for an error message."""
+    return "\n".join(f"    {line}" for line in text.splitlines()[-lines:])
+
+
 def tail(path: str | Path, lines: int = 20) -> str:
     try:
         text = Path(path).read_text(errors="replace")
     except OSError:
         return f"    ({path}: no such file)"
-    return "\n".join(f"    {line}" for line in text.splitlines()[-lines:]) or f"    ({path} is empty)"
+    return tail_text(text, lines) or f"    ({path} is empty)"
 
 
 def broker_logs(broker: Broker, lines: int = 20) -> str:
@@ -751,6 +766,24 @@ def start_producer(lab: Lab, rate: int, topics: dict[str, int] | None = None) ->
     launch(lab.producer)
     lab.producer_rate = rate
     return lab.producer
+
+
+def run_tool(argv: list[str], progress: Progress, timeout: float = 600) -> str:
+    """Run a Kafka tool class (kafka-tools, e.g. `org.apache.kafka.tools.ProducerPerformance`) on the lab's
+    classpath; returns its stdout, or a LabError with the end of its stderr."""
+    try:
+        classpath = str(ensure(kafka_set(), progress)[0].parent / "*")
+    except JarsError as exc:
+        raise LabError(str(exc)) from None
+    try:
+        done = subprocess.run(
+            [_java(), "-Xmx256m", *JVM_FLAGS, "-cp", classpath, *argv], capture_output=True, text=True, timeout=timeout
+        )
+    except subprocess.TimeoutExpired:
+        raise LabError(f"{argv[0]}: still running after {timeout:g} s (stopped)") from None
+    if done.returncode != 0:
+        raise LabError(f"{argv[0]} failed (exit {done.returncode}):\n{tail_text(done.stderr)}")
+    return done.stdout
 
 
 def up(directory: Path, spec: LabSpec, progress: Progress) -> Lab:

@@ -29,6 +29,7 @@ from .cluster import (
     launch,
     load,
     partition_states,
+    paused,
     registered_brokers,
     send,
     wait_gone,
@@ -44,13 +45,20 @@ THROTTLED_REPLICAS = "follower.replication.throttled.replicas"
 
 @contextlib.contextmanager
 def admin(bootstrap: str) -> Iterator[Any]:
+    """An admin client on the lab; a request that fails (a broker that does not answer) is a LabError that says so."""
     from kafka.admin import KafkaAdminClient
+    from kafka.errors import KafkaError
 
-    client = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="isrwatch-lab", request_timeout_ms=20_000)
     try:
-        yield client
-    finally:
-        client.close()
+        client = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="isrwatch-lab", request_timeout_ms=20_000)
+        try:
+            yield client
+        finally:
+            client.close()
+    except KafkaError as exc:
+        raise LabError(
+            f"an admin request to the lab's brokers ({bootstrap}) failed: {type(exc).__name__}: {exc}"
+        ) from None
 
 
 def _clock(ms: int) -> str:
@@ -73,6 +81,21 @@ def _running(lab: Lab, broker_id: int) -> Broker:
     return broker
 
 
+def _answering(lab: Lab, broker_id: int, fault: str) -> Broker:
+    """A running broker that is not paused: a stopped one answers no request (an admin call would only time out),
+    and a second SIGSTOP would overlap the stall that paused it."""
+    broker = _running(lab, broker_id)
+    if paused(broker):
+        stall = next((f for f in lab.faults if f.kind == "stall" and f.broker == broker_id and f.ends_ms), None)
+        why = (
+            f"paused by a stall until {_clock(stall.ends_ms)}"
+            if stall
+            else f"stopped (SIGSTOP, not by a lab stall: kill -CONT {broker.pid} resumes it)"
+        )
+        raise LabError(f"broker {broker_id} is {why}; {fault} it after it resumes")
+    return broker
+
+
 def _helper(lab: Lab, kind: str, broker: int | None, ends_ms: int | None, *argv: str) -> Fault:
     """Start the detached helper that finishes a fault, and record the fault in `lab`."""
     fault_id = f"{kind}-{broker if broker is not None else 'cluster'}-{int(time.time() * 1000)}"
@@ -91,7 +114,7 @@ def stall(directory: Path, broker_id: int, seconds: float) -> str:
     if seconds <= 0:
         raise LabError(f"--seconds {seconds:g}: must be > 0")
     with editing(directory) as lab:
-        broker = _running(lab, broker_id)
+        broker = _answering(lab, broker_id, "stall")
         send(broker, signal.SIGSTOP)
         ends = int((time.time() + seconds) * 1000)
         _helper(lab, "stall", broker_id, ends, "end-stall", "--broker", str(broker_id), "--seconds", str(seconds))
@@ -148,7 +171,7 @@ def slow(directory: Path, broker_id: int, seconds: float, rate: int = SLOW_RATE)
     if rate < 1:
         raise LabError(f"--rate {rate}: must be >= 1 byte/s")
     with editing(directory) as lab:
-        _running(lab, broker_id)
+        _answering(lab, broker_id, "slow")
         _throttle(lab, broker_id, rate)
         ends = int((time.time() + seconds) * 1000)
         _helper(lab, "slow", broker_id, ends, "end-slow", "--broker", str(broker_id), "--seconds", str(seconds))
@@ -299,6 +322,8 @@ def helper_main(argv: list[str] | None = None) -> int:
         _finish(args.dir, args.id, lambda lab: send(lab.broker(args.broker), signal.SIGCONT))
         print(f"broker {args.broker} continued (SIGCONT)", flush=True)
     else:
+        # A stall may have paused the broker meanwhile: its throttle can only be removed once it answers again.
+        wait_until(f"broker {args.broker} resuming", lambda: not paused(load(args.dir).broker(args.broker)), 600, 0.2)
 
         def end(lab: Lab) -> None:
             others = [f for f in lab.faults if f.kind == "slow" and f.id != args.id and alive(f.helper)]

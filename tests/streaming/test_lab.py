@@ -222,6 +222,27 @@ def test_slow_keeps_a_follower_that_fell_behind_fetching_but_out_of_the_isr(lab:
     window.over()
 
 
+def test_a_paused_broker_is_neither_slowed_nor_stalled_again_and_a_slow_ending_in_a_stall_waits_for_it(
+    lab: Lab, capsys
+):
+    wait_healthy(lab)
+    broker = 2
+    faults.slow(Path(lab.dir), broker, 2)
+    # Shorter than the 5 s lag: the pause alone shrinks no ISR. The slow ends while the broker is stopped.
+    faults.stall(Path(lab.dir), broker, 4)
+    [stall] = [f for f in current(lab).faults if f.kind == "stall"]
+    until = time.strftime("%H:%M:%S", time.localtime(stall.ends_ms / 1000))
+    for kind in ("slow", "stall"):
+        assert main(["lab", "fault", kind, "--broker", str(broker), "--seconds", "5", "--dir", lab.dir]) == 2
+        err = capsys.readouterr().err
+        assert f"broker {broker} is paused by a stall until {until}; {kind} it after it resumes" in err, err
+    assert sorted(f.kind for f in current(lab).faults) == ["slow", "stall"]  # the refused ones left nothing
+    fault_over(lab, "stall")
+    fault_over(lab, "slow")  # its helper waited for the broker to answer, then removed the throttle
+    assert broker_configs(lab, broker, [faults.THROTTLED_RATE]) == {faults.THROTTLED_RATE: None}
+    report("paused broker: refusals, and a slow that ended in a stall, healthy again after", wait_healthy(lab))
+
+
 def test_kill_moves_leaderships_restart_brings_the_broker_back_and_elect_restores_leaders(lab: Lab):
     wait_healthy(lab)
     active, _ = active_controller(lab)

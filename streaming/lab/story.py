@@ -1,0 +1,147 @@
+"""The demo's fault story on the lab's real brokers (`isrwatch demo --real`): a stall, a restart and a preferred
+election, each told as it is done, and the cluster's truth (every leader and ISR change in ZooKeeper) as it happens.
+
+The story runs in a thread next to the demo's live summary (what isrwatch made of the agents' events), so the
+audience sees Kafka's own ISR writes and isrwatch's decisions side by side.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from . import faults
+from .cluster import CHROOT, LabError, PartitionState, alive, load, partition_states, registered_brokers, zookeeper
+
+if TYPE_CHECKING:
+    from kazoo.client import KazooClient
+
+Say = Callable[[str], None]
+STALLED, RESTARTED = 2, 3  # as in the simulated story: broker 2 stalls; broker 3 is restarted
+MAX_LAG_MS = 6000  # a stall must outlast 1.5 x the lag (isr-expiration runs every lag / 2) and stay <= 12 s
+PAUSE_S = 5.0  # between the story's steps, once the cluster is healthy again
+RECOVERY_TIMEOUT_S = 120.0
+
+
+def stall_seconds(lag_ms: int) -> float:
+    """Long enough for every leader of the stalled broker to find it lag_ms behind at one of its isr-expiration
+    runs (every lag_ms / 2, at its own phase), plus 3 s; never longer than 2/3 of the ZooKeeper session."""
+    return min(12.0, 1.5 * lag_ms / 1000 + 3)
+
+
+def plan(lag_ms: int, session_timeout_ms: int) -> list[str]:
+    """What the audience will see, step by step."""
+    lag, stall = lag_ms / 1000, stall_seconds(lag_ms)
+    return [
+        f"broker {STALLED} stalls for {stall:g} s (SIGSTOP): its followers stop fetching -> each leader shrinks it "
+        f"(stuck) {lag:g}-{lag * 1.5:g} s later; it resumes, catches up -> expand",
+        f"broker {RESTARTED} is killed and restarted: {session_timeout_ms / 1000:g} s later ZooKeeper expires its "
+        "session, the controller moves its leaderships (LeaderAndIsr) and drops it from every ISR; it starts "
+        "again, catches up -> expand",
+        "preferred leader election: leadership goes back to the first replica (LeaderAndIsr)",
+    ]
+
+
+def _names(isr: tuple[int, ...]) -> str:
+    return f"[{','.join(map(str, isr))}]"
+
+
+class Story:
+    """Plays the story on the lab in `directory`; `stop` ends it at the next poll."""
+
+    def __init__(self, directory: Path, lag_ms: int, say: Say, stop: threading.Event) -> None:
+        self.directory = Path(directory)
+        self.lag_ms = lag_ms
+        self.say = say
+        self.stop = stop
+        self.states: dict[tuple[str, int], PartitionState] = {}
+        self.topics: list[str] = []
+
+    def run(self) -> None:
+        """The whole story, then the cluster's changes until stopped. A fault that fails ends the story (said)."""
+        try:
+            lab = load(self.directory)
+            self.topics = list(lab.topics)
+            with zookeeper(lab.zookeeper) as zk:
+                self.states = partition_states(zk, self.topics)
+                if self._steps(zk):
+                    self.say("the story is over; the lab runs on under its producer load (Ctrl-C stops everything)")
+                    self._watch(zk, lambda: False, None)
+        except LabError as exc:
+            if not self.stop.is_set():
+                self.say(f"the story stopped: {exc}")
+
+    def _steps(self, zk: KazooClient) -> bool:
+        stall = stall_seconds(self.lag_ms)
+        if not self._pause(zk, PAUSE_S):
+            return False
+        self.say(f"FAULT   broker {STALLED} stalls for {stall:g} s (SIGSTOP, then SIGCONT)")
+        faults.stall(self.directory, STALLED, stall)
+        if not self._healthy(zk, f"broker {STALLED} back in every ISR"):
+            return False
+        if not self._pause(zk, PAUSE_S):
+            return False
+        self.say(f"FAULT   broker {RESTARTED} killed (SIGKILL); it starts again once ZooKeeper expires its session")
+        faults.restart(self.directory, RESTARTED)
+        if not self._healthy(zk, f"broker {RESTARTED} restarted and back in every ISR"):
+            return False
+        if not self._pause(zk, PAUSE_S):
+            return False
+        self.say("FAULT   preferred leader election over every partition")
+        self.say(f"        {faults.elect(self.directory)}")
+        return self._pause(zk, 2 * PAUSE_S)
+
+    def _healthy(self, zk: KazooClient, what: str) -> bool:
+        """Watch until no fault is under way, every broker runs and is registered and every ISR is full."""
+
+        def done() -> bool:
+            lab = load(self.directory)
+            return (
+                not lab.faults
+                and all(alive(b) for b in lab.brokers)
+                and registered_brokers(zk, CHROOT) == {b.id for b in lab.brokers}
+                and bool(self.states)
+                and all(s.leader >= 0 and set(s.isr) == set(s.replicas) for s in self.states.values())
+            )
+
+        started = time.monotonic()
+        result = self._watch(zk, done, RECOVERY_TIMEOUT_S)
+        if result is None:
+            raise LabError(f"{what}: not within {RECOVERY_TIMEOUT_S:g} s")
+        if not result:
+            return False
+        self.say(f"KAFKA   {what} after {time.monotonic() - started:.1f} s")
+        return True
+
+    def _watch(self, zk: KazooClient, done: Callable[[], bool], timeout: float | None) -> bool | None:
+        """Tell every leader and ISR change in ZooKeeper until `done()` (True), `timeout` s passed (None) or the
+        demo stops (False)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self.stop.is_set():
+            self._changes(partition_states(zk, self.topics))
+            if done():
+                return True
+            if deadline is not None and time.monotonic() >= deadline:
+                return None
+            self.stop.wait(0.5)
+        return False
+
+    def _pause(self, zk: KazooClient, seconds: float) -> bool:
+        """Watch for `seconds`; False when the demo stops."""
+        return self._watch(zk, lambda: False, seconds) is None
+
+    def _changes(self, now: dict[tuple[str, int], PartitionState]) -> None:
+        for key, s in sorted(now.items()):
+            before = self.states.get(key)
+            if before is None or (before.leader, before.isr) == (s.leader, s.isr):
+                continue
+            name = f"{s.topic}-{s.partition}"
+            if before.leader != s.leader:
+                what = f"leader {before.leader} -> {s.leader} (epoch {s.leader_epoch}), ISR {_names(s.isr)}"
+            else:
+                what = f"ISR {_names(before.isr)} -> {_names(s.isr)} (leader {s.leader})"
+            self.say(f"  KAFKA   {name:<12} {what}, zkVersion {s.partition_epoch}")
+        self.states = now
