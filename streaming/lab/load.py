@@ -33,6 +33,11 @@ def main(argv: list[str] | None = None) -> int:
         acks=1,
         enable_idempotence=False,
         linger_ms=50,
+        # A stalled broker must not stall the load on the others: a send waits at most 0.5 s for metadata or
+        # buffer space, and a request to a paused broker gives up after 5 s (its partitions' records fail and are
+        # counted; the rest keep flowing).
+        max_block_ms=500,
+        request_timeout_ms=5000,
         client_id="isrwatch-lab-load",
     )
     stopping = []
@@ -53,7 +58,10 @@ def main(argv: list[str] | None = None) -> int:
         while counts["sent"] < due and not stopping:
             topic, partition = partitions[counts["sent"] % len(partitions)]
             value = record % (counts["sent"], time.time() * 1000)
-            producer.send(topic, value, partition=partition).add_errback(failed)
+            try:
+                producer.send(topic, value, partition=partition).add_errback(failed)
+            except Exception as exc:  # KafkaTimeoutError and the like: count it, keep the others' load going
+                failed(exc)
             counts["sent"] += 1
         if time.monotonic() - reported >= 30:
             reported = time.monotonic()
