@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Query
@@ -12,8 +13,8 @@ from state.events import MAX_ID
 
 from ..deps import StoreDep, require_token
 from ..models import DivergencePage, ObservedPage
-from ..pages import EVENT_KEY, PageSizeQ, PageTokenQ, decode_page_token, encode_page_token
-from ..params import ERRORS, JSON, BrokerQ, ClusterQ, SinceQ, TopicQ
+from ..pages import PageSizeQ, PageTokenQ, read_page
+from ..params import ERRORS, BrokerQ, ClusterQ, SinceQ, TopicQ
 
 router = APIRouter(prefix="/v1", tags=["audit"], dependencies=[Depends(require_token)])
 PartitionQ = Annotated[int | None, Query(ge=0, le=MAX_ID, description="partition number (with topic)")]
@@ -36,18 +37,9 @@ def list_observed(
     page_size: PageSizeQ = 100,
     page_token: PageTokenQ = None,
 ) -> Response:
-    after = decode_page_token(page_token, EVENT_KEY)
-    page = store.observed(
-        cluster=cluster,
-        broker=broker,
-        topic=topic,
-        partition=partition,
-        type=type,
-        since=since,
-        after=after,
-        limit=page_size,
-    )
-    return JSON({"observed": page.items, "next_page_token": encode_page_token(page.next_key)})
+    read = partial(store.audit_records, "observed")
+    filters = dict(cluster=cluster, broker=broker, topic=topic, partition=partition, type=type, since=since)
+    return read_page("observed", read, page_token, page_size, **filters)
 
 
 @router.get(
@@ -68,16 +60,6 @@ def list_divergences(
     page_size: PageSizeQ = 100,
     page_token: PageTokenQ = None,
 ) -> Response:
-    after = decode_page_token(page_token, EVENT_KEY)
-    page = store.divergences(
-        cluster=cluster,
-        broker=broker,
-        topic=topic,
-        partition=partition,
-        kind=kind,
-        subject=subject,
-        since=since,
-        after=after,
-        limit=page_size,
-    )
-    return JSON({"divergences": page.items, "next_page_token": encode_page_token(page.next_key)})
+    read = partial(store.audit_records, "divergences")
+    filters = dict(cluster=cluster, broker=broker, topic=topic, partition=partition, kind=kind, subject=subject)
+    return read_page("divergences", read, page_token, page_size, since=since, **filters)

@@ -12,8 +12,8 @@ from state.records import DecisionKind, Trigger
 
 from ..deps import StoreDep, require_token
 from ..models import DeadLetterPage, DecisionPage, PropagationPage
-from ..pages import DEAD_LETTER_KEY, EVENT_KEY, PageSizeQ, PageTokenQ, decode_page_token, encode_page_token
-from ..params import ERRORS, JSON, BrokerQ, ClusterQ, SinceQ, TopicQ
+from ..pages import DEAD_LETTER_KEY, PageSizeQ, PageTokenQ, read_page
+from ..params import ERRORS, BrokerQ, ClusterQ, SinceQ, TopicQ
 
 router = APIRouter(prefix="/v1", tags=["history"], dependencies=[Depends(require_token)])
 
@@ -31,11 +31,8 @@ def list_decisions(
     page_size: PageSizeQ = 100,
     page_token: PageTokenQ = None,
 ) -> Response:
-    after = decode_page_token(page_token, EVENT_KEY)
-    page = store.decisions(
-        cluster=cluster, topic=topic, kind=kind, broker=broker, since=since, after=after, limit=page_size
-    )
-    return JSON({"decisions": page.items, "next_page_token": encode_page_token(page.next_key)})
+    filters = dict(cluster=cluster, topic=topic, kind=kind, broker=broker, since=since)
+    return read_page("decisions", store.decisions, page_token, page_size, **filters)
 
 
 @router.get(
@@ -62,11 +59,8 @@ def list_propagations(
     page_size: PageSizeQ = 100,
     page_token: PageTokenQ = None,
 ) -> Response:
-    after = decode_page_token(page_token, EVENT_KEY)
-    page = store.propagations(
-        cluster=cluster, topic=topic, broker=broker, trigger=trigger, since=since, after=after, limit=page_size
-    )
-    return JSON({"propagations": page.items, "next_page_token": encode_page_token(page.next_key)})
+    filters = dict(cluster=cluster, topic=topic, broker=broker, trigger=trigger, since=since)
+    return read_page("propagations", store.propagations, page_token, page_size, **filters)
 
 
 @router.get(
@@ -78,6 +72,4 @@ def list_propagations(
 def list_dead_letters(
     store: StoreDep, since: SinceQ = None, page_size: PageSizeQ = 100, page_token: PageTokenQ = None
 ) -> Response:
-    after = decode_page_token(page_token, DEAD_LETTER_KEY)
-    page = store.dead_letters(since=since, after=after, limit=page_size)
-    return JSON({"dead_letters": page.items, "next_page_token": encode_page_token(page.next_key)})
+    return read_page("dead_letters", store.dead_letters, page_token, page_size, DEAD_LETTER_KEY, since=since)
