@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from functools import partial
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Query
@@ -37,9 +36,8 @@ def list_observed(
     page_size: PageSizeQ = 100,
     page_token: PageTokenQ = None,
 ) -> Response:
-    read = partial(store.audit_records, "observed")
     filters = dict(cluster=cluster, broker=broker, topic=topic, partition=partition, type=type, since=since)
-    return read_page("observed", read, page_token, page_size, **filters)
+    return read_page("observed", store.observed, page_token, page_size, **filters)
 
 
 @router.get(
@@ -60,6 +58,5 @@ def list_divergences(
     page_size: PageSizeQ = 100,
     page_token: PageTokenQ = None,
 ) -> Response:
-    read = partial(store.audit_records, "divergences")
     filters = dict(cluster=cluster, broker=broker, topic=topic, partition=partition, kind=kind, subject=subject)
-    return read_page("divergences", read, page_token, page_size, since=since, **filters)
+    return read_page("divergences", store.divergences, page_token, page_size, since=since, **filters)

@@ -197,12 +197,18 @@ class Reader(Database):
             params.append(topic)
         return self._newest_first(Propagation, "propagations", where, params, after, limit)
 
-    def audit_records(
+    def observed(self, **filters: Any) -> Page[dict[str, Any]]:
+        """What brokers did (the agent's `isr_updated` and `isr_change_propagated`), newest first."""
+        return self._audit_table("observed", **filters)
+
+    def divergences(self, **filters: Any) -> Page[dict[str, Any]]:
+        """Where the model and a broker disagreed, newest first."""
+        return self._audit_table("divergences", **filters)
+
+    def _audit_table(
         self, table: str, *, since: int | None = None, after: Key | None = None, limit: int = 100, **equal: Any
     ) -> Page[dict[str, Any]]:
-        """A table of the live audit, newest first: `observed` (what brokers did: the agent's `isr_updated` and
-        `isr_change_propagated`) or `divergences` (where the model and a broker disagreed). `equal` filters on
-        the table's own columns (`AUDIT_COLUMNS`); None matches all."""
+        """A table of the live audit, newest first; `equal` filters on its columns (`AUDIT_COLUMNS`), None on none."""
         columns = AUDIT_COLUMNS[table]
         unknown = sorted(set(equal) - set(columns))
         if unknown:
