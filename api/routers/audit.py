@@ -4,25 +4,24 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import Query
 from fastapi.responses import Response
 
 from state.audit import DivergenceKind
 from state.events import MAX_ID
 
-from ..deps import StoreDep, require_token
+from ..deps import StoreDep, data_router
 from ..models import DivergencePage, ObservedPage
 from ..pages import PageSizeQ, PageTokenQ, read_page
-from ..params import ERRORS, BrokerQ, ClusterQ, SinceQ, TopicQ
+from ..params import BrokerQ, ClusterQ, SinceQ, TopicQ
 
-router = APIRouter(prefix="/v1", tags=["audit"], dependencies=[Depends(require_token)])
+router = data_router("/v1", "audit")
 PartitionQ = Annotated[int | None, Query(ge=0, le=MAX_ID, description="partition number (with topic)")]
 
 
 @router.get(
     "/observed",
     response_model=ObservedPage,
-    responses=ERRORS,
     summary="What brokers did: their ISR writes and ISR-change notifications (isrwatch-agent), newest first",
 )
 def list_observed(
@@ -43,7 +42,6 @@ def list_observed(
 @router.get(
     "/divergences",
     response_model=DivergencePage,
-    responses=ERRORS,
     summary="Where the model and a broker disagreed (the live audit of agent input), newest first",
 )
 def list_divergences(

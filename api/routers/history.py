@@ -4,21 +4,21 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import Query
 from fastapi.responses import Response
 
 from state.events import MAX_ID, TOPIC_MAX_LENGTH, TOPIC_PATTERN
 from state.records import DecisionKind, Trigger
 
-from ..deps import StoreDep, require_token
+from ..deps import StoreDep, data_router
 from ..models import DeadLetterPage, DecisionPage, PropagationPage
 from ..pages import DEAD_LETTER_KEY, PageSizeQ, PageTokenQ, read_page
-from ..params import ERRORS, BrokerQ, ClusterQ, SinceQ, TopicQ
+from ..params import BrokerQ, ClusterQ, SinceQ, TopicQ
 
-router = APIRouter(prefix="/v1", tags=["history"], dependencies=[Depends(require_token)])
+router = data_router("/v1", "history")
 
 
-@router.get("/decisions", response_model=DecisionPage, responses=ERRORS, summary="ISR decisions, newest first")
+@router.get("/decisions", response_model=DecisionPage, summary="ISR decisions, newest first")
 def list_decisions(
     store: StoreDep,
     cluster: ClusterQ = None,
@@ -38,7 +38,6 @@ def list_decisions(
 @router.get(
     "/propagations",
     response_model=PropagationPage,
-    responses=ERRORS,
     summary="ISR-change batches sent by leader brokers, newest first",
 )
 def list_propagations(
@@ -66,7 +65,6 @@ def list_propagations(
 @router.get(
     "/dead-letters",
     response_model=DeadLetterPage,
-    responses=ERRORS,
     summary="Inputs that changed nothing, with the reason and field, newest first",
 )
 def list_dead_letters(
