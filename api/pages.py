@@ -42,6 +42,7 @@ def read_page(
 
 
 def page_answer(field: str, page: Page[Any]) -> Response:
+    """Every list endpoint's answer: the items under `field` and the token of the page after them (null at the end)."""
     return JSON({field: page.items, "next_page_token": encode_page_token(page.next_key)})
 
 
