@@ -9,12 +9,13 @@ from __future__ import annotations
 import secrets
 from typing import Annotated
 
-from fastapi import Depends, Request
+from fastapi import APIRouter, Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from state.store import EventTime, Store
 
 from .errors import ApiError
+from .params import ERRORS
 from .settings import Settings
 
 
@@ -49,3 +50,8 @@ async def require_token(
         return
     if credentials is None or not secrets.compare_digest(credentials.credentials.encode(), expected.encode()):
         raise ApiError(401, "a valid bearer token is required", headers={"WWW-Authenticate": "Bearer"})
+
+
+def data_router(prefix: str, tag: str) -> APIRouter:
+    """A router of data routes: each is guarded by the token and documents the common error replies (`ERRORS`)."""
+    return APIRouter(prefix=prefix, tags=[tag], dependencies=[Depends(require_token)], responses=ERRORS)

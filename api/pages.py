@@ -9,13 +9,16 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from fastapi import Query
+from fastapi.responses import Response
 
-from state.store import Key
+from state.store import Key, Page
 
 from .errors import invalid
+from .params import JSON
 
 PARTITION_KEY = (str, str, int)
 EVENT_KEY = (int, int, int)
@@ -24,6 +27,23 @@ MAX_PAGE_SIZE = 1000
 
 PageSizeQ = Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE)]
 PageTokenQ = Annotated[str | None, Query(max_length=2048, description="next_page_token of the previous page")]
+
+
+def read_page(
+    field: str,
+    read: Callable[..., Page[Any]],
+    page_token: str | None,
+    page_size: int,
+    shape: tuple[type, ...] = EVENT_KEY,
+    **filters: Any,
+) -> Response:
+    """The page after `page_token` that `read` gives with `filters`, answered as `{field: [...], next_page_token}`."""
+    return page_answer(field, read(after=decode_page_token(page_token, shape), limit=page_size, **filters))
+
+
+def page_answer(field: str, page: Page[Any]) -> Response:
+    """Every list endpoint's answer: the items under `field` and the token of the page after them (null at the end)."""
+    return JSON({field: page.items, "next_page_token": encode_page_token(page.next_key)})
 
 
 def encode_page_token(key: Key | None) -> str | None:

@@ -30,13 +30,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from enum import StrEnum
+from typing import TypeVar
 
 import msgspec
 from msgspec import Struct
 
 from .config import Config
 from .events import IsrChangePropagated, IsrUpdated
-from .records import DecisionKind, Propagation, ShrinkReason
+from .records import Decision, DecisionKind, Propagation, ShrinkReason
 
 STATE_VERSION = 1
 
@@ -60,6 +61,10 @@ class ReplicaView(Struct, kw_only=True):
     last_fetch_ms: int
 
 
+# The fields an ISR write takes from the decision that makes it, as they are.
+_SHARED_WITH_DECISION = ("ts", "cluster", "topic", "partition", "kind", "isr_before", "reasons")
+
+
 class IsrWrite(Struct, kw_only=True):
     """One ISR write of the model (a shrink or expand), with the followers it concerned as they were."""
 
@@ -77,6 +82,22 @@ class IsrWrite(Struct, kw_only=True):
     # A shrink of the broker's own isr-expiration run: when that run ended (the agent's `end_ms`). Kafka checked the
     # partition at some clock in [ts, run_end_ms] (SPEC §4.7), so a broker check in it is the same run's.
     run_end_ms: int | None = None
+
+    @classmethod
+    def of(
+        cls, d: Decision, partition_epoch: int, evidence: list[ReplicaView], run_end_ms: int | None = None
+    ) -> IsrWrite:
+        """The write a shrink or expand decides: its leader writes the decision's ISR as `partition_epoch`."""
+        assert d.leader is not None, "only a partition with a leader writes its ISR"
+        shared = {name: getattr(d, name) for name in _SHARED_WITH_DECISION}
+        return cls(
+            broker=d.leader,
+            partition_epoch=partition_epoch,
+            isr=d.isr_after,
+            evidence=evidence,
+            run_end_ms=run_end_ms,
+            **shared,
+        )
 
 
 class Observation(Struct, kw_only=True, tag_field="type", tag="observation"):
@@ -125,6 +146,9 @@ _decoder = msgspec.msgpack.Decoder(_AuditState)
 IsrKey = tuple[str, int, str, int, int]  # (cluster, leader, topic, partition, partition epoch)
 PartitionKey = tuple[str, int, str, int]  # (cluster, leader, topic, partition)
 BatchKey = tuple[str, int, int]  # (cluster, broker, ts)
+K = TypeVar("K")
+A = TypeVar("A", bound="IsrWrite | Observation")
+B = TypeVar("B", bound="IsrWrite | Observation")
 
 
 def _write_key(w: IsrWrite) -> IsrKey:
@@ -138,6 +162,17 @@ def _observed_key(o: Observation) -> IsrKey:
 
 def _batch_key(b: Propagation | IsrChangePropagated) -> BatchKey:
     return (b.cluster, b.broker, b.ts)
+
+
+def _meet(key: K, side: A, waiting: dict[K, A], partners: dict[K, B]) -> B | None:
+    """The other side's partner of `side` under `key` (the same partition epoch) that agrees on kind and new ISR,
+    taken out of `partners`; without one, `side` waits: a partner that differs may be another epoch's, and is
+    judged when due."""
+    partner = partners.get(key)
+    if partner is None or _side(partner)[:2] != _side(side)[:2]:
+        waiting[key] = side
+        return None
+    return partners.pop(key)
 
 
 def _decided_at(ev: IsrUpdated) -> int:
@@ -236,12 +271,9 @@ class Audit:
         out: list[Divergence] = []
         for w in writes:
             self.reporting.add((w.cluster, w.broker))
-            key = _write_key(w)
-            partner = self.observed.get(key)
-            if partner is not None and _side(partner)[:2] == _side(w)[:2]:
-                self._judge_pair(w, self.observed.pop(key), out)
-            else:
-                self.writes[key] = w  # a partner that differs may be another epoch's: judged when due
+            partner = _meet(_write_key(w), w, self.writes, self.observed)
+            if partner is not None:
+                self._judge_pair(w, partner, out)
         for o in observed:
             if isinstance(o, IsrChangePropagated):
                 self.propagated[_batch_key(o)] = o
@@ -250,11 +282,9 @@ class Audit:
             key = _observed_key(o)
             self.reporting.add(key[:2])
             self.commits[key] = o.event.ts
-            mine = self.writes.get(key)
-            if mine is not None and _side(mine)[:2] == _side(o)[:2]:
-                self._judge_pair(self.writes.pop(key), o, out)
-            else:
-                self.observed[key] = o
+            mine = _meet(key, o, self.observed, self.writes)
+            if mine is not None:
+                self._judge_pair(mine, o, out)
         for b in batches:
             if (b.cluster, b.broker) in self.reporting:
                 self.batches[_batch_key(b)] = b
@@ -433,15 +463,7 @@ class Audit:
         else:
             kind = DivergenceKind.DIFFERENT_BATCH
         out.append(
-            Divergence(
-                ts=ts,
-                cluster=cluster,
-                broker=who,
-                kind=kind,
-                subject="propagation",
-                model=b,
-                observed=p,
-            )
+            Divergence(ts=ts, cluster=cluster, broker=who, kind=kind, subject="propagation", model=b, observed=p)
         )
 
 

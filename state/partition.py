@@ -150,41 +150,25 @@ class Outputs:
         run_end_ms: int | None = None,
     ) -> None:
         self.touched.add(p.key)
-        self.decisions.append(
-            Decision(
-                ts=ts,
-                cluster=p.cluster,
-                topic=p.topic,
-                partition=p.partition,
-                kind=kind,
-                leader=p.leader,
-                leader_epoch=p.leader_epoch,
-                isr_before=list(isr_before),
-                isr_after=list(p.isr),
-                replicas_changed=changed,
-                reasons=reasons or {},
-                error=error,
-                hw=p.hw,
-                leader_leo=p.leader_leo,
-            )
+        decision = Decision(
+            ts=ts,
+            cluster=p.cluster,
+            topic=p.topic,
+            partition=p.partition,
+            kind=kind,
+            leader=p.leader,
+            leader_epoch=p.leader_epoch,
+            isr_before=list(isr_before),
+            isr_after=list(p.isr),
+            replicas_changed=changed,
+            reasons=reasons or {},
+            error=error,
+            hw=p.hw,
+            leader_leo=p.leader_leo,
         )
+        self.decisions.append(decision)
         if p.audited and p.leader is not None and kind in (DecisionKind.SHRINK, DecisionKind.EXPAND):
-            self.writes.append(
-                IsrWrite(
-                    ts=ts,
-                    cluster=p.cluster,
-                    broker=p.leader,
-                    topic=p.topic,
-                    partition=p.partition,
-                    partition_epoch=p.partition_epoch,
-                    kind=kind,
-                    isr_before=list(isr_before),
-                    isr=list(p.isr),
-                    reasons=reasons or {},
-                    evidence=replica_views(p, changed),
-                    run_end_ms=run_end_ms,
-                )
-            )
+            self.writes.append(IsrWrite.of(decision, p.partition_epoch, replica_views(p, changed), run_end_ms))
 
     def observe(self, p: Partition | None, ev: IsrUpdated) -> None:
         """Record a broker's ISR write with the model's view of the partition at that moment."""

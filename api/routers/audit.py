@@ -4,25 +4,24 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import Query
 from fastapi.responses import Response
 
 from state.audit import DivergenceKind
 from state.events import MAX_ID
 
-from ..deps import StoreDep, require_token
+from ..deps import StoreDep, data_router
 from ..models import DivergencePage, ObservedPage
-from ..pages import EVENT_KEY, PageSizeQ, PageTokenQ, decode_page_token, encode_page_token
-from ..params import ERRORS, JSON, BrokerQ, ClusterQ, SinceQ, TopicQ
+from ..pages import PageSizeQ, PageTokenQ, read_page
+from ..params import BrokerQ, ClusterQ, SinceQ, TopicQ
 
-router = APIRouter(prefix="/v1", tags=["audit"], dependencies=[Depends(require_token)])
+router = data_router("/v1", "audit")
 PartitionQ = Annotated[int | None, Query(ge=0, le=MAX_ID, description="partition number (with topic)")]
 
 
 @router.get(
     "/observed",
     response_model=ObservedPage,
-    responses=ERRORS,
     summary="What brokers did: their ISR writes and ISR-change notifications (isrwatch-agent), newest first",
 )
 def list_observed(
@@ -36,24 +35,13 @@ def list_observed(
     page_size: PageSizeQ = 100,
     page_token: PageTokenQ = None,
 ) -> Response:
-    after = decode_page_token(page_token, EVENT_KEY)
-    page = store.observed(
-        cluster=cluster,
-        broker=broker,
-        topic=topic,
-        partition=partition,
-        type=type,
-        since=since,
-        after=after,
-        limit=page_size,
-    )
-    return JSON({"observed": page.items, "next_page_token": encode_page_token(page.next_key)})
+    filters = dict(cluster=cluster, broker=broker, topic=topic, partition=partition, type=type, since=since)
+    return read_page("observed", store.observed, page_token, page_size, **filters)
 
 
 @router.get(
     "/divergences",
     response_model=DivergencePage,
-    responses=ERRORS,
     summary="Where the model and a broker disagreed (the live audit of agent input), newest first",
 )
 def list_divergences(
@@ -68,16 +56,5 @@ def list_divergences(
     page_size: PageSizeQ = 100,
     page_token: PageTokenQ = None,
 ) -> Response:
-    after = decode_page_token(page_token, EVENT_KEY)
-    page = store.divergences(
-        cluster=cluster,
-        broker=broker,
-        topic=topic,
-        partition=partition,
-        kind=kind,
-        subject=subject,
-        since=since,
-        after=after,
-        limit=page_size,
-    )
-    return JSON({"divergences": page.items, "next_page_token": encode_page_token(page.next_key)})
+    filters = dict(cluster=cluster, broker=broker, topic=topic, partition=partition, kind=kind, subject=subject)
+    return read_page("divergences", store.divergences, page_token, page_size, since=since, **filters)

@@ -2,24 +2,22 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends
 from fastapi.responses import Response
 
 from .. import views
-from ..deps import NowDep, StoreDep, require_token
+from ..deps import NowDep, StoreDep, data_router
 from ..models import BrokerDetail, BrokerList
-from ..params import ERRORS, JSON, NOT_FOUND, BrokerP, ClusterQ, only
+from ..params import JSON, NOT_FOUND, BrokerP, ClusterQ, only
 
 RECENT_BATCHES = 10
 OUT_OF_SYNC_SHOWN = 100
 
-router = APIRouter(prefix="/v1/brokers", tags=["brokers"], dependencies=[Depends(require_token)])
+router = data_router("/v1/brokers", "brokers")
 
 
 @router.get(
     "",
     response_model=BrokerList,
-    responses=ERRORS,
     summary="Every broker: partitions led, replicas out of sync, pending ISR changes, last propagation",
 )
 def list_brokers(store: StoreDep, now: NowDep, cluster: ClusterQ = None) -> Response:

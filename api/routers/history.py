@@ -4,21 +4,21 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import Query
 from fastapi.responses import Response
 
 from state.events import MAX_ID, TOPIC_MAX_LENGTH, TOPIC_PATTERN
 from state.records import DecisionKind, Trigger
 
-from ..deps import StoreDep, require_token
+from ..deps import StoreDep, data_router
 from ..models import DeadLetterPage, DecisionPage, PropagationPage
-from ..pages import DEAD_LETTER_KEY, EVENT_KEY, PageSizeQ, PageTokenQ, decode_page_token, encode_page_token
-from ..params import ERRORS, JSON, BrokerQ, ClusterQ, SinceQ, TopicQ
+from ..pages import DEAD_LETTER_KEY, PageSizeQ, PageTokenQ, read_page
+from ..params import BrokerQ, ClusterQ, SinceQ, TopicQ
 
-router = APIRouter(prefix="/v1", tags=["history"], dependencies=[Depends(require_token)])
+router = data_router("/v1", "history")
 
 
-@router.get("/decisions", response_model=DecisionPage, responses=ERRORS, summary="ISR decisions, newest first")
+@router.get("/decisions", response_model=DecisionPage, summary="ISR decisions, newest first")
 def list_decisions(
     store: StoreDep,
     cluster: ClusterQ = None,
@@ -31,17 +31,13 @@ def list_decisions(
     page_size: PageSizeQ = 100,
     page_token: PageTokenQ = None,
 ) -> Response:
-    after = decode_page_token(page_token, EVENT_KEY)
-    page = store.decisions(
-        cluster=cluster, topic=topic, kind=kind, broker=broker, since=since, after=after, limit=page_size
-    )
-    return JSON({"decisions": page.items, "next_page_token": encode_page_token(page.next_key)})
+    filters = dict(cluster=cluster, topic=topic, kind=kind, broker=broker, since=since)
+    return read_page("decisions", store.decisions, page_token, page_size, **filters)
 
 
 @router.get(
     "/propagations",
     response_model=PropagationPage,
-    responses=ERRORS,
     summary="ISR-change batches sent by leader brokers, newest first",
 )
 def list_propagations(
@@ -62,22 +58,16 @@ def list_propagations(
     page_size: PageSizeQ = 100,
     page_token: PageTokenQ = None,
 ) -> Response:
-    after = decode_page_token(page_token, EVENT_KEY)
-    page = store.propagations(
-        cluster=cluster, topic=topic, broker=broker, trigger=trigger, since=since, after=after, limit=page_size
-    )
-    return JSON({"propagations": page.items, "next_page_token": encode_page_token(page.next_key)})
+    filters = dict(cluster=cluster, topic=topic, broker=broker, trigger=trigger, since=since)
+    return read_page("propagations", store.propagations, page_token, page_size, **filters)
 
 
 @router.get(
     "/dead-letters",
     response_model=DeadLetterPage,
-    responses=ERRORS,
     summary="Inputs that changed nothing, with the reason and field, newest first",
 )
 def list_dead_letters(
     store: StoreDep, since: SinceQ = None, page_size: PageSizeQ = 100, page_token: PageTokenQ = None
 ) -> Response:
-    after = decode_page_token(page_token, DEAD_LETTER_KEY)
-    page = store.dead_letters(since=since, after=after, limit=page_size)
-    return JSON({"dead_letters": page.items, "next_page_token": encode_page_token(page.next_key)})
+    return read_page("dead_letters", store.dead_letters, page_token, page_size, DEAD_LETTER_KEY, since=since)

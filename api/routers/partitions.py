@@ -4,27 +4,22 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import Query
 from fastapi.responses import Response
 
 from state.events import MAX_ID
 from state.records import PartitionState
 
 from .. import views
-from ..deps import NowDep, SettingsDep, StoreDep, require_token
+from ..deps import NowDep, SettingsDep, StoreDep, data_router
 from ..models import DecisionPage, PartitionDetail, PartitionIsr, PartitionPage
-from ..pages import EVENT_KEY, PARTITION_KEY, PageSizeQ, PageTokenQ, decode_page_token, encode_page_token
-from ..params import ERRORS, JSON, NOT_FOUND, ClusterQ, PartitionP, TopicP, TopicQ, only
+from ..pages import EVENT_KEY, PARTITION_KEY, PageSizeQ, PageTokenQ, decode_page_token, encode_page_token, page_answer
+from ..params import JSON, NOT_FOUND, ClusterQ, PartitionP, TopicP, TopicQ, only
 
-router = APIRouter(prefix="/v1/partitions", tags=["partitions"], dependencies=[Depends(require_token)])
+router = data_router("/v1/partitions", "partitions")
 
 
-@router.get(
-    "",
-    response_model=PartitionPage,
-    responses=ERRORS,
-    summary="Partitions, filtered, in (cluster, topic, partition) order",
-)
+@router.get("", response_model=PartitionPage, summary="Partitions, filtered, in (cluster, topic, partition) order")
 def list_partitions(
     store: StoreDep,
     settings: SettingsDep,
@@ -110,8 +105,9 @@ def get_partition_history(
     page_size: PageSizeQ = 100,
     page_token: PageTokenQ = None,
 ) -> Response:
-    after = decode_page_token(page_token, EVENT_KEY)
+    after = decode_page_token(page_token, EVENT_KEY)  # a forged token is a 422 before an unknown partition's 404
     found = store.partition_isr(topic, partition, cluster)
     cluster = only(found, [r[0] for r in found], cluster, f"partition {topic}-{partition}")[0]
-    page = store.decisions(cluster=cluster, topic=topic, partition=partition, after=after, limit=page_size)
-    return JSON({"decisions": page.items, "next_page_token": encode_page_token(page.next_key)})
+    return page_answer(
+        "decisions", store.decisions(cluster=cluster, topic=topic, partition=partition, after=after, limit=page_size)
+    )

@@ -32,6 +32,11 @@ T = TypeVar("T")
 _FLAG_FILTERS = {flag: f"p.{flag} = 1" for flag in PARTITION_FLAGS}
 
 Key = tuple[Any, ...]
+# The live audit's tables and the columns each is filtered on by equality, in filter order.
+AUDIT_COLUMNS = {
+    "observed": ("cluster", "broker", "topic", "partition", "type"),
+    "divergences": ("cluster", "broker", "topic", "partition", "kind", "subject"),
+}
 
 
 @dataclass(frozen=True)
@@ -192,53 +197,24 @@ class Reader(Database):
             params.append(topic)
         return self._newest_first(Propagation, "propagations", where, params, after, limit)
 
-    def observed(
-        self,
-        *,
-        cluster: str | None = None,
-        broker: int | None = None,
-        topic: str | None = None,
-        partition: int | None = None,
-        type: str | None = None,
-        since: int | None = None,
-        after: Key | None = None,
-        limit: int = 100,
-    ) -> Page[dict[str, Any]]:
+    def observed(self, **filters: Any) -> Page[dict[str, Any]]:
         """What brokers did (the agent's `isr_updated` and `isr_change_propagated`), newest first."""
-        where, params = _event_filters(
-            ("d.cluster", cluster),
-            ("d.broker", broker),
-            ("d.topic", topic),
-            ("d.partition", partition),
-            ("d.type", type),
-            since=since,
-        )
-        return self._newest_first(dict, "observed", where, params, after, limit)
+        return self._audit_table("observed", **filters)
 
-    def divergences(
-        self,
-        *,
-        cluster: str | None = None,
-        broker: int | None = None,
-        topic: str | None = None,
-        partition: int | None = None,
-        kind: str | None = None,
-        subject: str | None = None,
-        since: int | None = None,
-        after: Key | None = None,
-        limit: int = 100,
-    ) -> Page[dict[str, Any]]:
+    def divergences(self, **filters: Any) -> Page[dict[str, Any]]:
         """Where the model and a broker disagreed, newest first."""
-        where, params = _event_filters(
-            ("d.cluster", cluster),
-            ("d.broker", broker),
-            ("d.topic", topic),
-            ("d.partition", partition),
-            ("d.kind", kind),
-            ("d.subject", subject),
-            since=since,
-        )
-        return self._newest_first(dict, "divergences", where, params, after, limit)
+        return self._audit_table("divergences", **filters)
+
+    def _audit_table(
+        self, table: str, *, since: int | None = None, after: Key | None = None, limit: int = 100, **equal: Any
+    ) -> Page[dict[str, Any]]:
+        """A table of the live audit, newest first; `equal` filters on its columns (`AUDIT_COLUMNS`), None on none."""
+        columns = AUDIT_COLUMNS[table]
+        unknown = sorted(set(equal) - set(columns))
+        if unknown:
+            raise TypeError(f"{table} has no filter {', '.join(unknown)} (it has {', '.join(columns)})")
+        where, params = _event_filters(*((f"d.{c}", equal.get(c)) for c in columns), since=since)
+        return self._newest_first(dict, table, where, params, after, limit)
 
     def dead_letters(
         self, *, since: int | None = None, after: Key | None = None, limit: int = 100

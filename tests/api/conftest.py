@@ -10,11 +10,9 @@ from fastapi.testclient import TestClient
 
 from api.app import create_app
 from state.store import open_store
-from streaming.cli import main as isrwatch
 from tests.api.fleet import Streamed, fleet_lines, stream_into
 from tests.pg import fresh_database
-
-SCENARIO = Path(__file__).parents[1] / "scenarios" / "01-stuck-follower-shrink"
+from tests.replays import replay_scenario
 
 
 @pytest.fixture(scope="session", params=["sqlite", "postgresql"])
@@ -44,19 +42,5 @@ def client(fleet_store: tuple[str, Streamed]) -> Iterator[TestClient]:
 def scenario_url(tmp_path: Path) -> str:
     """Scenario 01 replayed into a SQLite store through `isrwatch replay --store`."""
     url = f"sqlite:///{tmp_path / 's.db'}"
-    assert (
-        isrwatch(
-            [
-                "replay",
-                f"{SCENARIO}.events.jsonl",
-                "--config",
-                f"{SCENARIO}.config.json",
-                "--until",
-                (SCENARIO.parent / f"{SCENARIO.name}.until").read_text().strip(),
-                "--store",
-                url,
-            ]
-        )
-        == 0
-    )
+    assert replay_scenario("01-stuck-follower-shrink", "--store", url) == 0
     return url

@@ -157,26 +157,8 @@ def test_status_page_before_the_first_batch_says_so_without_errors(tmp_path):
     assert seen["summary"]["total"]["value"] == "0"
 
 
-def test_behind_a_token_the_page_asks_once_keeps_it_for_the_session_and_shows_the_data(tmp_path):
-    store = f"sqlite:///{tmp_path / 'isrwatch.db'}"
-    scenario = ROOT / "tests" / "scenarios" / "01-stuck-follower-shrink"
-    until = (scenario.parent / f"{scenario.name}.until").read_text().strip()
-    assert (
-        main(
-            [
-                "replay",
-                f"{scenario}.events.jsonl",
-                "--config",
-                f"{scenario}.config.json",
-                "--until",
-                until,
-                "--store",
-                store,
-            ]
-        )
-        == 0
-    )
-    with serving(store, "--token", "s3cret") as base:
+def test_behind_a_token_the_page_asks_once_keeps_it_for_the_session_and_shows_the_data(scenario_url, tmp_path):
+    with serving(scenario_url, "--token", "s3cret") as base:
         assert httpx.get(f"{base}/v1/partitions").status_code == 401
         seen = browse(base + "/", tmp_path / "token.png", token="s3cret")
     assert seen["login"] == {

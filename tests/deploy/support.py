@@ -72,6 +72,20 @@ def helm_template(*values_files: Path, sets: tuple[str, ...] = ()) -> tuple[dict
     return tuple(doc for doc in yaml.safe_load_all(run(cmd).stdout) if doc)
 
 
+def render(*args: str | Path) -> subprocess.CompletedProcess:
+    """`helm template` of the chart with `args`, however it ends (the caller judges the exit status)."""
+    return subprocess.run(
+        [str(c) for c in (HELM, "template", "isrwatch", CHART, *args)], capture_output=True, text=True, timeout=60
+    )
+
+
+def assert_schema_refuses(field: str, *args: str | Path) -> None:
+    """`helm template` with `args` fails at install time on the values schema, naming `field`."""
+    proc = render(*args)
+    assert proc.returncode != 0 and "values don't meet the specifications of the schema" in proc.stderr
+    assert field in proc.stderr, proc.stderr
+
+
 def dashboards() -> dict[str, dict]:
     """Every deploy/grafana dashboard by file name."""
     return {path.name: json.loads(path.read_text()) for path in sorted(GRAFANA.glob("*.json"))}

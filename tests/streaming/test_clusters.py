@@ -16,11 +16,10 @@ import msgspec
 
 from state.config import Config
 from state.store import open_store
-from streaming.job import JobOptions, StreamJob
 from streaming.sim.synthetic import StreamShape, generate
 from tests.state.helpers import canonical
 from tests.streaming.streams import START_MS, in_order
-from tests.streaming.test_run import dump, replay_of
+from tests.streaming.test_run import dump, replay_of, run_job
 
 CONFIG = Config(replica_lag_time_max_ms=10_000, allowed_lateness_ms=3000)
 BEHIND_MS = 60_000
@@ -54,16 +53,7 @@ def test_a_cluster_a_minute_behind_another_loses_nothing_and_a_future_event_move
         paths.append(path)
     in_order(paths)
     url = f"sqlite:///{tmp_path / 'store.db'}"
-    StreamJob(
-        JobOptions(
-            source=f"files:{inbox}",
-            store=url,
-            checkpoint=str(tmp_path / "checkpoint"),
-            config=CONFIG,
-            available_now=True,
-            max_per_batch=8,
-        )
-    ).run()
+    run_job(inbox, url, tmp_path / "checkpoint", CONFIG, max_per_batch=8)
 
     got = dump(url)
     [dead] = [json.loads(d) for d in got["dead_letters"]]

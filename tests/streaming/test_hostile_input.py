@@ -16,8 +16,7 @@ import pytest
 from state.config import Config
 from state.store import open_store
 from streaming.cli import main
-from streaming.job import JobOptions, StreamJob
-from tests.streaming.test_run import dump, replay_of
+from tests.streaming.test_run import dump, replay_of, run_job
 
 SCENARIO = Path(__file__).parents[1] / "scenarios" / "02-slow-follower-shrink"
 CONFIG = ["--config", f"{SCENARIO}.config.json"]
@@ -109,15 +108,7 @@ def test_the_file_source_of_run_takes_every_hostile_line_too(spark, tmp_path: Pa
     hostile.rename(inbox / hostile.name)
     url = f"sqlite:///{tmp_path / 'store.db'}"
     config = Config.from_dict(msgspec.json.decode(Path(CONFIG[1]).read_bytes()))
-    StreamJob(
-        JobOptions(
-            source=f"files:{inbox}",
-            store=url,
-            checkpoint=str(tmp_path / "checkpoint"),
-            config=config,
-            available_now=True,
-        )
-    ).run()
+    run_job(inbox, url, tmp_path / "checkpoint", config, max_per_batch=None)
     got = dump(url)
     assert len(got["dead_letters"]) == len(hostile_lines()) - valid_hostile
     expected = replay_of(url, [clean])

@@ -25,7 +25,6 @@ import pytest
 
 from state.config import Config
 from state.store import open_store
-from streaming.job import JobOptions, StreamJob
 from streaming.lab import faults
 from streaming.lab.cluster import Lab
 from streaming.lab.jars import artifacts_in, ensure, kafka_set, pyspark_jars, spark_kafka_jars
@@ -34,7 +33,7 @@ from tests.state.helpers import canonical
 from tests.streaming.streams import Mix, events
 from tests.streaming.test_hostile_input import CONFIG as SCENARIO_CONFIG_ARGS
 from tests.streaming.test_hostile_input import SCENARIO, hostile_lines
-from tests.streaming.test_run import CONFIG, dump, replay_of
+from tests.streaming.test_run import CONFIG, dump, replay_of, run_job
 
 SCENARIO_CONFIG = SCENARIO_CONFIG_ARGS[1]
 
@@ -118,19 +117,13 @@ def test_spark_kafka_source_restarted_mid_topic_loses_and_duplicates_nothing(spa
     rows = event_rows(seed=5, count=4000)
     half = len(rows) // 2
     url = f"sqlite:///{tmp_path / 'store.db'}"
-    options = dict(
-        source=f"kafka:{lab.bootstrap_servers}/{topic}",
-        store=url,
-        checkpoint=str(tmp_path / "checkpoint"),
-        config=CONFIG,
-        available_now=True,
-    )
+    source = f"kafka:{lab.bootstrap_servers}/{topic}"
     produce(lab.bootstrap_servers, topic, [*rows[:half], b"{broken first"])
-    StreamJob(JobOptions(**options)).run()
+    run_job(source, url, tmp_path / "checkpoint", max_per_batch=None)
     with open_store(url) as store:
         first_run = store.last_batch_id()
     produce(lab.bootstrap_servers, topic, [*rows[half:], b"{broken second"])
-    StreamJob(JobOptions(**options)).run()
+    run_job(source, url, tmp_path / "checkpoint", max_per_batch=None)
     got = dump(url)
     expected = replay_of(url, [written(tmp_path, rows)])
     assert expected.highest.summary["decisions_by_kind"]["shrink"]
@@ -148,17 +141,8 @@ def test_kafka_python_source_and_kafka_output(spark, tmp_path, lab: Lab):
     produce(lab.bootstrap_servers, topic, [*rows, b"{broken"])
     url = f"sqlite:///{tmp_path / 'store.db'}"
     outputs = end_offsets(lab.monitor_bootstrap, ["isrwatch.decisions", "isrwatch.propagations"])
-    StreamJob(
-        JobOptions(
-            source=f"kafka-python:{lab.bootstrap_servers}/{topic}",
-            store=url,
-            checkpoint=str(tmp_path / "checkpoint"),
-            config=CONFIG,
-            available_now=True,
-            max_per_batch=len(rows) // 3,
-            kafka_output=lab.monitor_bootstrap,
-        )
-    ).run()
+    source = f"kafka-python:{lab.bootstrap_servers}/{topic}"
+    run_job(source, url, tmp_path / "checkpoint", max_per_batch=len(rows) // 3, kafka_output=lab.monitor_bootstrap)
     got = dump(url)
     expected = replay_of(url, [written(tmp_path, rows)])
     assert got["decisions"] == expected.decisions and got["partitions"] == expected.partitions
@@ -245,15 +229,8 @@ def test_hostile_records_on_both_kafka_sources_end_as_dead_letters(spark, tmp_pa
     records = [line for pair in itertools.zip_longest(valid, hostile) for line in pair if line is not None]
     produce(lab.bootstrap_servers, topic, records, partition=0)
     url = f"sqlite:///{tmp_path / 'store.db'}"
-    StreamJob(
-        JobOptions(
-            source=f"{kind}:{lab.bootstrap_servers}/{topic}",
-            store=url,
-            checkpoint=str(tmp_path / "checkpoint"),
-            config=Config.from_dict(msgspec.json.decode(Path(SCENARIO_CONFIG).read_bytes())),
-            available_now=True,
-        )
-    ).run()
+    config = Config.from_dict(msgspec.json.decode(Path(SCENARIO_CONFIG).read_bytes()))
+    run_job(f"{kind}:{lab.bootstrap_servers}/{topic}", url, tmp_path / "checkpoint", config, max_per_batch=None)
     got = dump(url)
     clean = tmp_path / "clean.jsonl"
     clean.write_bytes(b"\n".join(valid) + b"\n")

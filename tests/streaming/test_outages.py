@@ -15,7 +15,7 @@ from streaming.cli import main
 from tests.net import free_port
 from tests.pg import PrivatePostgres, fresh_database
 from tests.streaming.streams import Mix, events, in_order, write_files
-from tests.streaming.test_run import CONFIG, dump, run_job
+from tests.streaming.test_run import CONFIG, dump, run_command, run_job
 
 SETTINGS = [
     f"--set=replica_lag_time_max_ms={CONFIG.replica_lag_time_max_ms}",
@@ -60,17 +60,10 @@ def test_postgres_down_for_20_s_mid_stream_the_store_ends_as_if_nothing_happened
         port = free_port()
         with open(log, "wb") as out:
             job = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "streaming.cli",
-                    "run",
-                    "--source",
-                    f"files:{inbox}",
-                    "--store",
+                run_command(
+                    inbox,
                     url,
-                    "--checkpoint",
-                    str(tmp_path / "checkpoint"),
+                    tmp_path / "checkpoint",
                     "--trigger",
                     "0.5",
                     "--max-per-batch",
@@ -80,7 +73,7 @@ def test_postgres_down_for_20_s_mid_stream_the_store_ends_as_if_nothing_happened
                     "--store-retry",
                     "120",
                     *SETTINGS,
-                ],
+                ),
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,

@@ -18,7 +18,7 @@ from state.events import DeadLetter
 from state.replay import ReplayResult, replay
 from streaming.cli import main
 from streaming.replay_spark import replay_spark
-from tests.state.helpers import canonical
+from tests.state.helpers import append, canonical, fetch, lai
 from tests.streaming.streams import START_MS, Mix, events, write_files
 
 SCENARIOS = Path(__file__).parents[1] / "scenarios"
@@ -129,42 +129,8 @@ def test_cli_writes_the_local_engines_files(spark, tmp_path):
 def test_ties_on_time_and_line_number_follow_the_file_order(spark, tmp_path, order):
     """Two fetches at one time, both line 2 of their file: the later file's is applied last (its LEO stays)."""
     files = {
-        "b": [
-            {
-                "type": "leader_and_isr",
-                "ts": 1000,
-                "topic": "t",
-                "partition": 0,
-                "controller_epoch": 1,
-                "leader": 1,
-                "leader_epoch": 0,
-                "isr": [1],
-                "replicas": [1, 2],
-                "partition_epoch": 0,
-                "leader_leo": 100,
-            },
-            {
-                "type": "fetch",
-                "ts": 2000,
-                "topic": "t",
-                "partition": 0,
-                "replica": 2,
-                "fetch_offset": 50,
-                "leader_leo": 100,
-            },
-        ],
-        "a": [
-            {"type": "append", "ts": 1500, "topic": "t", "partition": 0, "leader_leo": 100},
-            {
-                "type": "fetch",
-                "ts": 2000,
-                "topic": "t",
-                "partition": 0,
-                "replica": 2,
-                "fetch_offset": 80,
-                "leader_leo": 100,
-            },
-        ],
+        "b": [lai(1000, 1, [1], [1, 2], 0, leader_leo=100), fetch(2000, 2, 50, 100)],
+        "a": [append(1500, 100), fetch(2000, 2, 80, 100)],
     }
     paths = []
     for name in order:

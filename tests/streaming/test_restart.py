@@ -9,13 +9,12 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 from state.store import open_store
 from tests.streaming.streams import Mix, events, in_order, write_files
-from tests.streaming.test_run import CONFIG, dump, run_job
+from tests.streaming.test_run import CONFIG, dump, run_command, run_job
 
 
 def descendants(pid: int) -> set[int]:
@@ -36,17 +35,10 @@ def descendants(pid: int) -> set[int]:
 
 
 def job(inbox: Path, url: str, checkpoint: Path, log: Path, *extra: str) -> subprocess.Popen:
-    argv = [
-        sys.executable,
-        "-m",
-        "streaming.cli",
-        "run",
-        "--source",
-        f"files:{inbox}",
-        "--store",
+    argv = run_command(
+        inbox,
         url,
-        "--checkpoint",
-        str(checkpoint),
+        checkpoint,
         "--max-per-batch",
         "1",
         "--driver-memory",
@@ -58,7 +50,7 @@ def job(inbox: Path, url: str, checkpoint: Path, log: Path, *extra: str) -> subp
         "--set",
         f"allowed_lateness_ms={CONFIG.allowed_lateness_ms}",
         *extra,
-    ]
+    )
     with open(log, "ab") as out:
         return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import sys
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,7 +27,7 @@ from streaming.buckets import LAYOUT_FILE
 from streaming.cli import build_parser
 from streaming.job import JobOptions, StreamJob, describe_failure
 from streaming.sources import SourceError, parse_source
-from tests.state.helpers import canonical
+from tests.state.helpers import canonical, fetch, lai, tick
 from tests.streaming.streams import START_MS, Mix, events, in_order, write_files
 
 CONFIG = Config(replica_lag_time_max_ms=10_000, allowed_lateness_ms=3000)
@@ -62,18 +63,43 @@ def local(paths: list[Path], until: int) -> ReplayResult:
         return replay([stack.enter_context(open(p, "rb")) for p in paths], CONFIG, until)
 
 
-def run_job(inbox: Path, store: str, checkpoint: Path | str, **options) -> None:
+def run_job(
+    source: Path | str,
+    store: str,
+    checkpoint: Path | str,
+    config: Config = CONFIG,
+    max_per_batch: int | None = 1,
+    **options,
+) -> None:
+    """`isrwatch run --available-now` in process: what `source` holds (a directory: a `files:` source) into `store`."""
     StreamJob(
         JobOptions(
-            source=f"files:{inbox}",
+            source=f"files:{source}" if isinstance(source, Path) else source,
             store=store,
             checkpoint=str(checkpoint),
-            config=CONFIG,
+            config=config,
             available_now=True,
-            max_per_batch=1,
+            max_per_batch=max_per_batch,
             **options,
         )
     ).run()
+
+
+def run_command(inbox: Path, store: str, checkpoint: Path, *options: str) -> list[str]:
+    """`isrwatch run` over the `files:` directory `inbox`, as the command line of a job in its own process."""
+    return [
+        sys.executable,
+        "-m",
+        "streaming.cli",
+        "run",
+        "--source",
+        f"files:{inbox}",
+        "--store",
+        store,
+        "--checkpoint",
+        str(checkpoint),
+        *options,
+    ]
 
 
 @dataclass
@@ -277,27 +303,14 @@ def test_run_help_documents_every_option(capsys):
 
 def test_a_pending_propagation_goes_out_when_no_new_change_arrives(spark, tmp_path):
     """The last watermark move releases no line and no check of any bucket; the propagation is due anyway."""
-    lai = {
-        "type": "leader_and_isr",
-        "topic": "t",
-        "partition": 0,
-        "controller_epoch": 1,
-        "leader": 1,
-        "leader_epoch": 0,
-        "isr": [1],
-        "replicas": [1, 2],
-        "partition_epoch": 0,
-        "leader_leo": 100,
-    }
-    at_leo = {"type": "fetch", "topic": "t", "partition": 0, "replica": 2, "fetch_offset": 100, "leader_leo": 100}
     files = [
         [
-            {"type": "tick", "ts": 500, "task": "isr-expiration"},
-            {**lai, "ts": 1000},
-            {**at_leo, "ts": 1500},  # replica 2 joins the ISR: a change for broker 1 to propagate
-            {**at_leo, "ts": 9000},
+            tick(500, "isr-expiration"),
+            lai(1000, 1, [1], [1, 2], 0, leader_leo=100),
+            fetch(1500, 2, 100, 100),  # replica 2 joins the ISR: a change for broker 1 to propagate
+            fetch(9000, 2, 100, 100),
         ],  # watermark 6000: the change is applied, its batch is due at 7500
-        [{**at_leo, "ts": 11000}],
+        [fetch(11000, 2, 100, 100)],
     ]  # watermark 8000: nothing of any bucket between 6000 and 8000
     inbox = tmp_path / "in"
     inbox.mkdir()

@@ -13,10 +13,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from streaming.cli import main as isrwatch
 from tests.net import free_port
-
-SCENARIO = Path(__file__).parents[2] / "scenarios" / "01-stuck-follower-shrink"
+from tests.replays import replay_scenario
 
 
 def _listening_addresses(port: int) -> set[str]:
@@ -32,21 +30,7 @@ def _listening_addresses(port: int) -> set[str]:
 
 @pytest.fixture
 def server(store_url: str, tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen]]:
-    assert (
-        isrwatch(
-            [
-                "replay",
-                f"{SCENARIO}.events.jsonl",
-                "--config",
-                f"{SCENARIO}.config.json",
-                "--until",
-                "25000",
-                "--store",
-                store_url,
-            ]
-        )
-        == 0
-    )
+    assert replay_scenario("01-stuck-follower-shrink", "--store", store_url) == 0
     port = free_port()
     env = {**os.environ, "ISRWATCH_API_TOKEN": "from-env"}
     proc = subprocess.Popen(

@@ -27,10 +27,10 @@ public sealed interface Event {
         return ts();
     }
 
-    /** Writes the type-specific fields (after the common ones). */
+    /** Writes the type-specific fields (after the common ones, a partition event's topic and partition among them). */
     void writeFields(Json.Writer w);
 
-    /** An event about one partition. */
+    /** An event about one partition: its topic and partition follow the common fields. */
     sealed interface PartitionEvent extends Event {
         String topic();
 
@@ -47,8 +47,7 @@ public sealed interface Event {
 
         @Override
         public void writeFields(Json.Writer w) {
-            w.field("topic", topic).field("partition", partition).field("replica", replica)
-                .field("fetch_offset", fetchOffset).field("leader_leo", leaderLeo)
+            w.field("replica", replica).field("fetch_offset", fetchOffset).field("leader_leo", leaderLeo)
                 .field("log_start_offset", logStartOffset);
             if (currentLeaderEpoch >= 0) {
                 w.field("current_leader_epoch", currentLeaderEpoch);
@@ -67,7 +66,7 @@ public sealed interface Event {
 
         @Override
         public void writeFields(Json.Writer w) {
-            w.field("topic", topic).field("partition", partition).field("controller_epoch", controllerEpoch);
+            w.field("controller_epoch", controllerEpoch);
             if (controllerId >= 0) {
                 w.field("controller_id", controllerId);
             }
@@ -107,8 +106,7 @@ public sealed interface Event {
 
         @Override
         public void writeFields(Json.Writer w) {
-            w.field("topic", topic).field("partition", partition).field("leader_leo", leaderLeo)
-                .field("check_ms", checkMs);
+            w.field("leader_leo", leaderLeo).field("check_ms", checkMs);
         }
     }
 
@@ -181,8 +179,8 @@ public sealed interface Event {
 
         @Override
         public void writeFields(Json.Writer w) {
-            w.field("topic", topic).field("partition", partition).field("leader", leader).field("isr", isr)
-                .field("isr_before", isrBefore).field("partition_epoch", partitionEpoch).field("kind", kind);
+            w.field("leader", leader).field("isr", isr).field("isr_before", isrBefore)
+                .field("partition_epoch", partitionEpoch).field("kind", kind);
             w.key("out_of_sync").beginArray();
             for (OutOfSync o : outOfSync) {
                 w.beginObject().field("replica", o.replica()).field("leo", o.leo())

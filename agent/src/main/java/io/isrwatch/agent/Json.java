@@ -6,11 +6,14 @@ public final class Json {
     private Json() {
     }
 
-    /** The event as one JSON object (no newline): common fields first, then the type's own. */
+    /** The event as one JSON object (no newline): common fields, a partition event's topic and partition, its own. */
     public static String encode(Event e, long seq, String cluster, int broker) {
         Writer w = new Writer(160);
         w.beginObject().field("type", e.type()).field("ts", e.ts()).field("cluster", cluster)
             .field("broker", broker).field("seq", seq);
+        if (e instanceof Event.PartitionEvent p) {
+            w.field("topic", p.topic()).field("partition", p.partition());
+        }
         e.writeFields(w);
         return w.endObject().toString();
     }
@@ -65,56 +68,58 @@ public final class Json {
         }
 
         public Writer beginObject() {
-            comma();
-            sb.append('{');
-            first = true;
-            return this;
+            return open('{');
         }
 
         public Writer endObject() {
-            sb.append('}');
-            first = false;
-            return this;
+            return close('}');
         }
 
         public Writer beginArray() {
+            return open('[');
+        }
+
+        public Writer endArray() {
+            return close(']');
+        }
+
+        private Writer open(char bracket) {
             comma();
-            sb.append('[');
+            sb.append(bracket);
             first = true;
             return this;
         }
 
-        public Writer endArray() {
-            sb.append(']');
+        private Writer close(char bracket) {
+            sb.append(bracket);
             first = false;
             return this;
         }
 
-        public Writer field(String k, String v) {
+        /** The key, and the buffer to append its value to. */
+        private StringBuilder value(String k) {
             key(k);
             first = false;
-            quote(sb, v);
+            return sb;
+        }
+
+        public Writer field(String k, String v) {
+            quote(value(k), v);
             return this;
         }
 
         public Writer field(String k, long v) {
-            key(k);
-            first = false;
-            sb.append(v);
+            value(k).append(v);
             return this;
         }
 
         public Writer field(String k, boolean v) {
-            key(k);
-            first = false;
-            sb.append(v);
+            value(k).append(v);
             return this;
         }
 
         public Writer field(String k, int[] v) {
-            key(k);
-            first = false;
-            sb.append('[');
+            value(k).append('[');
             for (int i = 0; i < v.length; i++) {
                 if (i > 0) {
                     sb.append(',');

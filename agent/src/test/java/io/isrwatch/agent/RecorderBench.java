@@ -14,27 +14,8 @@ public final class RecorderBench {
     private RecorderBench() {
     }
 
-    /** A sink that drains itself on a writer thread without encoding. */
-    private static final class Discard extends Sink {
-        Discard() {
-            super("discard", 1 << 20);
-        }
-
-        @Override
-        protected void write(Stamped s) {
-        }
-
-        @Override
-        protected void idle() {
-        }
-
-        @Override
-        protected void release(long timeoutMs) {
-        }
-    }
-
     private static double run(int threads, int partitions, boolean moving, long perThread) throws Exception {
-        Discard sink = new Discard();
+        Sink sink = new NullSink("discard", 1 << 20); // drains itself on its writer thread without encoding
         sink.start();
         Recorder r = new Recorder(sink, null, true, 0);
         CountDownLatch go = new CountDownLatch(1);

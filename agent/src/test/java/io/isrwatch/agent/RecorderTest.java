@@ -8,25 +8,13 @@ import org.junit.jupiter.api.Test;
 class RecorderTest {
 
     /** A sink that is never started: its queue shows what was offered. */
-    private static final class QueueOnly extends Sink {
+    private static final class QueueOnly extends NullSink {
         QueueOnly(String name, int capacity) {
             super(name, capacity);
         }
 
         List<String> lines() {
             return queuedEvents().stream().map(s -> s.seq() + ":" + s.event().type() + "@" + s.event().ts()).toList();
-        }
-
-        @Override
-        protected void write(Stamped s) {
-        }
-
-        @Override
-        protected void idle() {
-        }
-
-        @Override
-        protected void release(long timeoutMs) {
         }
     }
 

@@ -19,7 +19,7 @@ class SinkTest {
     }
 
     /** A sink whose writer blocks until released, recording what it wrote. */
-    private static final class BlockedSink extends Sink {
+    private static final class BlockedSink extends NullSink {
         final CountDownLatch release = new CountDownLatch(1);
         final CountDownLatch writing = new CountDownLatch(1);
         final List<Long> seqs = new ArrayList<>();
@@ -35,14 +35,6 @@ class SinkTest {
             synchronized (seqs) {
                 seqs.add(s.seq());
             }
-        }
-
-        @Override
-        protected void idle() {
-        }
-
-        @Override
-        protected void release(long timeoutMs) {
         }
     }
 
