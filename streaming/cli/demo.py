@@ -237,6 +237,17 @@ def _stop_on_signals(stop: threading.Event) -> None:
         signal.signal(sig, lambda *_: stop.set())
 
 
+def _narrator() -> Callable[[str], None]:
+    """Print each line with the time since the demo started, as [m:ss.s]."""
+    started = time.monotonic()
+
+    def say(message: str) -> None:
+        elapsed = time.monotonic() - started
+        print(f"[{int(elapsed // 60)}:{elapsed % 60:04.1f}] {message}", flush=True)
+
+    return say
+
+
 def main(args: argparse.Namespace) -> int:
     if args.real:
         return real_main(args)
@@ -245,11 +256,7 @@ def main(args: argparse.Namespace) -> int:
     workdir = Path(args.dir)
     base = f"http://127.0.0.1:{args.port}"
     started = time.monotonic()
-
-    def say(message: str) -> None:
-        elapsed = time.monotonic() - started
-        print(f"[{int(elapsed // 60)}:{elapsed % 60:04.1f}] {message}", flush=True)
-
+    say = _narrator()
     _fresh(workdir)
     (workdir / "events").mkdir(parents=True)
     start = int(time.time() * 1000)
@@ -328,11 +335,7 @@ def real_main(args: argparse.Namespace) -> int:
     lab_dir = (workdir / "lab").resolve()
     base = f"http://127.0.0.1:{args.port}"
     started = time.monotonic()
-
-    def say(message: str) -> None:
-        elapsed = time.monotonic() - started
-        print(f"[{int(elapsed // 60)}:{elapsed % 60:04.1f}] {message}", flush=True)
-
+    say = _narrator()
     _fresh(workdir)
     store = f"sqlite:///{(workdir / 'isrwatch.db').resolve()}"
     spec = LabSpec(lag_ms=args.lag_ms, rate=REAL_RATE, agent=str(PROJECT_AGENT))
