@@ -62,14 +62,11 @@ def frame(raw: DataFrame, layout: Layout, ranks: dict[str, int] | None = None, u
     is_file = F.col("part") < 0
     text = F.col("value").cast("string")
     split = F.when(is_file, F.split(text, "\n")).otherwise(F.array(text))
-    lines = raw.select(
-        "origin",
-        "part",
-        "offset",
-        "received",
-        F.size(split).alias("count"),
-        F.posexplode(split).alias("pos", "line"),
-    )
+    # The file is cut once, before the generator: an expression of `value` beside it would be evaluated again
+    # for every line it yields (quadratic in the file's size).
+    cut = raw.select("origin", "part", "offset", "received", split.alias("lines"))
+    cut = cut.select("origin", "part", "offset", "received", F.size("lines").alias("count"), "lines")
+    lines = cut.select("origin", "part", "offset", "received", "count", F.posexplode("lines").alias("pos", "line"))
     lines = lines.where(F.col("line").rlike(r"\S")).observe(INPUT_METRICS, F.count(F.lit(1)).alias("lines"))
     line_no = F.col("pos") + 1
     rank = (
