@@ -1,24 +1,36 @@
-"""`isrwatch bench stream`: events/s, micro-batch duration, decision latency and memory of `isrwatch run`.
+"""`isrwatch bench stream`: the streaming job against one plain process, events/s, CPU per event, latency, memory.
 
-Prints numbers; asserts nothing. Targets (issue 3, local[2]): >= 100,000 events/s sustained, p99
-decision latency <= trigger + 2 s (from its cluster's frontier passing a decision's time, its time +
-allowed_lateness_ms in real time, to its row being committed to the store), memory flat over a
-10-minute run.
+Prints numbers; asserts nothing. Targets (issue 14, local[2]): the stream's sustained rate at least the
+one-process replay's on the same events (ratio >= 1.0) and <= 10 us of CPU per event over driver, JVM
+and Python workers; (issue 3) p99 decision latency <= trigger + 2 s (from its cluster's frontier passing
+a decision's time, its time + allowed_lateness_ms in real time, to its row being committed to the store),
+memory flat over a 10-minute run.
 
-Two modes over the synthetic stream of `streaming.sim.synthetic` (10,000 partitions x RF 3, fetch
-every 500 ms):
+Two modes, over one of two event shapes (--shape): `synthetic` (`streaming.sim.synthetic`: 10,000
+partitions x RF 3, every follower fetching every 500 ms, appends every second, scheduled checks) or
+`agent` (`streaming.sim.agent_shape`: what isrwatch-agent sends — per-broker ticks, caught-up fetches
+coalesced to one per follower per isr-expiration run, appends read by the checks; --profile agent):
 - backlog (default): --events pre-generated into --files files, consumed --files-per-batch files
-  per micro-batch as fast as the job goes; also runs the local one-process replay on the same files
-  for comparison. CPU time of the job's process tree per event gives the rate on 2 idle cores.
+  per micro-batch as fast as the job goes; the local one-process replay runs on the same files first.
+  The ratio is printed twice: on the wall clock (what this machine did, other load included) and on
+  CPU time (the stream's 2 x events per CPU second, the rate two otherwise idle cores would give if
+  both were kept busy, against the replay's events per CPU second). CPU per event is split into the
+  driver (this process: the sink and the store), the JVM and the Python workers.
 - real time (--duration SECONDS): a feeder process writes the stream as it happens (event time =
   wall clock) one file per second, the job runs with --trigger; RSS of the job's process tree
   (driver, JVM, Python workers) is sampled throughout.
+
+To split fixed from per-event cost, run the backlog twice with different --files-per-batch (e.g. 2 and
+20 files of 50,000 events: 100k and 1M events per batch) and compare the per-batch figures; --stages
+adds Spark's own per-stage task metrics (the map stage: read, frame, shuffle write; the reduce stage:
+shuffle read, sort, the Python state function, the state store) from its REST API.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import multiprocessing
 import os
 import shutil
@@ -27,6 +39,9 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import msgspec
@@ -36,12 +51,29 @@ from state.replay import parse_lines, replay, replay_events
 from state.step import Settled
 from streaming.job import JobOptions, StreamJob
 from streaming.progress import input_lines, iso_ms
+from streaming.sim.agent_shape import AgentShape, generate_agent
 from streaming.sim.processes import descendants
 from streaming.sim.sinks import PendingFile
 from streaming.sim.synthetic import StreamShape, generate
 from streaming.spark import SparkSettings
 
 CONFIG = Config(replica_lag_time_max_ms=10_000)  # the engine benchmark's configuration
+AGENT_CONFIG = CONFIG.with_profile("agent")  # the brokers' own ticks run the checks
+SHAPES = ("synthetic", "agent")
+
+
+def _config(shape: str) -> Config:
+    return AGENT_CONFIG if shape == "agent" else CONFIG
+
+
+def _events(shape: str, partitions: int, events: int, seed: int, start_ms: int | None = None) -> Iterator[dict]:
+    """The event shape's generator; `start_ms` None: the shape's default start."""
+    start = {} if start_ms is None else {"start_ms": start_ms}
+    if shape == "agent":
+        return generate_agent(
+            AgentShape(partitions=partitions, lag_ms=CONFIG.replica_lag_time_max_ms, **start), events, seed
+        )
+    return generate(StreamShape(partitions=partitions, **start), events, seed)
 
 
 def _write(path: Path, events: list[dict]) -> None:
@@ -70,42 +102,64 @@ def _tree_rss_mb(root: int) -> float:
     return total / 1024
 
 
-def _tree_cpu_s(root: int, leave_out: int | None = None) -> float:
-    """CPU seconds (user + system) the process tree has used: robust to other load on the machine."""
+PARTS = ("driver", "jvm", "workers")
+
+
+def _tree_cpu_s(root: int, leave_out: int | None = None) -> dict[str, float]:
+    """CPU seconds (user + system) the job's processes have used, by part: the driver (`root`), the JVM, the
+    Python workers. CPU time is robust to other load on the machine; wall time is not."""
     ticks = os.sysconf("SC_CLK_TCK")
-    total = 0
+    total = dict.fromkeys(PARTS, 0.0)
     for pid in _tree(root):
         if pid == leave_out:
             continue
         with contextlib.suppress(OSError, IndexError):
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            total += int(fields[11]) + int(fields[12])
-    return total / ticks
+            name, rest = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)
+            fields = rest.split()
+            part = "driver" if pid == root else "jvm" if name.endswith("(java") else "workers"
+            total[part] += (int(fields[11]) + int(fields[12])) / ticks
+    return total
+
+
+@dataclass
+class _Commit:
+    wall: float  # when the batch was committed
+    decisions: list[int]  # the committed decisions' event times
+    cpu: dict[str, float]  # the job's CPU seconds so far, by part
+    records: int  # partition records written
 
 
 class _Recorder:
-    """Per-batch timings from the sink (commit time, decisions) and the listener (start, watermark, lines)."""
+    """Per-batch timings from the sink (commit time, decisions) and the listener (start, duration, lines)."""
 
-    def __init__(self) -> None:
-        self.commits: dict[int, tuple[float, list[int], float]] = {}  # batch -> (wall s, decision times, CPU s)
-        self.progress: dict[int, tuple[float, int, int]] = {}  # batch -> (start s, duration ms, lines)
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.commits: dict[int, _Commit] = {}
+        self.progress: dict[int, tuple[float, int, int, dict[str, int]]] = {}  # (start s, ms, lines, durationMs)
         self.feeder: int | None = None  # a process of the tree that is not the job (real-time mode)
 
     def on_batch(self, batch_id: int, result: Settled, written: bool) -> None:
-        self.commits[batch_id] = (time.time(), [d.ts for d in result.decisions], _tree_cpu_s(os.getpid(), self.feeder))
+        self.commits[batch_id] = _Commit(
+            time.time(), [d.ts for d in result.decisions], _tree_cpu_s(os.getpid(), self.feeder), len(result.records)
+        )
 
     def on_progress(self, raw: dict) -> None:
-        self.progress[raw["batchId"]] = (iso_ms(raw["timestamp"]) / 1000, raw.get("batchDuration", 0), input_lines(raw))
+        self.progress[raw["batchId"]] = (
+            iso_ms(raw["timestamp"]) / 1000,
+            raw.get("batchDuration", 0),
+            input_lines(raw),
+            raw.get("durationMs") or {},
+        )
 
     def latencies(self, since: int = 0) -> list[float]:
         """For each decision committed from batch `since` on (real time: event time is the wall clock): its
         commit time minus the moment its cluster's frontier could first pass it, its time + the lateness."""
-        lateness = CONFIG.allowed_lateness_ms / 1000
+        lateness = self.config.allowed_lateness_ms / 1000
         return [
-            committed - ts / 1000 - lateness
-            for batch_id, (committed, times, _) in self.commits.items()
+            c.wall - ts / 1000 - lateness
+            for batch_id, c in self.commits.items()
             if batch_id >= since
-            for ts in times
+            for ts in c.decisions
         ]
 
 
@@ -113,15 +167,40 @@ def _pct(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[q - 1] if len(values) > 1 else (values or [0])[0]
 
 
+def _spark_conf(pairs: list[str]) -> dict[str, str]:
+    conf = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise SystemExit(f"--spark-conf {pair!r}: expected KEY=VALUE")
+        conf[key] = value
+    return conf
+
+
 def _job(args: argparse.Namespace, work: Path, recorder: _Recorder, **overrides: object) -> StreamJob:
+    extra = _spark_conf(args.spark_conf)
+    if args.stages:  # Spark's REST API (on a free port) keeps every stage of the run
+        extra = {
+            "spark.ui.enabled": "true",
+            "spark.ui.port": "0",
+            "spark.ui.retainedStages": "100000",
+            "spark.ui.retainedJobs": "100000",
+            **extra,
+        }
     options = JobOptions(
         source=f"files:{work / 'inbox'}",
         store=f"sqlite:///{work / 'store.db'}",
         checkpoint=str(work / "checkpoint"),
-        config=CONFIG,
+        config=_config(args.shape),
         buckets=args.buckets,
         trigger_seconds=args.trigger,
-        spark=SparkSettings(state_store=args.state_store, driver_memory=args.driver_memory),
+        spark=SparkSettings(
+            master=args.master,
+            shuffle_partitions=args.shuffle_partitions,
+            state_store=args.state_store,
+            driver_memory=args.driver_memory,
+            extra=extra,
+        ),
         **overrides,
     )
     return StreamJob(
@@ -132,48 +211,109 @@ def _job(args: argparse.Namespace, work: Path, recorder: _Recorder, **overrides:
     )
 
 
-def _report(recorder: _Recorder, trigger: float | None, skip: int) -> None:
+@dataclass
+class _Local:
+    """The one-process replay of the same files: events/s on the wall clock and per CPU second."""
+
+    wall_rate: float
+    cpu_rate: float
+
+
+def _report(recorder: _Recorder, trigger: float | None, skip: int, local: _Local | None = None) -> None:
     batches = sorted(b for b, p in recorder.progress.items() if p[2] and b in recorder.commits)
     steady = batches[skip:]
     if len(steady) >= 2:
+        first, last = recorder.commits[steady[0]], recorder.commits[steady[-1]]
         events = sum(recorder.progress[b][2] for b in steady[1:])
-        seconds = recorder.commits[steady[-1]][0] - recorder.commits[steady[0]][0]
-        cpu = recorder.commits[steady[-1]][2] - recorder.commits[steady[0]][2]
+        seconds = last.wall - first.wall
+        cpu = {part: last.cpu[part] - first.cpu[part] for part in PARTS}
+        total_cpu = sum(cpu.values())
+        rate, cpu_rate = events / seconds, 2 * events / total_cpu
         print(
-            f"stream:  {events / seconds:>10,.0f} events/s sustained ({events:,} events in batches "
+            f"stream:  {rate:>10,.0f} events/s sustained ({events:,} events in batches "
             f"{steady[1]}..{steady[-1]}, after {skip} warm-up batches; load average {os.getloadavg()[0]:.1f})"
         )
         print(
-            f"cpu:     {cpu / events * 1e6:>10.1f} us per event over driver, JVM and Python workers = "
-            f"{2 * events / cpu:,.0f} events/s on 2 otherwise idle cores"
+            f"cpu:     {total_cpu / events * 1e6:>10.2f} us per event = "
+            + " + ".join(f"{cpu[p] / events * 1e6:.2f} {p}" for p in PARTS)
+            + f"; {cpu_rate:,.0f} events/s on 2 otherwise idle cores"
         )
-        durations = [recorder.progress[b][1] / 1000 for b in steady]
-        print(
-            f"batches: {len(batches)} with input; duration p50 {statistics.median(durations):.2f} s, "
-            f"max {max(durations):.2f} s; {statistics.mean(recorder.progress[b][2] for b in steady):,.0f} "
-            f"events per batch"
-        )
-    for label, lat in (("all", recorder.latencies()), ("steady", recorder.latencies(steady[1] if steady[1:] else 0))):
-        if lat:
-            target = (
-                "a backlog: each batch passes a batch of decisions"
-                if trigger is None
-                else f"target p99 <= trigger {trigger:g} s + 2 s"
+        if local is not None:
+            print(
+                f"ratio:   {rate / local.wall_rate:>10.2f} stream/replay on the wall clock "
+                f"({rate:,.0f} vs {local.wall_rate:,.0f} events/s, same run)"
             )
             print(
-                f"latency: decision p50 {_pct(lat, 50):.2f} s, p99 {_pct(lat, 99):.2f} s, max {max(lat):.2f} s "
-                f"over {len(lat):,} decisions ({label}; {target})"
+                f"ratio:   {cpu_rate / local.cpu_rate:>10.2f} stream/replay on CPU time "
+                f"({cpu_rate:,.0f} events/s on 2 cores vs {local.cpu_rate:,.0f} on 1)"
             )
+        n = len(steady) - 1
+        durations = [recorder.progress[b][1] / 1000 for b in steady]
+        phases: dict[str, float] = {}
+        for b in steady[1:]:
+            for name, ms in recorder.progress[b][3].items():
+                phases[name] = phases.get(name, 0) + ms / 1000 / n
+        print(
+            f"batches: {len(batches)} with input; duration p50 {statistics.median(durations):.2f} s, "
+            f"max {max(durations):.2f} s; per batch {events / n:,.0f} events, {seconds / n:.2f} s wall, "
+            f"{total_cpu / n:.2f} s CPU, {sum(recorder.commits[b].records for b in steady[1:]) / n:,.0f} "
+            f"partition records"
+        )
+        top = sorted(phases.items(), key=lambda kv: -kv[1])
+        print("phases:  " + ", ".join(f"{name} {s:.2f} s" for name, s in top if s >= 0.005) + " (mean per batch)")
+    if trigger is None:
+        return  # a backlog's events are long past: latency means nothing there
+    for label, lat in (("all", recorder.latencies()), ("steady", recorder.latencies(steady[1] if steady[1:] else 0))):
+        if lat:
+            print(
+                f"latency: decision p50 {_pct(lat, 50):.2f} s, p99 {_pct(lat, 99):.2f} s, max {max(lat):.2f} s "
+                f"over {len(lat):,} decisions ({label}; target p99 <= trigger {trigger:g} s + 2 s)"
+            )
+
+
+def _stages(job: StreamJob, skip: int) -> None:
+    """Spark's task metrics per stage kind (map: read, frame, shuffle write; reduce: the rest), mean per batch."""
+    assert job.spark is not None
+    url = job.spark.sparkContext.uiWebUrl
+    if not url:
+        return
+
+    def get(path: str) -> list[dict]:
+        with urllib.request.urlopen(f"{url}/api/v1/applications/{job.spark.sparkContext.applicationId}{path}") as r:
+            return json.load(r)
+
+    batch_of = {}
+    for j in get("/jobs"):
+        desc = j.get("description") or ""
+        if "\nbatch = " in desc:
+            for s in j["stageIds"]:
+                batch_of[s] = int(desc.rsplit("batch = ", 1)[1])
+    stages = [s for s in get("/stages") if s["status"] == "COMPLETE" and batch_of.get(s["stageId"], -1) >= skip]
+    kinds: dict[str, list[dict]] = {"map": [], "reduce": []}
+    for s in stages:
+        kinds["map" if s["shuffleWriteBytes"] else "reduce"].append(s)
+    n = len({batch_of[s["stageId"]] for s in stages}) or 1
+    for kind, group in kinds.items():
+        if not group:
+            continue
+        run = sum(s["executorRunTime"] for s in group) / 1000 / n
+        jvm = sum(s["executorCpuTime"] for s in group) / 1e9 / n
+        gc = sum(s["jvmGcTime"] for s in group) / 1000 / n
+        shuffle = sum(s["shuffleWriteBytes"] + s["shuffleReadBytes"] for s in group) / n / 2**20
+        write = sum(s["shuffleWriteTime"] for s in group) / 1e9 / n
+        print(
+            f"stage:   {kind:<6} per batch: task time {run:.2f} s, JVM CPU {jvm:.2f} s, GC {gc:.2f} s, "
+            f"shuffle {shuffle:.1f} MiB" + (f" (write {write:.2f} s)" if write else "") + f" over {n} batches"
+        )
 
 
 def _generate(args: argparse.Namespace, staging: Path) -> list[Path]:
     staging.mkdir(parents=True, exist_ok=True)
-    shape = StreamShape(partitions=args.partitions)
     started = time.perf_counter()
     per_file = -(-args.events // args.files)
     chunk: list[dict] = []
     paths: list[Path] = []
-    for ev in generate(shape, args.events, args.seed):
+    for ev in _events(args.shape, args.partitions, args.events, args.seed):
         chunk.append(ev)
         if len(chunk) == per_file:
             paths.append(staging / f"gen-{len(paths):05d}.jsonl")
@@ -184,9 +324,29 @@ def _generate(args: argparse.Namespace, staging: Path) -> list[Path]:
         _write(paths[-1], chunk)
     print(
         f"generated {args.events:,}+ events into {len(paths)} files in {time.perf_counter() - started:.1f} s "
-        f"({args.partitions:,} partitions x RF 3, fetch every 500 ms, lag 10 s)"
+        f"({args.shape} shape, {args.partitions:,} partitions x RF 3, lag 10 s)"
     )
     return paths
+
+
+def _local(paths: list[Path], config: Config) -> _Local:
+    """The one-process replay of the files (JSONL -> records), timed on the wall clock and in CPU time."""
+    with contextlib.ExitStack() as stack:
+        wall, cpu = time.perf_counter(), time.process_time()
+        result = replay([stack.enter_context(open(p, "rb")) for p in paths], config)
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    lines = result.summary["lines"]
+    del result
+    with contextlib.ExitStack() as stack:
+        events, _, _ = parse_lines([stack.enter_context(open(p, "rb")) for p in paths])
+    started = time.process_time()
+    replay_events(events, config)
+    engine_s = time.process_time() - started
+    print(
+        f"local:   {lines / wall:>10,.0f} events/s replay (JSONL -> records, one process; {lines / cpu:,.0f} per CPU "
+        f"second), {len(events) / engine_s:,.0f} per CPU second pure engine on parsed events"
+    )
+    return _Local(lines / wall, lines / cpu)
 
 
 def backlog(args: argparse.Namespace, work: Path) -> None:
@@ -199,22 +359,7 @@ def backlog(args: argparse.Namespace, work: Path) -> None:
             path.unlink()
     else:
         paths = _generate(args, work / "staging")
-    if not args.no_local:
-        with contextlib.ExitStack() as stack:
-            started = time.perf_counter()
-            result = replay([stack.enter_context(open(p, "rb")) for p in paths], CONFIG)
-            elapsed = time.perf_counter() - started
-        lines = result.summary["lines"]
-        with contextlib.ExitStack() as stack:
-            events, _, _ = parse_lines([stack.enter_context(open(p, "rb")) for p in paths])
-        started = time.perf_counter()
-        replay_events(events, CONFIG)
-        engine_s = time.perf_counter() - started
-        print(
-            f"local:   {lines / elapsed:>10,.0f} events/s replay (JSONL -> records, one process), "
-            f"{len(events) / engine_s:,.0f} events/s pure engine on parsed events"
-        )
-        del events, result
+    local = None if args.no_local else _local(paths, _config(args.shape))
 
     inbox.mkdir(exist_ok=True)
     base = time.time() - len(paths) - 60
@@ -222,8 +367,7 @@ def backlog(args: argparse.Namespace, work: Path) -> None:
         os.utime(path, (base + i, base + i))  # the file source takes files oldest first
         if path.parent != inbox:
             path.rename(inbox / path.name)
-    paths = sorted(inbox.glob("gen-*.jsonl"))
-    recorder = _Recorder()
+    recorder = _Recorder(_config(args.shape))
     job = _job(args, work, recorder, available_now=True, max_per_batch=args.files_per_batch)
     peak = [0.0]
     done = threading.Event()
@@ -241,14 +385,15 @@ def backlog(args: argparse.Namespace, work: Path) -> None:
         f"run:     {time.perf_counter() - started:.1f} s wall for all files, incl. Spark start; "
         f"peak RSS {peak[0]:,.0f} MiB (driver + JVM + Python workers)"
     )
-    _report(recorder, None, skip=1)
+    _report(recorder, None, skip=1, local=local)
+    if args.stages:
+        _stages(job, skip=2)
 
 
-def _feed(inbox: str, partitions: int, duration: float, seed: int) -> None:
+def _feed(inbox: str, shape: str, partitions: int, duration: float, seed: int) -> None:
     """Write the stream as it happens: every second, the events whose time has come, as one file."""
     start = time.time()
-    shape = StreamShape(partitions=partitions, start_ms=int(start * 1000))
-    stream = generate(shape, 10**12, seed)
+    stream = _events(shape, partitions, 10**12, seed, start_ms=int(start * 1000))
     pending = next(stream)
     n = 0
     while time.time() - start < duration:
@@ -265,10 +410,10 @@ def _feed(inbox: str, partitions: int, duration: float, seed: int) -> None:
 def realtime(args: argparse.Namespace, work: Path) -> None:
     inbox = work / "inbox"
     inbox.mkdir()
-    recorder = _Recorder()
+    recorder = _Recorder(_config(args.shape))
     job = _job(args, work, recorder, until_idle=30)
     feeder = multiprocessing.get_context("spawn").Process(
-        target=_feed, args=(str(inbox), args.partitions, args.duration, args.seed), daemon=True
+        target=_feed, args=(str(inbox), args.shape, args.partitions, args.duration, args.seed), daemon=True
     )
     job.start()
     feeder.start()
@@ -281,6 +426,7 @@ def realtime(args: argparse.Namespace, work: Path) -> None:
         if args.verbose:
             print(f"  memory at {samples[-1][0]:.0f} s: {samples[-1][1]:,.0f} MiB", flush=True)
     job.wait()
+    job.stop()
     print(f"real time: {args.duration:g} s of a {args.partitions:,}-partition stream, trigger {args.trigger:g} s")
     _report(recorder, args.trigger, skip=2)
     if samples:
@@ -291,6 +437,8 @@ def realtime(args: argparse.Namespace, work: Path) -> None:
             f"{statistics.mean(m for _, m in tail):,.0f} MiB in the last, peak {max(m for _, m in samples):,.0f} "
             f"MiB (driver + JVM + Python workers)"
         )
+    if args.stages:
+        _stages(job, skip=3)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -303,13 +451,14 @@ def main(argv: list[str] | None = None) -> int:
         default=5_000_000,
         help="backlog events (default 5,000,000: the JVM's JIT needs a minute to settle)",
     )
+    parser.add_argument("--shape", choices=SHAPES, default="synthetic", help="event shape (default synthetic)")
     parser.add_argument("--partitions", type=int, default=10_000, help="partitions, RF 3 (default 10,000)")
     parser.add_argument("--files", type=int, default=100, help="backlog files (default 100)")
     parser.add_argument(
         "--files-per-batch",
         type=int,
         default=8,
-        help="backlog files per micro-batch (default 8: 400,000 events, a 5 s trigger at 80k/s)",
+        help="backlog files per micro-batch (default 8: 400,000 events of the default 5M in 100 files)",
     )
     parser.add_argument(
         "--duration",
@@ -320,8 +469,18 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--trigger", type=float, default=5.0, help="real-time trigger interval (default 5 s)")
     parser.add_argument("--buckets", type=int, default=16, help="state keys (default 16)")
+    parser.add_argument("--master", help="Spark master (default local[2]; local[1] to measure one core's share)")
+    parser.add_argument("--shuffle-partitions", type=int, default=2, help="spark.sql.shuffle.partitions (default 2)")
     parser.add_argument("--state-store", choices=["hdfs", "rocksdb"], default="hdfs")
     parser.add_argument("--driver-memory", default="2g")
+    parser.add_argument(
+        "--spark-conf", action="append", default=[], metavar="KEY=VALUE", help="a raw Spark setting (repeatable)"
+    )
+    parser.add_argument(
+        "--stages",
+        action="store_true",
+        help="also print Spark's per-stage task metrics (enables its UI on a free port)",
+    )
     parser.add_argument("--no-local", action="store_true", help="skip the local replay comparison")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--keep", metavar="DIR", help="work in DIR and keep it (default: a temporary directory)")

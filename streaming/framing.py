@@ -33,6 +33,8 @@ KEY_SCHEMA = "type STRING, ts LONG, cluster STRING, topic STRING, partition INT"
 PARTITION_TYPES = ("leader_and_isr", "fetch", "append", "isr_updated")
 BROKER_TYPES = ("isr_change_propagated",)  # a broker's event about many partitions: the first bucket keeps it
 INPUT_METRICS = "isrwatch_input"  # observed per batch: input lines (or Kafka records)
+WHITESPACE = " \t\n\x0b\f\r"  # what Java's regex `\s` matches
+BOM = "\ufeff"
 BEACON_EVERY = 256  # one partition event in this many (by seq) also tells every bucket its cluster's time
 
 
@@ -62,15 +64,17 @@ def frame(raw: DataFrame, layout: Layout, ranks: dict[str, int] | None = None, u
     is_file = F.col("part") < 0
     text = F.col("value").cast("string")
     split = F.when(is_file, F.split(text, "\n")).otherwise(F.array(text))
-    lines = raw.select(
-        "origin",
-        "part",
-        "offset",
-        "received",
-        F.size(split).alias("count"),
-        F.posexplode(split).alias("pos", "line"),
+    # The file is cut once, before the generator: an expression of `value` beside it would be evaluated again
+    # for every line it yields (quadratic in the file's size).
+    cut = raw.select("origin", "part", "offset", "received", split.alias("lines"))
+    cut = cut.select("origin", "part", "offset", "received", F.size("lines").alias("count"), "lines")
+    lines = cut.select("origin", "part", "offset", "received", "count", F.posexplode("lines").alias("pos", "line"))
+    # A line of nothing but whitespace (Java regex `\s`) is no input. trim and startswith below read the bytes where
+    # a regex would first decode each line to a Java String.
+    line = F.col("line")
+    lines = lines.where(F.length(F.trim(line, F.lit(WHITESPACE))) > 0).observe(
+        INPUT_METRICS, F.count(F.lit(1)).alias("lines")
     )
-    lines = lines.where(F.col("line").rlike(r"\S")).observe(INPUT_METRICS, F.count(F.lit(1)).alias("lines"))
     line_no = F.col("pos") + 1
     rank = (
         F.element_at(F.create_map(*[F.lit(x) for kv in ranks.items() for x in kv]), F.col("origin"))
@@ -81,6 +85,7 @@ def frame(raw: DataFrame, layout: Layout, ranks: dict[str, int] | None = None, u
     record_arrival = F.shiftleft(_hash31(F.concat_ws(":", "origin", "part")), 32).bitwiseOR(
         F.col("offset").bitwiseAND(F.lit(0xFFFFFFFF))
     )
+    unmarked = F.when(line.startswith(BOM), line.substr(F.lit(2), F.length(line))).otherwise(line)  # a BOM is no data
     # One projection computes the JSON read once; the routing below only reads its fields.
     parsed = lines.select(
         F.when(is_file, line_no).otherwise(F.col("offset")).cast("long").alias("seq"),
@@ -88,7 +93,7 @@ def frame(raw: DataFrame, layout: Layout, ranks: dict[str, int] | None = None, u
         F.col("line").cast("binary").alias("raw"),
         "received",
         (is_file & (F.col("pos") >= F.col("count") - 2)).alias("last"),  # a file's last line (before its newline)
-        F.from_json(F.regexp_replace("line", "^\ufeff", ""), KEY_SCHEMA).alias("j"),  # a byte-order mark is no data
+        F.from_json(unmarked, KEY_SCHEMA).alias("j"),
     )
     ts = F.col("j.ts")
     timed = ts.isNotNull() & (ts >= 0)
