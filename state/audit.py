@@ -360,17 +360,22 @@ class Audit:
     def _is_timing(self, margin: int | None) -> bool:
         return margin is not None and abs(margin) <= self.timing_ms
 
-    def _in_flight(self, w: IsrWrite) -> int | None:
+    def _in_flight(self, w: IsrWrite, after_ms: int = 0) -> int | None:
         """How long before the broker's previous write of the partition committed the model made `w` (negative
-        ms), if it did: Kafka starts no ISR change while one is in flight."""
+        ms), if it did: Kafka starts no ISR change while one is in flight. With `after_ms`, also a write made up to
+        that long after the commit (positive ms)."""
         committed = self.commits.get((w.cluster, w.broker, w.topic, w.partition, w.partition_epoch - 1))
-        return None if committed is None or w.ts >= committed else w.ts - committed
+        return None if committed is None or w.ts - committed > after_ms else w.ts - committed
 
     def _judge_pair(self, w: IsrWrite, o: Observation, out: list[Divergence]) -> None:
         ev = o.event
         self._span(_write_key(w), min(w.ts, ev.ts), max(w.ts, ev.ts))
         if str(w.kind) != ev.kind or w.isr != sorted(ev.isr):
-            early = self._in_flight(w)
+            # Two expands right after a write: Kafka runs the HW rule when a write commits (3.1+,
+            # handleAlterPartitionUpdate, Partition.scala 3.9 L1953-1981), the model when it decides, so which
+            # follower is back at the HW first may differ by the write's latency.
+            both_expand = w.kind is DecisionKind.EXPAND and ev.kind == "expand"
+            early = self._in_flight(w, self.timing_ms if both_expand else 0)
             kind = DivergenceKind.DIFFERENT_ISR if early is None else DivergenceKind.TIMING
             out.append(self._isr_divergence(kind, w, o, early))
             return

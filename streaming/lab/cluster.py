@@ -786,6 +786,24 @@ def run_tool(argv: list[str], progress: Progress, timeout: float = 600) -> str:
     return done.stdout
 
 
+def _wait_for_load(lab: Lab, timeout: float) -> None:
+    """Until the producer's records reached every lab partition. Before that a leader's LEO stands still, and
+    Kafka never expires a follower at the leader's LEO (KAFKA-7152): a fault right after `up` would shrink
+    nothing there."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=lab.bootstrap_servers.split(","), client_id="isrwatch-lab")
+    try:
+        partitions = [TopicPartition(t, p) for t, n in lab.topics.items() for p in range(n)]
+        wait_until(
+            "the producer's records in every partition",
+            lambda: all(offset > 0 for offset in consumer.end_offsets(partitions).values()),
+            timeout,
+        )
+    finally:
+        consumer.close()
+
+
 def up(directory: Path, spec: LabSpec, progress: Progress) -> Lab:
     """Start a lab in `directory` and return its record; on failure nothing it started is left running."""
     spec.check()
@@ -840,6 +858,7 @@ def up(directory: Path, spec: LabSpec, progress: Progress) -> Lab:
             zk.close()
         if spec.rate:
             start_producer(lab, spec.rate)
+            _wait_for_load(lab, spec.start_timeout_s)
         save(lab)
     except BaseException as exc:  # failed or interrupted: leave nothing running
         stop_all(lab)

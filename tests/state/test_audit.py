@@ -131,6 +131,43 @@ def test_after_a_write_the_model_missed_the_next_writes_still_pair_across_the_ep
     assert [g for g in got if g[0] == "isr"] == [("isr", "missed_by_model", 1), ("isr", "missed_by_model", 2)]
 
 
+def test_which_follower_rejoins_first_right_after_a_write_commits_is_timing(run: Run) -> None:
+    """Found on the lab (tests/reality): a leader shrank both followers (committed at 15020) and they came back at
+    once. Kafka ran the HW rule when the shrink committed, with follower 3's fetch already in, so 3 rejoined first;
+    the model ran it at its decision and took 2 back first (5 ms after the commit). Which one rejoins first hinges
+    on the write's latency: timing, with the margin from the commit; the next expand pairs as usual."""
+
+    def write(ts: int, kind: str, before: list[int], isr: list[int], epoch: int, **extra: object) -> dict:
+        return {
+            "type": "isr_updated",
+            "ts": ts,
+            "broker": 1,
+            "topic": "t",
+            "partition": 0,
+            "leader": 1,
+            "isr": isr,
+            "isr_before": before,
+            "partition_epoch": epoch,
+            "kind": kind,
+            **extra,
+        }
+
+    events = [
+        lai(1000, 1, [1, 2, 3], [1, 2, 3], 0, leader_leo=100, hw=100, broker=1),
+        fetch(1500, 2, 100, 100, broker=1),
+        fetch(1500, 3, 100, 100, broker=1),
+        append(2000, 200, broker=1),
+        tick(15_000, "isr-expiration", broker=1, end_ms=15_001),
+        write(15_020, "shrink", [1, 2, 3], [1], 1, check_ms=15_002, out_of_sync=[]),
+        fetch(15_025, 2, 200, 200, broker=1),
+        fetch(15_030, 3, 200, 200, broker=1),
+        write(15_040, "expand", [1], [1, 3], 2),
+        write(15_050, "expand", [1, 3], [1, 2, 3], 3),
+    ]
+    divergences = run(events, END, **AGENT).divergences
+    assert [(d["kind"], d["partition_epoch"], d["margin_ms"]) for d in divergences] == [("timing", 2, 5)]
+
+
 def test_a_shrink_that_hinges_on_the_brokers_clock_read_is_timing_and_so_is_its_batch(run: Run) -> None:
     """Runs at 1.5 s past each 5 s: at 11500 follower 3 is exactly at the limit for the model (now - lcu = lag),
     but the broker read its clock 2 ms later and shrank; the model shrinks at the next run, 16500. The batches
