@@ -158,16 +158,9 @@ class StoreSink:
         settled, blobs = settle_reports(self.config, reports, {name: self.store.load_blob(name) for name in SINK_BLOBS})
         if self.kafka is not None:
             self.kafka.send(settled, batch_id)  # before the commit: at-least-once, deduplicated by batch id and seq
-        written = self.store.write_batch(
+        written = self.store.write_settled(
             batch_id,
-            decisions=settled.decisions,
-            propagations=settled.propagations,
-            partitions=settled.records,
-            dead_letters=settled.dead_letters,
-            observed=settled.observed,
-            divergences=settled.divergences,
-            brokers=settled.brokers,
-            counters=+settled.counters,
+            settled,
             blobs=blobs,
             watermark_ms=settled.watermark,
             frontiers=settled.frontiers,

@@ -14,6 +14,7 @@ from state.audit import Divergence
 from state.events import DeadLetter, IsrUpdated, Observed
 from state.metrics import STREAM_INPUT_ROWS, TallyKey, tallies
 from state.records import BrokerRecord, Decision, PartitionRecord, Propagation, shrink_warning_at
+from state.step import Settled
 
 from .schema import PARTITION_COLUMNS, PROGRESS_FIELDS, REPLICA_COLUMNS, Database
 
@@ -23,6 +24,33 @@ _encode = msgspec.json.encode
 
 class Writer(Database):
     """The job's side of the store: batches, stream progress, and the blobs it resumes from."""
+
+    def write_settled(
+        self,
+        batch_id: int,
+        settled: Settled,
+        *,
+        blobs: Mapping[str, bytes] = _EMPTY,
+        watermark_ms: int | None = None,
+        frontiers: Mapping[str, int] = _EMPTY,
+        as_of: Mapping[tuple[str, str, int], int] = _EMPTY,
+    ) -> bool:
+        """`write_batch` of a settled step's outputs (the job's batch, a replay, a test's cut)."""
+        return self.write_batch(
+            batch_id,
+            decisions=settled.decisions,
+            propagations=settled.propagations,
+            partitions=settled.records,
+            dead_letters=settled.dead_letters,
+            observed=settled.observed,
+            divergences=settled.divergences,
+            brokers=settled.brokers,
+            counters=+settled.counters,
+            blobs=blobs,
+            watermark_ms=watermark_ms,
+            frontiers=frontiers,
+            as_of=as_of,
+        )
 
     def write_batch(
         self,
