@@ -137,20 +137,8 @@ def test_which_follower_rejoins_first_right_after_a_write_commits_is_timing(run:
     the model ran it at its decision and took 2 back first (5 ms after the commit). Which one rejoins first hinges
     on the write's latency: timing, with the margin from the commit; the next expand pairs as usual."""
 
-    def write(ts: int, kind: str, before: list[int], isr: list[int], epoch: int, **extra: object) -> dict:
-        return {
-            "type": "isr_updated",
-            "ts": ts,
-            "broker": 1,
-            "topic": "t",
-            "partition": 0,
-            "leader": 1,
-            "isr": isr,
-            "isr_before": before,
-            "partition_epoch": epoch,
-            "kind": kind,
-            **extra,
-        }
+    def expand(ts: int, before: list[int], isr: list[int], epoch: int) -> dict:
+        return {**isr_updated(ts, isr, epoch, check_ms=ts), "kind": "expand", "isr_before": before, "out_of_sync": []}
 
     events = [
         lai(1000, 1, [1, 2, 3], [1, 2, 3], 0, leader_leo=100, hw=100, broker=1),
@@ -158,11 +146,11 @@ def test_which_follower_rejoins_first_right_after_a_write_commits_is_timing(run:
         fetch(1500, 3, 100, 100, broker=1),
         append(2000, 200, broker=1),
         tick(15_000, "isr-expiration", broker=1, end_ms=15_001),
-        write(15_020, "shrink", [1, 2, 3], [1], 1, check_ms=15_002, out_of_sync=[]),
+        isr_updated(15_020, [1], 1, check_ms=15_002, out=[2, 3]),
         fetch(15_025, 2, 200, 200, broker=1),
         fetch(15_030, 3, 200, 200, broker=1),
-        write(15_040, "expand", [1], [1, 3], 2),
-        write(15_050, "expand", [1, 3], [1, 2, 3], 3),
+        expand(15_040, [1], [1, 3], 2),
+        expand(15_050, [1, 3], [1, 2, 3], 3),
     ]
     divergences = run(events, END, **AGENT).divergences
     assert [(d["kind"], d["partition_epoch"], d["margin_ms"]) for d in divergences] == [("timing", 2, 5)]

@@ -19,28 +19,16 @@ from tests.net import free_port
 LINGER, CHECK = 5000, 2500
 
 
+def start_demo(port: int, workdir: Path, *options: str) -> subprocess.Popen:
+    """`isrwatch demo` on `port` in `workdir`, its terminal output on stdout."""
+    argv = [sys.executable, "-m", "streaming.cli", "demo", "--port", str(port), "--dir", str(workdir), *options]
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
 def test_demo_shows_a_stall_becoming_a_shrink_its_batch_and_an_expand_then_stops_cleanly(tmp_path):
     port = free_port()
     workdir = tmp_path / "demo"
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "streaming.cli",
-            "demo",
-            "--port",
-            str(port),
-            "--dir",
-            str(workdir),
-            "--speed",
-            "2",
-            "--duration",
-            "170",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    proc = start_demo(port, workdir, "--speed", "2", "--duration", "170")
     out: list[str] = []
     seen = {"shrink": False, "shrink batch": False, "expand": False, "expand batch": False}
     try:

@@ -19,6 +19,7 @@ from streaming.lab.cluster import alive, load
 from streaming.sim.processes import descendants, running
 from tests.lab import project_agent
 from tests.net import free_port
+from tests.streaming.cli.test_demo import start_demo
 
 ZOOKEEPER_ISR = re.compile(r"KAFKA .* ISR \[([\d,]*)\] -> \[([\d,]*)\]")
 
@@ -32,26 +33,7 @@ def test_demo_real_tells_a_real_stall_as_a_stuck_shrink_and_stops_everything(tmp
     project_agent()  # built with Maven if missing, as for the session lab
     port = free_port()
     workdir = tmp_path / "demo"
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "streaming.cli",
-            "demo",
-            "--real",
-            "--lag-ms",
-            "5000",
-            "--port",
-            str(port),
-            "--dir",
-            str(workdir),
-            "--duration",
-            "240",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    proc = start_demo(port, workdir, "--real", "--lag-ms", "5000", "--duration", "240")
     out: list[str] = []
     seen = {"zookeeper shrink": False, "isrwatch shrink": False}
     started: dict[int, int] = {}
