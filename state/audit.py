@@ -39,7 +39,7 @@ from .config import Config
 from .events import IsrChangePropagated, IsrUpdated
 from .records import Decision, DecisionKind, Propagation, ShrinkReason
 
-STATE_VERSION = 1
+STATE_VERSION = 2
 
 
 class DivergenceKind(StrEnum):
@@ -139,6 +139,8 @@ class _AuditState(Struct, array_like=True):
     spans: list[tuple[str, int, str, int, int, int]]  # (cluster, broker, topic, partition, lo, hi): see `spans`
     commits: list[tuple[str, int, str, int, int, int]]  # (cluster, leader, topic, partition, epoch, ts)
     reporting: list[tuple[str, int]]  # (cluster, broker): leaders whose writes are audited (the agent's)
+    splits: list[tuple[str, str, int, int]] = []  # (cluster, topic, partition, ts): see `splits`
+    resyncs: list[tuple[str, str, int, int]] = []  # (cluster, topic, partition, ts): see `resyncs`
 
 
 _encoder = msgspec.msgpack.Encoder()
@@ -228,6 +230,11 @@ class Audit:
         self.spans: dict[PartitionKey, list[tuple[int, int]]] = {}
         self.commits: dict[IsrKey, int] = {}  # when each broker write committed (its `ts`)
         self.reporting: set[tuple[str, int]] = set()
+        # Per partition, when a timing divergence split the model's view of its ISR from the broker's, and when a
+        # LeaderAndIsr took the controller's state again (both sides start from it): in between, the two sides'
+        # writes follow different ISRs, and a divergence there is a consequence of the split (timing).
+        self.splits: dict[tuple[str, str, int], int] = {}
+        self.resyncs: dict[tuple[str, str, int], list[int]] = {}
         if blob is not None:
             state = _decoder.decode(blob)
             if state.version != STATE_VERSION:
@@ -240,6 +247,9 @@ class Audit:
                 self.spans.setdefault(t[:4], []).append((t[4], t[5]))
             self.commits = {t[:5]: t[5] for t in state.commits}
             self.reporting = set(state.reporting)
+            self.splits = {t[:3]: t[3] for t in state.splits}
+            for cluster, topic, partition, ts in state.resyncs:
+                self.resyncs.setdefault((cluster, topic, partition), []).append(ts)
 
     def to_bytes(self) -> bytes:
         return _encoder.encode(
@@ -252,6 +262,8 @@ class Audit:
                 [(*k, *span) for k, spans in self.spans.items() for span in spans],
                 [(*k, ts) for k, ts in self.commits.items()],
                 sorted(self.reporting),
+                [(*k, ts) for k, ts in self.splits.items()],
+                [(*k, ts) for k, times in self.resyncs.items() for ts in times],
             )
         )
 
@@ -264,11 +276,14 @@ class Audit:
         writes: Iterable[IsrWrite] = (),
         observed: Iterable[Observation | IsrChangePropagated] = (),
         batches: Iterable[Propagation] = (),
+        resyncs: Iterable[tuple[str, str, int, int]] = (),
     ) -> list[Divergence]:
         """Take new sides; ISR writes that find their partner are judged at once (batches wait for `advance`:
         their verdict may rest on ISR timing divergences not yet judged). Only the batches of brokers that
         report (whose writes are audited or who reported writes) are audited."""
         out: list[Divergence] = []
+        for cluster, topic, partition, ts in resyncs:  # (cluster, topic, partition, ts) of the model's LeaderAndIsr
+            self.resyncs.setdefault((cluster, topic, partition), []).append(ts)
         for w in writes:
             self.reporting.add((w.cluster, w.broker))
             partner = _meet(_write_key(w), w, self.writes, self.observed)
@@ -324,6 +339,15 @@ class Audit:
                 self.spans[partition] = kept
             else:
                 del self.spans[partition]
+        for where, times in list(self.resyncs.items()):
+            kept_times = [ts for ts in times if not due(where[0], ts + self.kept)]
+            if kept_times:
+                self.resyncs[where] = kept_times
+            else:
+                del self.resyncs[where]
+            split = self.splits.get(where)
+            if split is not None and any(split < ts for ts in times) and due(where[0], max(times) + self.kept):
+                del self.splits[where]
         for write, ts in list(self.commits.items()):
             if due(write[0], ts + self.kept):
                 del self.commits[write]
@@ -421,9 +445,22 @@ class Audit:
         self.spans.setdefault(write[:4], []).append((lo, hi))
 
     def _shifted(self, at: int, spans: list[tuple[int, int]]) -> bool:
-        """Whether a batch at `at` may carry a change or not depending on which side's time of it counts: its
-        linger deadline on one side has passed, on the other not yet by the next propagation run."""
-        return any(lo + self.linger < at <= hi + self.linger + self.propagation_period for lo, hi in spans)
+        """Whether a batch at `at` may carry a change or not depending on which side's time of it counts: after
+        the change on one side and not yet by the next propagation run past its linger deadline on the other
+        (a batch forced by the max delay takes it at once)."""
+        return any(lo < at <= hi + self.linger + self.propagation_period for lo, hi in spans)
+
+    def _split(self, partition: tuple[str, str, int], ts: int) -> None:
+        """A timing divergence at `ts`: from there the two sides' views of the partition's ISR may differ."""
+        self.splits[partition] = min(ts, self.splits.get(partition, ts))
+
+    def _split_at(self, partition: tuple[str, str, int], ts: int) -> bool:
+        """Whether the partition's views were split at `ts`: a timing divergence before it, and no LeaderAndIsr
+        in between (the controller's state, which both sides take verbatim, joins them again)."""
+        split = self.splits.get(partition)
+        if split is None or ts < split:
+            return False
+        return not any(split < resync <= ts for resync in self.resyncs.get(partition, ()))
 
     def _isr_divergence(
         self, kind: DivergenceKind, w: IsrWrite | None, o: Observation | None, margin: int | None
@@ -435,6 +472,10 @@ class Audit:
         else:
             assert o is not None
             cluster, broker, topic, partition, epoch = _observed_key(o)
+        if kind is DivergenceKind.TIMING:
+            self._split((cluster, topic, partition), min(times))
+        elif self._split_at((cluster, topic, partition), min(times)):
+            kind = DivergenceKind.TIMING
         return Divergence(
             ts=min(times),
             cluster=cluster,
@@ -459,7 +500,10 @@ class Audit:
             return
         cluster, who, ts = key
         differ = model ^ broker
-        if all(self._shifted(ts, self.spans.get((cluster, who, t, n), [])) for t, n in differ):
+        if all(
+            self._shifted(ts, self.spans.get((cluster, who, t, n), [])) or self._split_at((cluster, t, n), ts)
+            for t, n in differ
+        ):
             kind = DivergenceKind.TIMING
         elif b is None:
             kind = DivergenceKind.MISSED_BY_MODEL

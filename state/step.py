@@ -19,7 +19,7 @@ from .audit import Audit, Divergence, IsrWrite, Observation, sorted_divergences
 from .events import DeadLetter, IsrChangePropagated, Observed
 from .partition import IsrChange, PropagationTick
 from .propagation import PropagationBook
-from .records import BrokerRecord, Decision, PartitionRecord, Propagation
+from .records import BrokerRecord, Decision, DecisionKind, PartitionRecord, Propagation
 
 
 class StepOutputs(Protocol):
@@ -98,7 +98,12 @@ def settle(
                 counters[f"{name}.{reason}"] += count
     counters["late_events"] += book.add(items)
     settled.observed = [o.event if isinstance(o, Observation) else o for o in observed]
-    divergences = audit.add(writes, observed) if audit is not None else []
+    resyncs = [
+        (d.cluster, d.topic, d.partition, d.ts)
+        for d in settled.decisions
+        if d.kind is DecisionKind.LEADER_AND_ISR and d.leader is not None and d.leader >= 0
+    ]
+    divergences = audit.add(writes, observed, resyncs=resyncs) if audit is not None else []
     if until is not None:
         settled.propagations = book.advance(until)
         clusters = {c: until for c in book.clusters} if isinstance(until, int) else dict(until)

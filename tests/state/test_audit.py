@@ -218,3 +218,36 @@ def test_a_write_made_while_the_brokers_previous_write_was_in_flight_is_timing(r
     )
     [d] = [d for d in outcome.divergences if d["subject"] == "isr"]
     assert (d["kind"], d["margin_ms"]) == ("timing", 15_500 - 17_000)
+
+
+def test_after_a_timing_divergence_the_partition_is_split_until_a_leader_and_isr() -> None:
+    """Found on the lab (tests/reality): a resumed leader's shrink took 1.15 s to commit; the model re-added a
+    follower at once (timing: in flight), the broker another one after the commit, and from there the two sides'
+    ISRs followed different followers for a minute. Those later divergences are consequences of the first one
+    (timing) until a LeaderAndIsr gives both sides the controller's state again; after it, a divergence counts."""
+    from state.audit import Audit, IsrWrite, ReplicaView
+    from state.config import Config
+    from state.records import DecisionKind, ShrinkReason
+
+    def write(ts: int, epoch: int, *, lcu: int) -> IsrWrite:
+        view = ReplicaView(replica=3, leo=5, last_caught_up_ms=lcu, last_fetch_ms=lcu)
+        return IsrWrite(
+            ts=ts,
+            cluster="c",
+            broker=1,
+            topic="t",
+            partition=0,
+            partition_epoch=epoch,
+            kind=DecisionKind.SHRINK,
+            isr_before=[1, 2, 3],
+            isr=[1, 2],
+            reasons={"3": ShrinkReason.STUCK},
+            evidence=[view],
+        )
+
+    audit = Audit(Config(replica_lag_time_max_ms=10_000))
+    audit.add(writes=[write(20_000, 1, lcu=10_000 - 50)])  # 50 ms past the lag: the broker saw it a run later
+    audit.add(writes=[write(30_000, 2, lcu=10_000)], resyncs=[("c", "t", 0, 40_000)])
+    audit.add(writes=[write(50_000, 3, lcu=10_000)])
+    got = [(d.partition_epoch, str(d.kind)) for d in audit.advance(100_000)]
+    assert got == [(1, "timing"), (2, "timing"), (3, "unexplained_by_model")]

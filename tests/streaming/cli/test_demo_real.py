@@ -55,7 +55,8 @@ def test_demo_real_tells_a_real_stall_as_a_stuck_shrink_and_stops_everything(tmp
             assert b"<title>isrwatch</title>" in page.read()
         started = descendants(proc.pid)
         lab = load(workdir / "lab")
-        assert all(alive(p) for p in lab.processes())
+        # The lab runs (a broker may be down for the story's restart by now): its processes must end with it.
+        assert any(alive(b) for b in lab.brokers) and alive(lab.zookeeper_process)
         proc.send_signal(signal.SIGINT)
         rest = proc.communicate(timeout=120)[0]
     finally:
