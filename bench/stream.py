@@ -194,13 +194,7 @@ def _job(args: argparse.Namespace, work: Path, recorder: _Recorder, **overrides:
         config=_config(args.shape),
         buckets=args.buckets,
         trigger_seconds=args.trigger,
-        spark=SparkSettings(
-            master=args.master,
-            shuffle_partitions=args.shuffle_partitions,
-            state_store=args.state_store,
-            driver_memory=args.driver_memory,
-            extra=extra,
-        ),
+        spark=SparkSettings.of(args, extra),
         **overrides,
     )
     return StreamJob(

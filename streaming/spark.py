@@ -7,7 +7,7 @@ import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .lab.jars import spark_kafka_jars
 
@@ -30,6 +30,17 @@ class SparkSettings:
     state_store: str = "hdfs"
     driver_memory: str = "2g"
     extra: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, args: Any, extra: dict[str, str]) -> SparkSettings:
+        """From the command line's `--master`, `--shuffle-partitions`, `--state-store` and `--driver-memory`."""
+        return cls(
+            master=args.master,
+            shuffle_partitions=args.shuffle_partitions,
+            state_store=args.state_store,
+            driver_memory=args.driver_memory,
+            extra=extra,
+        )
 
     def conf(self) -> dict[str, str]:
         # -Xss: Spark's stream execution thread died of a StackOverflowError deep in java.util.regex on a loaded

@@ -146,13 +146,7 @@ def main(args: argparse.Namespace) -> int:
         until_idle=args.until_idle,
         kafka_output=args.kafka_output,
         store_retry_seconds=args.store_retry,
-        spark=SparkSettings(
-            master=args.master,
-            shuffle_partitions=args.shuffle_partitions,
-            state_store=args.state_store,
-            driver_memory=args.driver_memory,
-            extra=extra,
-        ),
+        spark=SparkSettings.of(args, extra),
     )
     job = StreamJob(options, echo=None if args.quiet else say)
     signal.signal(signal.SIGTERM, lambda *_: job.request_stop())
