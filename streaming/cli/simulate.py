@@ -10,6 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from state.config import Config, ConfigError
+from state.events import DEFAULT_CLUSTER
 from streaming.sim.config import DEFAULT_TOPICS, SimConfig, TopicSpec
 from streaming.sim.faults import FAULT_HELP, SCENARIOS, Fault, fault_from_dict, parse_duration, parse_fault, scenario
 from streaming.sim.model import simulate_events, with_scenario
@@ -66,7 +67,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         + ", ".join(f"{t.name}:{t.partitions}:{t.replication_factor}" for t in DEFAULT_TOPICS)
         + ")",
     )
-    p.add_argument("--cluster", default="default", help="the events' cluster name (default: default)")
+    p.add_argument("--cluster", default=DEFAULT_CLUSTER, help=f"the events' cluster name (default: {DEFAULT_CLUSTER})")
     p.add_argument(
         "--duration",
         metavar="TIME",

@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass, field
 
 from state.config import Config, ConfigError
-from state.events import TOPIC_MAX_LENGTH
+from state.events import DEFAULT_CLUSTER, TOPIC_MAX_LENGTH
 
 _TOPIC = re.compile(rf"^[A-Za-z0-9._-]{{1,{TOPIC_MAX_LENGTH}}}$")
 
@@ -35,7 +35,7 @@ class SimConfig:
 
     brokers: int = 4  # broker ids 1..brokers; broker 1 is the first controller
     topics: tuple[TopicSpec, ...] = DEFAULT_TOPICS
-    cluster: str = "default"
+    cluster: str = DEFAULT_CLUSTER
     start_ms: int = 0
     duration_ms: int | None = 120_000  # None: run forever
     kafka: Config = field(default_factory=Config)

@@ -1,4 +1,5 @@
-"""Generated input for the streaming tests: `bench.gen`'s realistic stream, made harder and cut into files.
+"""Generated input for the streaming tests: the simulator's realistic stream (`streaming.sim.synthetic`), made harder
+and cut into files.
 
 On top of the steady fetch/append cadence with stuck and slow followers, a stream gets a second
 cluster, leader changes (each leaving a follower out of the ISR, so it expands back), explicit
