@@ -403,6 +403,10 @@ class Audit:
             kind = DivergenceKind.DIFFERENT_ISR if early is None else DivergenceKind.TIMING
             out.append(self._isr_divergence(kind, w, o, early))
             return
+        if self._in_flight(w) is not None:
+            # The same write, but the model made it while the broker's previous one was in flight: the followers
+            # it saw then are not the ones Kafka saw after the commit, so the two views are split from here.
+            self._split((w.cluster, w.topic, w.partition), w.ts)
         broker_at = _decided_at(ev)
         if w.kind is DecisionKind.EXPAND:
             if w.ts <= ev.ts + self.timing_ms:

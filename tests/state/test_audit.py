@@ -251,3 +251,48 @@ def test_after_a_timing_divergence_the_partition_is_split_until_a_leader_and_isr
     audit.add(writes=[write(50_000, 3, lcu=10_000)])
     got = [(d.partition_epoch, str(d.kind)) for d in audit.advance(100_000)]
     assert got == [(1, "timing"), (2, "timing"), (3, "unexplained_by_model")]
+
+
+def test_a_write_made_while_the_brokers_previous_one_was_in_flight_splits_the_views_even_when_it_agrees() -> None:
+    """Found on the lab (tests/reality): a resumed leader's shrink took 1.2 s to commit; the model re-added a
+    follower at once (the same write as the broker's after the commit: no divergence) and another one the broker
+    only took back 26 s later. From the in-flight write on, the partition's views are split (timing)."""
+    from state.audit import Audit, IsrWrite, Observation
+    from state.config import Config
+    from state.events import IsrUpdated
+    from state.records import DecisionKind
+
+    def broker(ts: int, epoch: int, kind: str, isr: list[int]) -> Observation:
+        return Observation(
+            event=IsrUpdated(
+                ts=ts,
+                cluster="c",
+                topic="t",
+                partition=0,
+                broker=3,
+                leader=3,
+                isr=isr,
+                partition_epoch=epoch,
+                kind=kind,
+            )
+        )
+
+    def model(ts: int, epoch: int, isr: list[int]) -> IsrWrite:
+        return IsrWrite(
+            ts=ts,
+            cluster="c",
+            broker=3,
+            topic="t",
+            partition=0,
+            partition_epoch=epoch,
+            kind=DecisionKind.EXPAND,
+            isr_before=[3],
+            isr=isr,
+        )
+
+    audit = Audit(Config(replica_lag_time_max_ms=10_000))
+    audit.add(observed=[broker(11_784, 5, "shrink", [3])])  # committed 1.2 s after its check
+    audit.add(writes=[model(10_600, 6, [2, 3])], observed=[broker(11_816, 6, "expand", [2, 3])])
+    audit.add(writes=[model(10_636, 7, [1, 2, 3])])  # the broker never took 1 back within the window
+    got = [(d.partition_epoch, str(d.kind)) for d in audit.advance(100_000)]
+    assert sorted(got) == [(5, "timing"), (7, "timing")]  # the broker's shrink alone: within the split too
