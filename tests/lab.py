@@ -71,6 +71,49 @@ def fault_begins(kind: str) -> FaultWindow:
     return window
 
 
+@dataclass
+class Record:
+    """One record of the agents' events topic."""
+
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes
+
+
+def end_offsets(lab: Lab) -> dict[int, int]:
+    """The events topic's end offset now, per partition."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=lab.monitor_bootstrap)
+    try:
+        tps = [TopicPartition(lab.events_topic, p) for p in consumer.partitions_for_topic(lab.events_topic)]
+        return {tp.partition: offset for tp, offset in consumer.end_offsets(tps).items()}
+    finally:
+        consumer.close()
+
+
+def every_record(lab: Lab) -> list[Record]:
+    """Every record of the events topic from its start to its end now, in each partition's order."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    stop = end_offsets(lab)
+    consumer = KafkaConsumer(bootstrap_servers=lab.monitor_bootstrap, group_id=None, enable_auto_commit=False)
+    tps = [TopicPartition(lab.events_topic, p) for p in stop]
+    consumer.assign(tps)
+    consumer.seek_to_beginning(*tps)
+    records = []
+    try:
+        while any(consumer.position(tp) < stop[tp.partition] for tp in tps):
+            for batch in consumer.poll(timeout_ms=1000, max_records=50_000).values():
+                records += [
+                    Record(r.partition, r.offset, r.key, r.value) for r in batch if r.offset < stop[r.partition]
+                ]
+    finally:
+        consumer.close()
+    return records
+
+
 def progress(message: str) -> None:
     print(f"lab: {message}", file=sys.stderr, flush=True)
 
@@ -113,6 +156,14 @@ def running_lab(directory: Path, spec: LabSpec) -> Iterator[Lab]:
         down(directory, progress)
         left = [p.pid for p in load(directory).processes() if alive(p)]
         assert not left, f"isrwatch lab down left processes running: {left}"
+
+
+def fault_over(lab: Lab, kind: str, timeout: float = 90) -> None:
+    """Wait until the fault's detached helper has finished (its entry left lab.json)."""
+    deadline = time.monotonic() + timeout
+    while any(f.kind == kind for f in load(Path(lab.dir)).faults):
+        assert time.monotonic() < deadline, f"the {kind} helper did not finish within {timeout} s"
+        time.sleep(0.2)
 
 
 def current(lab: Lab) -> Lab:

@@ -27,10 +27,14 @@ from streaming.lab import faults
 from streaming.lab.cluster import Lab, load
 from tests.lab import (
     LAG_MS,
+    Record,
     States,
     active_controller,
     current,
+    end_offsets,
+    every_record,
     fault_begins,
+    fault_over,
     followed,
     led,
     states,
@@ -43,14 +47,6 @@ STALL_S = 10
 # replica.fetch.wait.max.ms (500 ms) after it; nothing may after that.
 IN_FLIGHT_MS = 1000
 SEQ_RUN_JUMP = 1_000_000  # seq restarts at the agent's start time in ms x 1000: a new run jumps by far more
-
-
-@dataclass
-class Record:
-    partition: int
-    offset: int
-    key: bytes | None
-    value: bytes
 
 
 @dataclass
@@ -82,38 +78,6 @@ class FaultRun:
             return msgspec.to_builtins(store.decisions(kind=kind, since=self.stall_ms[0], limit=10_000).items)
 
 
-def end_offsets(lab: Lab) -> dict[int, int]:
-    from kafka import KafkaConsumer, TopicPartition
-
-    consumer = KafkaConsumer(bootstrap_servers=lab.monitor_bootstrap)
-    try:
-        tps = [TopicPartition(lab.events_topic, p) for p in consumer.partitions_for_topic(lab.events_topic)]
-        return {tp.partition: offset for tp, offset in consumer.end_offsets(tps).items()}
-    finally:
-        consumer.close()
-
-
-def every_record(lab: Lab) -> list[Record]:
-    """Every record of the events topic from its start to its end now, in each partition's order."""
-    from kafka import KafkaConsumer, TopicPartition
-
-    stop = end_offsets(lab)
-    consumer = KafkaConsumer(bootstrap_servers=lab.monitor_bootstrap, group_id=None, enable_auto_commit=False)
-    tps = [TopicPartition(lab.events_topic, p) for p in stop]
-    consumer.assign(tps)
-    consumer.seek_to_beginning(*tps)
-    records = []
-    try:
-        while any(consumer.position(tp) < stop[tp.partition] for tp in tps):
-            for batch in consumer.poll(timeout_ms=1000, max_records=50_000).values():
-                records += [
-                    Record(r.partition, r.offset, r.key, r.value) for r in batch if r.offset < stop[r.partition]
-                ]
-    finally:
-        consumer.close()
-    return records
-
-
 def report(what: str, seconds: float) -> None:
     print(f"\n  {what}: {seconds:.1f} s", flush=True)
 
@@ -125,9 +89,7 @@ def stall(lab: Lab, broker: int) -> tuple[int, int, int]:
     stopped = int(time.time() * 1000)
     assert "SIGSTOP" in said
     [fault] = [f for f in current(lab).faults if f.kind == "stall"]
-    while any(f.kind == "stall" for f in current(lab).faults):
-        assert time.time() * 1000 < fault.ends_ms + 30_000, "the stall's helper did not end it"
-        time.sleep(0.2)
+    fault_over(lab, "stall", timeout=(fault.ends_ms + 30_000) / 1000 - time.time())
     return stopped, fault.ends_ms, int(time.time() * 1000)
 
 

@@ -41,7 +41,6 @@ from state.store import open_store
 from streaming.job import JobOptions, StreamJob
 from streaming.lab import faults
 from streaming.lab.cluster import EVENTS_TOPIC, Lab
-from tests.agent.test_agent_on_lab import every_record
 from tests.api.test_status_page import serving
 from tests.lab import (
     FAULT_LOG,
@@ -49,7 +48,9 @@ from tests.lab import (
     FaultWindow,
     active_controller,
     current,
+    every_record,
     fault_begins,
+    fault_over,
     led,
     states,
     wait_for,
@@ -87,9 +88,7 @@ def say(message: str) -> None:
 def stall_over(lab: Lab) -> None:
     """Until the stall's helper has sent SIGCONT and gone (on a loaded machine, later than its --seconds)."""
     [fault] = [f for f in current(lab).faults if f.kind == "stall"]
-    while any(f.kind == "stall" for f in current(lab).faults):
-        assert time.time() * 1000 < fault.ends_ms + 30_000, "the stall's helper did not end it"
-        time.sleep(0.2)
+    fault_over(lab, "stall", timeout=(fault.ends_ms + 30_000) / 1000 - time.time())
 
 
 def _stall(lab: Lab) -> str:
@@ -103,8 +102,7 @@ def _slow(lab: Lab) -> str:
     said = faults.stall(Path(lab.dir), 3, 8)
     stall_over(lab)
     said += " / " + faults.slow(Path(lab.dir), 3, 12)
-    while any(f.kind == "slow" for f in current(lab).faults):
-        time.sleep(0.2)
+    fault_over(lab, "slow")
     return said
 
 

@@ -33,6 +33,7 @@ from tests.lab import (
     active_controller,
     current,
     fault_begins,
+    fault_over,
     followed,
     led,
     progress,
@@ -54,14 +55,6 @@ def process_state(pid: int, until: str | None = None) -> str:
         if until is None or state == until or time.monotonic() > deadline:
             return state
         time.sleep(0.05)
-
-
-def fault_over(lab: Lab, kind: str, timeout: float = 90) -> None:
-    """Wait until the fault's detached helper has finished (its entry left lab.json)."""
-    deadline = time.monotonic() + timeout
-    while any(f.kind == kind for f in load(Path(lab.dir)).faults):
-        assert time.monotonic() < deadline, f"the {kind} helper did not finish within {timeout} s"
-        time.sleep(0.2)
 
 
 def broker_configs(lab: Lab, broker: int, names: list[str]) -> dict[str, str | None]:
