@@ -98,12 +98,14 @@ def settle(
                 counters[f"{name}.{reason}"] += count
     counters["late_events"] += book.add(items)
     settled.observed = [o.event if isinstance(o, Observation) else o for o in observed]
-    resyncs = [
-        (d.cluster, d.topic, d.partition, d.ts)
-        for d in settled.decisions
-        if d.kind is DecisionKind.LEADER_AND_ISR and d.leader is not None and d.leader >= 0
-    ]
-    divergences = audit.add(writes, observed, resyncs=resyncs) if audit is not None else []
+    divergences: list[Divergence] = []
+    if audit is not None:
+        resyncs = [
+            (d.cluster, d.topic, d.partition, d.ts)
+            for d in settled.decisions
+            if d.kind is DecisionKind.LEADER_AND_ISR and d.leader is not None and d.leader >= 0
+        ]
+        divergences = audit.add(writes, observed, resyncs=resyncs)
     if until is not None:
         settled.propagations = book.advance(until)
         clusters = {c: until for c in book.clusters} if isinstance(until, int) else dict(until)
