@@ -1,41 +1,52 @@
-"""Framing in Spark SQL: cut input into lines, read the fields the plan needs, route each line.
+"""Framing, in Python before the shuffle: cut input into lines, route each line, pack each state key's lines.
 
-Only what routing needs is read here (type, ts, cluster, topic, partition, with an explicit
-schema); the full validation is `state.events.parse_event` in the stateful function, the one the
-replay uses. A partition event goes to its partition's bucket; a tick, which every partition of
-its cluster obeys, to every bucket; a broker's `isr_change_propagated` to the first bucket;
-anything without a usable time or key to the control key, which dead-letters it. A missing `seq`
-is the line number in its file or the Kafka offset; `arrival`, the last tie-breaker, orders files
-by rank, lines by number, Kafka records by partition and offset. `received` is when the line
-reached isrwatch (the Kafka record's timestamp, else the file's modification time): an event dated
-far beyond it is refused (`max_future_ms`).
+Only what routing needs is read here (type, ts, cluster, topic, partition); the full validation is
+`state.events.parse_event` in the stateful function, the one the replay uses. A partition event goes
+to its partition's bucket; a tick, which every partition of its cluster obeys, to every bucket; a
+broker's `isr_change_propagated` to the first bucket; anything without a usable time or key to the
+control key, which dead-letters it. A missing `seq` is the line number in its file or the Kafka
+offset; `arrival`, the last tie-breaker, orders files by rank, lines by number, Kafka records by
+partition and offset. `received` is when the line reached isrwatch (the Kafka record's timestamp,
+else the file's modification time): an event dated far beyond it is refused (`max_future_ms`).
 
 Event time is kept per cluster by the buckets themselves (SPEC §6), not by a Spark watermark: a
 bucket knows a cluster's time from the events it receives. So that a bucket whose own partitions
 are quiet still learns how far its cluster has come, one partition event in `BEACON_EVERY` (by seq),
 and the last line of every file, is also copied to every other bucket as a *beacon*, which only moves
 that bucket's knowledge of the cluster's time (ticks, copied to every bucket anyway, do the same).
+
+Why Python and not Spark SQL: the lines a map task sends one key travel as one packed row (`Routed`),
+so the JVM shuffles, sorts and converts a few rows per task instead of one per event (issue 14: the
+per-line JVM work was two thirds of the stream's cost).
 """
 
 from __future__ import annotations
 
+import zlib
+from collections.abc import Iterator
 from enum import IntEnum
-from typing import TYPE_CHECKING
+from functools import partial
+from typing import TYPE_CHECKING, NamedTuple
+
+import msgspec
+import pyarrow as pa
 
 from state.events import DEFAULT_CLUSTER
 
 from .buckets import CONTROL_KEY, Layout
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame
+    from pyspark.sql import DataFrame
 
-KEY_SCHEMA = "type STRING, ts LONG, cluster STRING, topic STRING, partition INT"
-PARTITION_TYPES = ("leader_and_isr", "fetch", "append", "isr_updated")
-BROKER_TYPES = ("isr_change_propagated",)  # a broker's event about many partitions: the first bucket keeps it
+PARTITION_TYPES = frozenset(("leader_and_isr", "fetch", "append", "isr_updated"))
+BROKER_TYPES = frozenset(("isr_change_propagated",))  # a broker's event about many partitions: the first bucket
 INPUT_METRICS = "isrwatch_input"  # observed per batch: input lines (or Kafka records)
-WHITESPACE = " \t\n\x0b\f\r"  # what Java's regex `\s` matches
-BOM = "\ufeff"
+WHITESPACE = b" \t\n\x0b\f\r"  # what Java's regex `\s` matches: a line of nothing else is no input
+BOM = b"\xef\xbb\xbf"
 BEACON_EVERY = 256  # one partition event in this many (by seq) also tells every bucket its cluster's time
+MAX_TS = 2**63 - 1
+FRAMED_SCHEMA = "bucket int, lines long, data binary"
+_FRAMED = pa.schema([("bucket", pa.int32()), ("lines", pa.int64()), ("data", pa.binary())])
 
 
 class Role(IntEnum):
@@ -46,86 +57,163 @@ class Role(IntEnum):
     BEACON = 2  # another bucket's event: it only tells how far its cluster's time has come
 
 
-def _hash31(*cols: Column) -> Column:
-    from pyspark.sql import functions as F
+class Routing(msgspec.Struct, gc=False):
+    """The fields routing reads; any type mismatch sends the line to the control key, which says why."""
 
-    return F.xxhash64(*cols).bitwiseAND(F.lit(0x7FFFFFFF))
+    type: str | None = None
+    ts: int | None = None
+    cluster: str | None = None
+    topic: str | None = None
+    partition: int | None = None
+
+
+class Lines(NamedTuple):
+    """Input lines column by column: what a map task's source batch holds."""
+
+    raw: list[bytes]
+    seq: list[int]  # the seq to use when the event carries none: the line number or Kafka offset
+    arrival: list[int]  # the last tie-breaker: input position
+    received: list[int | None]  # when it reached isrwatch (epoch ms); None: trust its time (a replay without --now)
+    last: list[bool]  # a file's last line: a beacon whatever its seq
+
+    @classmethod
+    def empty(cls) -> Lines:
+        return cls([], [], [], [], [])
+
+    def add(self, value: bytes, origin: str, part: int, offset: int, received: int | None, rank: int) -> None:
+        """A source row's non-blank lines: a whole file (`part` < 0, cut at newlines, numbered from 1) or one
+        Kafka record of topic `origin`. `rank` orders files for the arrival tie-breaker."""
+        if part >= 0:
+            if value.strip(WHITESPACE):
+                self.raw.append(value)
+                self.seq.append(offset)
+                self.arrival.append((hash31(f"{origin}:{part}") << 32) | (offset & 0xFFFFFFFF))
+                self.received.append(received)
+                self.last.append(False)
+            return
+        cut = value.split(b"\n")
+        numbers = [n for n, raw in enumerate(cut, 1) if raw.strip(WHITESPACE)]
+        self.raw.extend(cut[n - 1] for n in numbers)
+        self.seq.extend(numbers)
+        high = rank << 32
+        self.arrival.extend(high | n for n in numbers)
+        self.received.extend([received] * len(numbers))
+        final = len(cut) - 1  # the number of the last line before the file's final newline (or the last line)
+        self.last.extend(n >= final for n in numbers)
+
+
+class Routed(msgspec.Struct, array_like=True):
+    """The lines one map task sends one state key, column by column (one shuffled row)."""
+
+    raw: list[bytes]
+    seq: list[int]
+    arrival: list[int]
+    role: bytes  # a `Role` per line
+    received: list[int | None]
+
+
+_routing = msgspec.json.Decoder(Routing)
+_encoder = msgspec.msgpack.Encoder()
+_routed = msgspec.msgpack.Decoder(Routed)
+_TICK = -2  # a broadcast line that is a tick (else the broadcast line's own bucket)
+
+
+def hash31(text: str) -> int:
+    """A stable non-negative 31-bit hash (CRC-32): the same in every process and release of Python."""
+    return zlib.crc32(text.encode()) & 0x7FFFFFFF
+
+
+def _read(raw: bytes) -> Routing | None:
+    try:
+        return _routing.decode(raw)
+    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError, RecursionError):
+        if raw.startswith(BOM):  # a byte-order mark is no data (the line keeps it)
+            return _read(raw[len(BOM) :])
+        return None
+
+
+def route(lines: Lines, ids: list[int], until: int | None = None) -> dict[int, Routed]:
+    """Each state key's lines. With `until` (a replay to --until), later lines go to the control key:
+    nothing after --until may be applied. Within a key, lines need no order: the key sorts what it applies."""
+    count = len(ids)
+    first = ids[0]
+    own_of: dict[tuple[str | None, str, int], int] = {}
+    single: dict[int, list[int]] = {}  # key -> lines it alone receives (its own events, or control)
+    broadcast: list[tuple[int, int]] = []  # (line, its own key or _TICK): lines every key receives
+    seqs, lasts = lines.seq, lines.last
+    for i, raw in enumerate(lines.raw):
+        key = _read(raw)
+        to = CONTROL_KEY
+        if key is None or key.ts is None or not 0 <= key.ts <= MAX_TS or (until is not None and key.ts > until):
+            pass
+        elif key.type == "tick":
+            broadcast.append((i, _TICK))
+            continue
+        elif key.type in BROKER_TYPES:
+            to = first
+        elif key.type in PARTITION_TYPES and key.topic is not None and key.partition is not None and key.partition >= 0:
+            name = (key.cluster, key.topic, key.partition)
+            to = own_of.get(name, CONTROL_KEY)
+            if to == CONTROL_KEY:
+                cluster = DEFAULT_CLUSTER if key.cluster is None else key.cluster
+                to = own_of[name] = ids[zlib.crc32(f"{cluster}\0{key.topic}\0{key.partition}".encode()) % count]
+            if seqs[i] % BEACON_EVERY == 1 or lasts[i]:
+                broadcast.append((i, to))
+                continue
+        single.setdefault(to, []).append(i)
+    out: dict[int, Routed] = {}
+    for bucket in set(single) | (set(ids) if broadcast else set()):
+        mine = single.get(bucket, [])
+        every = [i for i, _ in broadcast]
+        roles = bytes(len(mine)) + bytes(
+            Role.TICK if own == _TICK else Role.EVENT if own == bucket else Role.BEACON for _, own in broadcast
+        )
+        at = mine + every
+        out[bucket] = Routed(
+            [lines.raw[i] for i in at],
+            [seqs[i] for i in at],
+            [lines.arrival[i] for i in at],
+            roles,
+            [lines.received[i] for i in at],
+        )
+    return out
+
+
+def frame_batches(
+    batches: Iterator[pa.RecordBatch], ids: list[int], ranks: dict[str, int] | None, until: int | None
+) -> Iterator[pa.RecordBatch]:
+    """The `mapInArrow` function: source rows (value, origin, part, offset, received) to packed rows (bucket,
+    lines, data); `lines` counts the input lines once (on the first row of each source batch)."""
+    for batch in batches:
+        lines = Lines.empty()
+        for value, origin, part, offset, received in zip(*batch.to_pydict().values(), strict=True):
+            if value is not None:  # a Kafka tombstone is no input
+                lines.add(value, origin, part, offset, received, ranks[origin] if ranks else hash31(origin))
+        routed = route(lines, ids, until)
+        if routed:
+            buckets = sorted(routed)
+            yield pa.RecordBatch.from_arrays(
+                [
+                    pa.array(buckets, pa.int32()),
+                    pa.array([len(lines.raw)] + [0] * (len(buckets) - 1), pa.int64()),
+                    pa.array([pack(routed[b]) for b in buckets], pa.binary()),
+                ],
+                schema=_FRAMED,
+            )
+
+
+def unpack(data: bytes) -> Routed:
+    return _routed.decode(data)
+
+
+def pack(routed: Routed) -> bytes:
+    return _encoder.encode(routed)
 
 
 def frame(raw: DataFrame, layout: Layout, ranks: dict[str, int] | None = None, until: int | None = None) -> DataFrame:
-    """Source rows (value, origin, part, offset, received) to (bucket, ts, seq, arrival, raw, role, received).
-
-    `part` < 0 marks a whole file named `origin`, otherwise one Kafka record of topic `origin`.
-    `ranks` orders files for the arrival tie-breaker (default: a hash of the name). With `until`
-    (a replay to --until), later lines go to the control key: nothing after --until may be applied.
-    """
+    """Source rows (value, origin, part, offset, received) to (bucket, data): one packed `Routed` per map task,
+    input batch and state key. `ranks` orders files for the arrival tie-breaker (default: a hash of the name)."""
     from pyspark.sql import functions as F
 
-    is_file = F.col("part") < 0
-    text = F.col("value").cast("string")
-    split = F.when(is_file, F.split(text, "\n")).otherwise(F.array(text))
-    # The file is cut once, before the generator: an expression of `value` beside it would be evaluated again
-    # for every line it yields (quadratic in the file's size).
-    cut = raw.select("origin", "part", "offset", "received", split.alias("lines"))
-    cut = cut.select("origin", "part", "offset", "received", F.size("lines").alias("count"), "lines")
-    lines = cut.select("origin", "part", "offset", "received", "count", F.posexplode("lines").alias("pos", "line"))
-    # A line of nothing but whitespace (Java regex `\s`) is no input. trim and startswith below read the bytes where
-    # a regex would first decode each line to a Java String.
-    line = F.col("line")
-    lines = lines.where(F.length(F.trim(line, F.lit(WHITESPACE))) > 0).observe(
-        INPUT_METRICS, F.count(F.lit(1)).alias("lines")
-    )
-    line_no = F.col("pos") + 1
-    rank = (
-        F.element_at(F.create_map(*[F.lit(x) for kv in ranks.items() for x in kv]), F.col("origin"))
-        if ranks
-        else _hash31(F.col("origin"))
-    )
-    file_arrival = F.shiftleft(rank.cast("long"), 32).bitwiseOR(line_no)
-    record_arrival = F.shiftleft(_hash31(F.concat_ws(":", "origin", "part")), 32).bitwiseOR(
-        F.col("offset").bitwiseAND(F.lit(0xFFFFFFFF))
-    )
-    unmarked = F.when(line.startswith(BOM), line.substr(F.lit(2), F.length(line))).otherwise(line)  # a BOM is no data
-    # One projection computes the JSON read once; the routing below only reads its fields.
-    parsed = lines.select(
-        F.when(is_file, line_no).otherwise(F.col("offset")).cast("long").alias("seq"),
-        F.when(is_file, file_arrival).otherwise(record_arrival).alias("arrival"),
-        F.col("line").cast("binary").alias("raw"),
-        "received",
-        (is_file & (F.col("pos") >= F.col("count") - 2)).alias("last"),  # a file's last line (before its newline)
-        F.from_json(unmarked, KEY_SCHEMA).alias("j"),
-    )
-    ts = F.col("j.ts")
-    timed = ts.isNotNull() & (ts >= 0)
-    if until is not None:
-        timed = timed & (ts <= until)
-    kind = F.col("j.type")
-    tick = timed & (kind == "tick")
-    keyed = timed & kind.isin(*PARTITION_TYPES) & F.col("j.topic").isNotNull() & (F.col("j.partition") >= 0)
-    by_broker = timed & kind.isin(*BROKER_TYPES)
-    ids = list(layout.ids)
-    slot = F.pmod(
-        F.xxhash64(F.coalesce(F.col("j.cluster"), F.lit(DEFAULT_CLUSTER)), F.col("j.topic"), F.col("j.partition")),
-        len(ids),
-    )
-    every = F.array(*[F.lit(b) for b in ids])
-    own = F.when(by_broker, F.lit(ids[0])).otherwise(F.element_at(every, (slot + 1).cast("int")))
-    beacon = keyed & ((F.pmod(F.col("seq"), F.lit(BEACON_EVERY)) == 1) | F.col("last"))
-    targets = F.when(tick | beacon, every).when(keyed | by_broker, F.array(own)).otherwise(F.array(F.lit(CONTROL_KEY)))
-    routed = parsed.select(
-        F.explode(targets).alias("bucket"),
-        F.when(tick | keyed | by_broker, ts).alias("ts"),
-        "seq",
-        "arrival",
-        "raw",
-        "received",
-        tick.alias("tick"),
-        own.alias("own"),
-    )
-    role = (
-        F.when(F.col("tick"), F.lit(int(Role.TICK)))
-        .when(F.col("bucket") == F.col("own"), F.lit(int(Role.EVENT)))
-        .when(F.col("bucket") == F.lit(CONTROL_KEY), F.lit(int(Role.EVENT)))
-        .otherwise(F.lit(int(Role.BEACON)))
-    )
-    return routed.select("bucket", "ts", "seq", "arrival", "raw", role.cast("tinyint").alias("role"), "received")
+    framed = raw.mapInArrow(partial(frame_batches, ids=list(layout.ids), ranks=ranks, until=until), FRAMED_SCHEMA)
+    return framed.observe(INPUT_METRICS, F.sum("lines").alias("lines")).select("bucket", "data")

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import msgspec
 import pyarrow as pa
 from msgspec import Struct
@@ -15,18 +13,7 @@ from state.records import Decision, PartitionRecord
 
 REPORT_SCHEMA = "bucket int, report binary"
 STATE_SCHEMA = "blob binary"  # one msgpack blob (version inside): array fields crash PySpark's state schema
-BUCKET_STATE_VERSION = 2
-
-
-class Line(NamedTuple):
-    """One input line as the framer routed it to a state key."""
-
-    ts: int | None  # its event time as the framer read it (None on the control key)
-    seq: int  # the seq to use when the event carries none: the line number or Kafka offset
-    arrival: int  # the last tie-breaker: input position
-    raw: bytes
-    role: int  # framing.Role: the bucket's own event, a tick every bucket gets, or a beacon
-    received: int | None  # when it reached isrwatch (epoch ms); None: trust its time (a replay without --now)
+BUCKET_STATE_VERSION = 3  # 3: partitions hash to buckets in Python (streaming.framing), not Spark SQL
 
 
 _CODEC = "zstd"  # pyarrow's: ~6x on event streams at ~600 MB/s; the JVM then moves a sixth of the bytes

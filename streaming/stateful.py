@@ -29,29 +29,22 @@ from state.partition import partition_record
 from state.schedule import INF
 
 from .buckets import CONTROL_KEY
-from .framing import Role
-from .reports import BUCKET_STATE_VERSION, BucketState, Chunk, Line, Report, decode_bucket, encode
+from .framing import Role, unpack
+from .reports import BUCKET_STATE_VERSION, BucketState, Chunk, Report, decode_bucket, encode
 
 if TYPE_CHECKING:
     from pyspark.sql.streaming.state import GroupState
 
 StateFunction = Callable[[tuple, Iterator[pd.DataFrame], "GroupState"], Iterator[pd.DataFrame]]
-UNREADABLE = "the stream could not read its type, ts, topic or partition (Spark from_json)"
+UNREADABLE = "the stream could not read its type, ts, topic or partition (streaming.framing)"
 
 
-def _rows(frames: Iterator[pd.DataFrame]) -> Iterator[Line]:
+def _lines(frames: Iterator[pd.DataFrame]) -> Iterator[tuple[bytes, int, int, int, int | None]]:
+    """(raw, seq, arrival, role, received) of every line the key received, from the framer's packed rows."""
     for frame in frames:
-        ts = frame["ts"].astype("Int64").tolist()
-        received = frame["received"].astype("Int64").tolist()
-        yield from map(
-            Line,
-            [None if v is pd.NA else v for v in ts],
-            frame["seq"].tolist(),
-            frame["arrival"].tolist(),
-            frame["raw"].tolist(),
-            frame["role"].tolist(),
-            [None if v is pd.NA else v for v in received],
-        )
+        for data in frame["data"]:
+            routed = unpack(data)
+            yield from zip(routed.raw, routed.seq, routed.arrival, routed.role, routed.received, strict=True)
 
 
 def count_events(events: list[Event], first: bool) -> tuple[int, int]:
@@ -76,14 +69,14 @@ def _emit(report: Report) -> Iterator[pd.DataFrame]:
 def _control(frames: Iterator[pd.DataFrame], until: int | None) -> Iterator[pd.DataFrame]:
     """Lines without a usable time or key: dead letters (or, replaying, valid events after --until)."""
     report = Report(CONTROL_KEY)
-    for line in _rows(frames):
-        ev = parse_event(line.raw, line.seq, line.arrival)
+    for raw, seq, arrival, _, _ in _lines(frames):
+        ev = parse_event(raw, seq, arrival)
         if type(ev) is DeadLetter:
             report.dead.append(ev)
         elif until is not None and ev.ts > until:
             report.after_until += 1
         else:
-            report.dead.append(DeadLetter(raw=line.raw.decode("utf-8", "replace"), reason=UNREADABLE, ts=ev.ts))
+            report.dead.append(DeadLetter(raw=raw.decode("utf-8", "replace"), reason=UNREADABLE, ts=ev.ts))
     return _emit(report)
 
 
@@ -104,24 +97,24 @@ def state_function(
         known_before = dict(newest)  # a line is late against what earlier calls knew: a batch arrives as a whole
         report = Report(bucket)
         arrived: dict[str, list[Event]] = defaultdict(list)
-        for line in _rows(frames):
-            counted = line.role == Role.EVENT or (line.role == Role.TICK and bucket == first)
-            ev = parse_event(line.raw, line.seq, line.arrival)
+        for raw, seq, arrival, role, received in _lines(frames):
+            counted = role == Role.EVENT or (role == Role.TICK and bucket == first)
+            ev = parse_event(raw, seq, arrival)
             if type(ev) is DeadLetter:
                 if counted:
                     report.dead.append(ev)
                 continue
-            dead = None if line.received is None else in_future(ev, line.raw, line.received, max_future)
+            dead = None if received is None else in_future(ev, raw, received, max_future)
             known = known_before.get(ev.cluster)
             if dead is None and known is not None and ev.ts <= known - lateness:
-                dead = _late(ev, line.raw, known - lateness, lateness)
+                dead = _late(ev, raw, known - lateness, lateness)
             if dead is not None:
                 if counted:
                     report.dead.append(dead)
                 continue
             if ev.ts > newest.get(ev.cluster, -INF):
                 newest[ev.cluster] = ev.ts
-            if line.role != Role.BEACON:
+            if role != Role.BEACON:
                 arrived[ev.cluster].append(ev)
         report.events, report.max_ts = count_events([ev for evs in arrived.values() for ev in evs], bucket == first)
         if bucket == first:

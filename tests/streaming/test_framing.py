@@ -1,21 +1,49 @@
-"""Framing in Spark SQL: lines, their seq and arrival, and where each goes (a bucket, every bucket, control)."""
+"""Framing: lines, their seq and arrival, where each goes (a bucket, every bucket, control), packed per key."""
 
 from __future__ import annotations
 
 import json
 from collections import Counter
+from typing import NamedTuple
+
+import pyarrow as pa
 
 from streaming.buckets import CONTROL_KEY, Layout
-from streaming.framing import BEACON_EVERY, Role, frame
+from streaming.framing import BEACON_EVERY, Lines, Role, frame, frame_batches, pack, route, unpack
 
 LAYOUT = Layout.create(16, 2)
+IDS = list(LAYOUT.ids)
+SOURCE = "value binary, origin string, part int, offset long, received long"
 
 
-def framed(spark, rows: list[tuple], ranks: dict[str, int] | None = None, until: int | None = None) -> list:
-    raw = spark.createDataFrame(
-        [(*row, 1_000) for row in rows], "value binary, origin string, part int, offset long, received long"
-    )
-    return frame(raw, LAYOUT, ranks, until).collect()
+class Routed(NamedTuple):
+    bucket: int
+    raw: bytes
+    seq: int
+    arrival: int
+    role: int
+    received: int | None
+
+
+def flatten(packed: list[tuple[int, bytes]]) -> list[Routed]:
+    """One row per line a key received, from the framer's packed rows."""
+    out = []
+    for bucket, data in packed:
+        r = unpack(data)
+        out.extend(Routed(bucket, *line) for line in zip(r.raw, r.seq, r.arrival, r.role, r.received, strict=True))
+    return out
+
+
+def framed(spark, rows: list[tuple], ranks: dict[str, int] | None = None, until: int | None = None) -> list[Routed]:
+    raw = spark.createDataFrame([(*row, 1_000) for row in rows], SOURCE)
+    return flatten([(r.bucket, r.data) for r in frame(raw, LAYOUT, ranks, until).collect()])
+
+
+def in_python(text: str, name: str = "f") -> list[Routed]:
+    lines = Lines.empty()
+    lines.add(text.encode(), name, -1, -1, 1_000, 7)
+    packed = route(lines, IDS)
+    return flatten([(bucket, pack(routed)) for bucket, routed in packed.items()])
 
 
 def fetch(ts: int, partition: int = 0, **extra) -> str:
@@ -36,29 +64,33 @@ def fetch(ts: int, partition: int = 0, **extra) -> str:
 def test_a_file_is_cut_into_numbered_lines_routed_by_key(spark):
     text = "\n".join([fetch(10), "", "  \r", json.dumps({"type": "tick", "ts": 11}), "{oops", fetch(12) + "\r", ""])
     rows = framed(spark, [(text.encode(), "f.jsonl", -1, -1)], ranks={"f.jsonl": 3})
-    by_line = {}
+    by_line: dict[int, list[Routed]] = {}
     for r in rows:
         by_line.setdefault(r.seq, []).append(r)
     assert sorted(by_line) == [1, 4, 5, 6]  # blank and whitespace-only lines are not input
     assert all(r.arrival == (3 << 32) | r.seq and r.received == 1_000 for r in rows)
     [first] = [r for r in by_line[1] if r.role == Role.EVENT]
     [last] = [r for r in by_line[6] if r.role == Role.EVENT]
-    assert first.bucket == last.bucket in LAYOUT.ids and first.ts == 10 and last.raw.endswith(b"\r")
+    assert first.bucket == last.bucket in LAYOUT.ids and last.raw.endswith(b"\r")
     assert sorted(r.bucket for r in by_line[4]) == sorted(LAYOUT.ids) and {r.role for r in by_line[4]} == {Role.TICK}
     [bad] = by_line[5]
-    assert (bad.bucket, bad.ts, bad.role, bad.raw) == (CONTROL_KEY, None, Role.EVENT, b"{oops")
+    assert (bad.bucket, bad.role, bad.raw) == (CONTROL_KEY, Role.EVENT, b"{oops")
     # Line 1 (seq 1 of every BEACON_EVERY) and the file's last line also tell every other bucket their time.
     for line in (1, 6):
         beacons = [r for r in by_line[line] if r.role == Role.BEACON]
         assert sorted(r.bucket for r in beacons) == sorted(set(LAYOUT.ids) - {first.bucket})
 
 
-def test_one_event_in_beacon_every_is_also_a_beacon(spark):
-    lines = "\n".join(fetch(t, partition=t % 7) for t in range(1, 2 * BEACON_EVERY + 10)) + "\n"
-    rows = framed(spark, [(lines.encode(), "f", -1, -1)])
+def test_one_event_in_beacon_every_is_also_a_beacon():
+    rows = in_python("\n".join(fetch(t, partition=t % 7) for t in range(1, 2 * BEACON_EVERY + 10)) + "\n")
     beacons = {r.seq for r in rows if r.role == Role.BEACON}
     assert beacons == {1, BEACON_EVERY + 1, 2 * BEACON_EVERY + 1, 2 * BEACON_EVERY + 9}  # the last is the file's last
     assert len([r for r in rows if r.role == Role.EVENT]) == 2 * BEACON_EVERY + 9
+
+
+def test_a_byte_order_mark_is_no_data_but_stays_in_the_line():
+    [event] = [r for r in in_python("\ufeff" + fetch(3) + "\n") if r.role == Role.EVENT]
+    assert event.bucket != CONTROL_KEY and event.raw.startswith(b"\xef\xbb\xbf")
 
 
 def test_kafka_records_take_their_offset_as_seq_and_lines_without_time_or_key_go_to_control(spark):
@@ -67,14 +99,34 @@ def test_kafka_records_take_their_offset_as_seq_and_lines_without_time_or_key_go
         json.dumps({"type": "fetch", "ts": -1}).encode(),
         json.dumps({"type": "append", "ts": 7, "partition": 1}).encode(),
         fetch(9).encode(),
+        json.dumps({"type": "fetch", "ts": "5", "topic": "t", "partition": 0}).encode(),
     ]
     rows = framed(spark, [(v, "events", 2, 40 + i) for i, v in enumerate(records)], until=8)
-    assert [r.seq for r in rows] == [40, 41, 42, 43]
-    assert [r.bucket == CONTROL_KEY for r in rows] == [False, True, True, True]  # the last one is after --until
-    assert len({r.arrival for r in rows}) == 4
+    assert sorted(r.seq for r in rows) == [40, 41, 42, 43, 44]
+    control = {r.seq for r in rows if r.bucket == CONTROL_KEY}
+    assert control == {41, 42, 43, 44}  # 43 is after --until
+    assert len({r.arrival for r in rows}) == 5
 
 
-def test_partitions_spread_over_every_bucket(spark):
+def test_every_input_line_is_counted_once_and_a_tombstone_is_no_input():
+    text = "\n".join([fetch(1), json.dumps({"type": "tick", "ts": 2}), "", "{oops"]) + "\n"
+    source = pa.RecordBatch.from_pydict(
+        {
+            "value": [text.encode(), None, fetch(3).encode()],
+            "origin": ["f", "events", "events"],
+            "part": [-1, 0, 0],
+            "offset": [-1, 7, 8],
+            "received": [1, 2, 3],
+        }
+    )
+    [out] = list(frame_batches(iter([source]), IDS, None, None))
+    assert sum(out.column("lines").to_pylist()) == 4  # three lines of the file and one record
+    rows = flatten(list(zip(out.column("bucket").to_pylist(), out.column("data").to_pylist(), strict=True)))
+    assert sorted(r.seq for r in rows if r.role == Role.EVENT) == [1, 4, 8]  # line 3 is blank
+    assert Counter(r.role for r in rows)[Role.TICK] == len(IDS)
+
+
+def test_partitions_spread_over_every_bucket():
     lines = "\n".join(fetch(1, partition=p, cluster=f"c{p % 3}") for p in range(3000))
-    counts = Counter(r.bucket for r in framed(spark, [(lines.encode(), "f", -1, -1)]) if r.role == Role.EVENT)
+    counts = Counter(r.bucket for r in in_python(lines) if r.role == Role.EVENT)
     assert sorted(counts) == sorted(LAYOUT.ids) and max(counts.values()) < 1.3 * min(counts.values())
