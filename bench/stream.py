@@ -379,9 +379,11 @@ def backlog(args: argparse.Namespace, work: Path) -> None:
         f"run:     {time.perf_counter() - started:.1f} s wall for all files, incl. Spark start; "
         f"peak RSS {peak[0]:,.0f} MiB (driver + JVM + Python workers)"
     )
-    _report(recorder, None, skip=1, local=local)
+    with_input = sum(1 for p in recorder.progress.values() if p[2])
+    skip = max(1, with_input // 3) if args.warmup is None else args.warmup
+    _report(recorder, None, skip=skip, local=local)
     if args.stages:
-        _stages(job, skip=2)
+        _stages(job, skip=skip + 1)
 
 
 def _feed(inbox: str, shape: str, partitions: int, duration: float, seed: int) -> None:
@@ -453,6 +455,13 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         default=8,
         help="backlog files per micro-batch (default 8: 400,000 events of the default 5M in 100 files)",
+    )
+    parser.add_argument(
+        "--warmup",
+        type=int,
+        metavar="BATCHES",
+        help="backlog batches left out of the figures while the JVM's JIT compiles (default: the first third, at "
+        "least one)",
     )
     parser.add_argument(
         "--duration",

@@ -29,7 +29,9 @@ from functools import partial
 from typing import TYPE_CHECKING, NamedTuple
 
 import msgspec
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from state.events import DEFAULT_CLUSTER
 
@@ -41,7 +43,7 @@ if TYPE_CHECKING:
 PARTITION_TYPES = frozenset(("leader_and_isr", "fetch", "append", "isr_updated"))
 BROKER_TYPES = frozenset(("isr_change_propagated",))  # a broker's event about many partitions: the first bucket
 INPUT_METRICS = "isrwatch_input"  # observed per batch: input lines (or Kafka records)
-WHITESPACE = b" \t\n\x0b\f\r"  # what Java's regex `\s` matches: a line of nothing else is no input
+# A line of nothing but whitespace (b" \t\n\x0b\f\r", exactly what bytes.isspace() accepts) is no input.
 BOM = b"\xef\xbb\xbf"
 BEACON_EVERY = 256  # one partition event in this many (by seq) also tells every bucket its cluster's time
 MAX_TS = 2**63 - 1
@@ -71,56 +73,98 @@ class Lines(NamedTuple):
     """Input lines column by column: what a map task's source batch holds."""
 
     raw: list[bytes]
-    seq: list[int]  # the seq to use when the event carries none: the line number or Kafka offset
-    arrival: list[int]  # the last tie-breaker: input position
-    received: list[int | None]  # when it reached isrwatch (epoch ms); None: trust its time (a replay without --now)
-    last: list[bool]  # a file's last line: a beacon whatever its seq
+    seq: np.ndarray  # int64: the seq to use when the event carries none: the line number or Kafka offset
+    arrival: np.ndarray  # int64: the last tie-breaker, input position
+    received: np.ndarray  # int64: when it reached isrwatch (epoch ms); NOT_RECEIVED: trust its time
+    last: np.ndarray  # bool: a file's last line, a beacon whatever its seq
 
     @classmethod
-    def empty(cls) -> Lines:
-        return cls([], [], [], [], [])
+    def of(cls, parts: list[Lines]) -> Lines:
+        if len(parts) == 1:
+            return parts[0]
+        return cls(
+            [raw for part in parts for raw in part.raw],
+            *(
+                np.concatenate([getattr(part, column) for part in parts])
+                for column in ("seq", "arrival", "received", "last")
+            ),
+        )
 
-    def add(self, value: bytes, origin: str, part: int, offset: int, received: int | None, rank: int) -> None:
-        """A source row's non-blank lines: a whole file (`part` < 0, cut at newlines, numbered from 1) or one
-        Kafka record of topic `origin`. `rank` orders files for the arrival tie-breaker."""
-        if part >= 0:
-            if value.strip(WHITESPACE):
-                self.raw.append(value)
-                self.seq.append(offset)
-                self.arrival.append((hash31(f"{origin}:{part}") << 32) | (offset & 0xFFFFFFFF))
-                self.received.append(received)
-                self.last.append(False)
-            return
+    @classmethod
+    def of_file(cls, value: bytes, received: int, rank: int) -> Lines:
+        """A whole file's non-blank lines, numbered from 1 (the number is the seq); `rank` orders files for the
+        arrival tie-breaker."""
         cut = value.split(b"\n")
-        numbers = [n for n, raw in enumerate(cut, 1) if raw.strip(WHITESPACE)]
-        self.raw.extend(cut[n - 1] for n in numbers)
-        self.seq.extend(numbers)
-        high = rank << 32
-        self.arrival.extend(high | n for n in numbers)
-        self.received.extend([received] * len(numbers))
-        final = len(cut) - 1  # the number of the last line before the file's final newline (or the last line)
-        self.last.extend(n >= final for n in numbers)
+        kept = [n for n, raw in enumerate(cut, 1) if raw and not raw.isspace()]
+        numbers = np.array(kept, dtype=np.int64)
+        return cls(
+            [cut[n - 1] for n in kept],
+            numbers,
+            numbers | (rank << 32),
+            np.full(len(kept), received, dtype=np.int64),
+            numbers >= len(cut) - 1,  # the last line before the file's final newline (or the last line, without one)
+        )
+
+    @classmethod
+    def of_records(cls, batch: pa.RecordBatch) -> Lines:
+        """Kafka records of topic `origin`, partition `part`: the offset is the seq."""
+        values = batch.column("value").to_pylist()
+        kept = [i for i, value in enumerate(values) if value and not value.isspace()]  # None: a tombstone
+        rows = batch.take(pa.array(kept, pa.int64()))
+        offsets = rows.column("offset").to_numpy(zero_copy_only=False).astype(np.int64)
+        origins = [
+            f"{o}:{p}" for o, p in zip(rows.column("origin").to_pylist(), rows.column("part").to_pylist(), strict=True)
+        ]
+        high = np.array([hash31(name) for name in origins], dtype=np.int64) << 32
+        return cls(
+            [values[i] for i in kept],
+            offsets,
+            high | (offsets & 0xFFFFFFFF),
+            _received(rows.column("received")),
+            np.zeros(len(kept), dtype=bool),
+        )
 
 
 class Routed(msgspec.Struct, array_like=True):
-    """The lines one map task sends one state key, column by column (one shuffled row)."""
+    """The lines one map task sends one state key, column by column (one shuffled row): int64 columns as bytes."""
 
     raw: list[bytes]
-    seq: list[int]
-    arrival: list[int]
+    seq: bytes
+    arrival: bytes
     role: bytes  # a `Role` per line
-    received: list[int | None]
+    received: bytes
+
+    def lines(self) -> Iterator[tuple[bytes, int, int, int, int | None]]:
+        """(raw, seq, arrival, role, received) per line."""
+        at = np.frombuffer(self.received, np.int64)
+        missing = at == NOT_RECEIVED
+        received = (
+            at.tolist() if not missing.any() else [None if m else a for m, a in zip(missing, at.tolist(), strict=True)]
+        )
+        return zip(
+            self.raw,
+            np.frombuffer(self.seq, np.int64).tolist(),
+            np.frombuffer(self.arrival, np.int64).tolist(),
+            self.role,
+            received,
+            strict=True,
+        )
 
 
 _routing = msgspec.json.Decoder(Routing)
 _encoder = msgspec.msgpack.Encoder()
 _routed = msgspec.msgpack.Decoder(Routed)
-_TICK = -2  # a broadcast line that is a tick (else the broadcast line's own bucket)
+NOT_RECEIVED = -1
+_TICK, _BROKER = -2, -3  # where a line goes before it is spread: every key, or the first key without beacons
 
 
 def hash31(text: str) -> int:
     """A stable non-negative 31-bit hash (CRC-32): the same in every process and release of Python."""
     return zlib.crc32(text.encode()) & 0x7FFFFFFF
+
+
+def _received(column: pa.Array) -> np.ndarray:
+    return column.cast(pa.int64()).fill_null(NOT_RECEIVED).to_numpy(zero_copy_only=False)
 
 
 def _read(raw: bytes) -> Routing | None:
@@ -132,51 +176,87 @@ def _read(raw: bytes) -> Routing | None:
         return None
 
 
+def _keys(raws: list[bytes]) -> list[Routing | None]:
+    decode = _routing.decode
+    try:
+        return [decode(raw) for raw in raws]
+    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError, RecursionError):
+        return [_read(raw) for raw in raws]  # some line is not routable: find which, one by one
+
+
+def _destinations(keys: list[Routing | None], ids: list[int], until: int | None) -> list[int]:
+    """Per line: its partition's key, _TICK, _BROKER or the control key."""
+    count = len(ids)
+    limit = MAX_TS if until is None else until
+    own_of: dict[tuple[str | None, str, int], int] = {}
+    dest = [CONTROL_KEY] * len(keys)
+    for i, key in enumerate(keys):
+        if key is None or key.ts is None or not 0 <= key.ts <= limit:
+            continue
+        kind = key.type
+        if kind in PARTITION_TYPES:
+            topic, partition = key.topic, key.partition
+            if topic is None or partition is None or partition < 0:
+                continue
+            name = (key.cluster, topic, partition)
+            own = own_of.get(name)
+            if own is None:
+                cluster = DEFAULT_CLUSTER if key.cluster is None else key.cluster
+                own = own_of[name] = ids[zlib.crc32(f"{cluster}\0{topic}\0{partition}".encode()) % count]
+            dest[i] = own
+        elif kind == "tick":
+            dest[i] = _TICK
+        elif kind in BROKER_TYPES:
+            dest[i] = _BROKER
+    return dest
+
+
 def route(lines: Lines, ids: list[int], until: int | None = None) -> dict[int, Routed]:
     """Each state key's lines. With `until` (a replay to --until), later lines go to the control key:
     nothing after --until may be applied. Within a key, lines need no order: the key sorts what it applies."""
-    count = len(ids)
-    first = ids[0]
-    own_of: dict[tuple[str | None, str, int], int] = {}
-    single: dict[int, list[int]] = {}  # key -> lines it alone receives (its own events, or control)
-    broadcast: list[tuple[int, int]] = []  # (line, its own key or _TICK): lines every key receives
-    seqs, lasts = lines.seq, lines.last
-    for i, raw in enumerate(lines.raw):
-        key = _read(raw)
-        to = CONTROL_KEY
-        if key is None or key.ts is None or not 0 <= key.ts <= MAX_TS or (until is not None and key.ts > until):
-            pass
-        elif key.type == "tick":
-            broadcast.append((i, _TICK))
-            continue
-        elif key.type in BROKER_TYPES:
-            to = first
-        elif key.type in PARTITION_TYPES and key.topic is not None and key.partition is not None and key.partition >= 0:
-            name = (key.cluster, key.topic, key.partition)
-            to = own_of.get(name, CONTROL_KEY)
-            if to == CONTROL_KEY:
-                cluster = DEFAULT_CLUSTER if key.cluster is None else key.cluster
-                to = own_of[name] = ids[zlib.crc32(f"{cluster}\0{key.topic}\0{key.partition}".encode()) % count]
-            if seqs[i] % BEACON_EVERY == 1 or lasts[i]:
-                broadcast.append((i, to))
-                continue
-        single.setdefault(to, []).append(i)
+    dest = np.array(_destinations(_keys(lines.raw), ids, until), dtype=np.int64)
+    beacon = (dest >= 0) & ((lines.seq % BEACON_EVERY == 1) | lines.last)
+    dest[dest == _BROKER] = ids[0]
+    spread = np.flatnonzero(beacon | (dest == _TICK))  # lines every key receives
+    single = np.where(beacon, _TICK, dest)  # the others' one key
+    raws = np.empty(len(lines.raw), dtype=object)
+    raws[:] = lines.raw
     out: dict[int, Routed] = {}
-    for bucket in set(single) | (set(ids) if broadcast else set()):
-        mine = single.get(bucket, [])
-        every = [i for i, _ in broadcast]
-        roles = bytes(len(mine)) + bytes(
-            Role.TICK if own == _TICK else Role.EVENT if own == bucket else Role.BEACON for _, own in broadcast
-        )
-        at = mine + every
+    for bucket in [*ids, CONTROL_KEY] if len(spread) else np.unique(single[single != _TICK]).tolist():
+        mine = np.flatnonzero(single == bucket)
+        at = np.concatenate([mine, spread]) if len(spread) and bucket != CONTROL_KEY else mine
+        if not len(at):
+            continue
+        roles = np.zeros(len(at), dtype=np.uint8)  # Role.EVENT
+        if len(at) > len(mine):
+            theirs = dest[spread]
+            roles[len(mine) :] = np.where(
+                theirs == _TICK, Role.TICK, np.where(theirs == bucket, Role.EVENT, Role.BEACON)
+            )
         out[bucket] = Routed(
-            [lines.raw[i] for i in at],
-            [seqs[i] for i in at],
-            [lines.arrival[i] for i in at],
-            roles,
-            [lines.received[i] for i in at],
+            raws[at].tolist(),
+            lines.seq[at].tobytes(),
+            lines.arrival[at].tobytes(),
+            roles.tobytes(),
+            lines.received[at].tobytes(),
         )
     return out
+
+
+def lines_of(batch: pa.RecordBatch, ranks: dict[str, int] | None) -> Lines:
+    """A source batch's lines: whole files (`part` < 0, named `origin`) and Kafka records (topic `origin`)."""
+    files = pc.less(batch.column("part"), 0)
+    parts = []
+    if pc.any(files).as_py():
+        chosen = batch.filter(files)
+        received = _received(chosen.column("received")).tolist()
+        for value, origin, at in zip(
+            chosen.column("value").to_pylist(), chosen.column("origin").to_pylist(), received, strict=True
+        ):
+            parts.append(Lines.of_file(value, at, ranks[origin] if ranks else hash31(origin)))
+    if not pc.all(files).as_py():
+        parts.append(Lines.of_records(batch.filter(pc.invert(files))))
+    return Lines.of(parts)
 
 
 def frame_batches(
@@ -185,10 +265,9 @@ def frame_batches(
     """The `mapInArrow` function: source rows (value, origin, part, offset, received) to packed rows (bucket,
     lines, data); `lines` counts the input lines once (on the first row of each source batch)."""
     for batch in batches:
-        lines = Lines.empty()
-        for value, origin, part, offset, received in zip(*batch.to_pydict().values(), strict=True):
-            if value is not None:  # a Kafka tombstone is no input
-                lines.add(value, origin, part, offset, received, ranks[origin] if ranks else hash31(origin))
+        if not batch.num_rows:
+            continue
+        lines = lines_of(batch, ranks)
         routed = route(lines, ids, until)
         if routed:
             buckets = sorted(routed)

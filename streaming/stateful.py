@@ -43,8 +43,7 @@ def _lines(frames: Iterator[pd.DataFrame]) -> Iterator[tuple[bytes, int, int, in
     """(raw, seq, arrival, role, received) of every line the key received, from the framer's packed rows."""
     for frame in frames:
         for data in frame["data"]:
-            routed = unpack(data)
-            yield from zip(routed.raw, routed.seq, routed.arrival, routed.role, routed.received, strict=True)
+            yield from unpack(data).lines()
 
 
 def count_events(events: list[Event], first: bool) -> tuple[int, int]:

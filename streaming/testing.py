@@ -12,13 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+import numpy as np
 import pandas as pd
 
 from state.config import Config
 from state.replay import ReplayResult
 
 from .collect import ReplayCollector
-from .framing import WHITESPACE, Lines, pack, route
+from .framing import NOT_RECEIVED, Lines, pack, route
 from .reports import decode_report
 from .stateful import state_function
 
@@ -61,11 +62,10 @@ def run_stateful(
     blobs: dict[int, bytes] = {}
     start = 0
     for end in sorted({c for c in cuts if 0 < c < len(raw_lines)} | {len(raw_lines)}):
-        numbers = [n for n in range(end, start, -1) if raw_lines[n - 1].strip(WHITESPACE)]
-        lines = Lines(
-            [raw_lines[n - 1] for n in numbers], numbers, numbers, [received] * len(numbers), [False] * len(numbers)
-        )
-        batch = route(lines, bucket_ids, until)
+        kept = [n for n in range(end, start, -1) if raw_lines[n - 1] and not raw_lines[n - 1].isspace()]
+        numbers = np.array(kept, dtype=np.int64)
+        at = np.full(len(kept), NOT_RECEIVED if received is None else received, dtype=np.int64)
+        batch = route(Lines([raw_lines[n - 1] for n in kept], numbers, numbers, at, numbers < 0), bucket_ids, until)
         start = end
         reports = []
         for key in sorted(batch):

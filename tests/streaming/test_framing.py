@@ -29,8 +29,7 @@ def flatten(packed: list[tuple[int, bytes]]) -> list[Routed]:
     """One row per line a key received, from the framer's packed rows."""
     out = []
     for bucket, data in packed:
-        r = unpack(data)
-        out.extend(Routed(bucket, *line) for line in zip(r.raw, r.seq, r.arrival, r.role, r.received, strict=True))
+        out.extend(Routed(bucket, *line) for line in unpack(data).lines())
     return out
 
 
@@ -40,9 +39,7 @@ def framed(spark, rows: list[tuple], ranks: dict[str, int] | None = None, until:
 
 
 def in_python(text: str, name: str = "f") -> list[Routed]:
-    lines = Lines.empty()
-    lines.add(text.encode(), name, -1, -1, 1_000, 7)
-    packed = route(lines, IDS)
+    packed = route(Lines.of_file(text.encode(), 1_000, 7), IDS)
     return flatten([(bucket, pack(routed)) for bucket, routed in packed.items()])
 
 
