@@ -6,43 +6,35 @@ from typing import Annotated
 
 from fastapi import Query
 from fastapi.responses import Response
+from pydantic import BaseModel
 
 from state.events import MAX_ID, TOPIC_MAX_LENGTH, TOPIC_PATTERN
 from state.records import DecisionKind, Trigger
 
 from ..deps import StoreDep, data_router
 from ..models import DeadLetterPage, DecisionPage, PropagationPage
-from ..pages import DEAD_LETTER_KEY, PageSizeQ, PageTokenQ, read_page
+from ..pages import DEAD_LETTER_KEY, PageQ, read_page
 from ..params import BrokerQ, ClusterQ, SinceQ, TopicQ
 
 router = data_router("/v1", "history")
 
 
-@router.get("/decisions", response_model=DecisionPage, summary="ISR decisions, newest first")
-def list_decisions(
-    store: StoreDep,
-    cluster: ClusterQ = None,
-    topic: TopicQ = None,
+class HistoryFilters(BaseModel):
+    """The query parameters a history route filters its records by (each route adds its own, then `since`)."""
+
+    cluster: ClusterQ = None
+    topic: TopicQ = None
+
+
+class DecisionFilters(HistoryFilters):
     broker: Annotated[
         int | None, Query(ge=0, le=MAX_ID, description="the deciding leader or a replica added or removed")
-    ] = None,
-    kind: DecisionKind | None = None,
-    since: SinceQ = None,
-    page_size: PageSizeQ = 100,
-    page_token: PageTokenQ = None,
-) -> Response:
-    filters = dict(cluster=cluster, topic=topic, kind=kind, broker=broker, since=since)
-    return read_page("decisions", store.decisions, page_token, page_size, **filters)
+    ] = None
+    kind: DecisionKind | None = None
+    since: SinceQ = None
 
 
-@router.get(
-    "/propagations",
-    response_model=PropagationPage,
-    summary="ISR-change batches sent by leader brokers, newest first",
-)
-def list_propagations(
-    store: StoreDep,
-    cluster: ClusterQ = None,
+class PropagationFilters(HistoryFilters):
     topic: Annotated[
         str | None,
         Query(
@@ -51,15 +43,28 @@ def list_propagations(
             pattern=TOPIC_PATTERN,
             description="batches carrying a partition of it",
         ),
-    ] = None,
-    broker: BrokerQ = None,
-    trigger: Trigger | None = None,
-    since: SinceQ = None,
-    page_size: PageSizeQ = 100,
-    page_token: PageTokenQ = None,
-) -> Response:
-    filters = dict(cluster=cluster, topic=topic, broker=broker, trigger=trigger, since=since)
-    return read_page("propagations", store.propagations, page_token, page_size, **filters)
+    ] = None
+    broker: BrokerQ = None
+    trigger: Trigger | None = None
+    since: SinceQ = None
+
+
+class DeadLetterFilters(BaseModel):
+    since: SinceQ = None
+
+
+@router.get("/decisions", response_model=DecisionPage, summary="ISR decisions, newest first")
+def list_decisions(store: StoreDep, filters: Annotated[DecisionFilters, Query()], page: PageQ) -> Response:
+    return read_page("decisions", store.decisions, page, **dict(filters))
+
+
+@router.get(
+    "/propagations",
+    response_model=PropagationPage,
+    summary="ISR-change batches sent by leader brokers, newest first",
+)
+def list_propagations(store: StoreDep, filters: Annotated[PropagationFilters, Query()], page: PageQ) -> Response:
+    return read_page("propagations", store.propagations, page, **dict(filters))
 
 
 @router.get(
@@ -67,7 +72,5 @@ def list_propagations(
     response_model=DeadLetterPage,
     summary="Inputs that changed nothing, with the reason and field, newest first",
 )
-def list_dead_letters(
-    store: StoreDep, since: SinceQ = None, page_size: PageSizeQ = 100, page_token: PageTokenQ = None
-) -> Response:
-    return read_page("dead_letters", store.dead_letters, page_token, page_size, DEAD_LETTER_KEY, since=since)
+def list_dead_letters(store: StoreDep, filters: Annotated[DeadLetterFilters, Query()], page: PageQ) -> Response:
+    return read_page("dead_letters", store.dead_letters, page, DEAD_LETTER_KEY, **dict(filters))
