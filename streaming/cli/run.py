@@ -1,4 +1,12 @@
-"""`isrwatch run`: the streaming job. Spark loads only when the command runs."""
+"""The streaming job: events from files or Kafka in, decisions and live state into the store.
+
+A Spark Structured Streaming query. It validates every event (invalid ones go to the
+dead-letter table), keeps the partitions' replica state in applyInPandasWithState (hashed
+into --buckets state keys) and applies events and checks once the watermark (newest event
+time - allowed_lateness_ms) has passed them; events at or behind it are counted as late.
+ISR changes are propagated per broker, and each micro-batch is committed to the store in
+one transaction, idempotently by batch id: restart with the same --checkpoint to resume.
+"""
 
 from __future__ import annotations
 
@@ -8,24 +16,13 @@ import sys
 
 from state.config import ConfigError
 
-from .common import CONFIG_HELP, add_config_arguments, load_config, say
+from .common import CONFIG_HELP, add_config_arguments, command, load_config, say
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     from streaming.sources import SOURCE_HELP
 
-    rn = sub.add_parser(
-        "run",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        help="the streaming job: events from files or Kafka in, decisions and live state into the store",
-        description="A Spark Structured Streaming query. It validates every event (invalid ones go to the\n"
-        "dead-letter table), keeps the partitions' replica state in applyInPandasWithState (hashed\n"
-        "into --buckets state keys) and applies events and checks once the watermark (newest event\n"
-        "time - allowed_lateness_ms) has passed them; events at or behind it are counted as late.\n"
-        "ISR changes are propagated per broker, and each micro-batch is committed to the store in\n"
-        "one transaction, idempotently by batch id: restart with the same --checkpoint to resume.",
-        epilog=SOURCE_HELP + "\n\n" + CONFIG_HELP,
-    )
+    rn = command(sub, "run", __doc__, main, epilog=SOURCE_HELP + "\n\n" + CONFIG_HELP)
     rn.add_argument(
         "--source",
         default="files:./var/events",
@@ -118,10 +115,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "fails; restarted with the same --checkpoint it resumes where it stopped (default 600)",
     )
     rn.add_argument("--quiet", action="store_true", help="no per-batch progress lines")
-    rn.set_defaults(func=main)
 
 
 def main(args: argparse.Namespace) -> int:
+    # Spark loads only when the command runs.
     from pyspark.errors import StreamingQueryException
 
     from streaming.job import JobOptions, StreamJob, describe_failure
