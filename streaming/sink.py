@@ -152,7 +152,7 @@ class StoreSink:
         settled, blobs = settle_reports(self.config, reports, {name: self.store.load_blob(name) for name in SINK_BLOBS})
         if self.kafka is not None:
             self.kafka.send(settled, batch_id)  # before the commit: at-least-once, deduplicated by batch id and seq
-        written = self.store.write_settled(
+        written = self.store.write_batch(
             batch_id,
             settled,
             blobs=blobs,

@@ -131,7 +131,7 @@ def store_replay(url: str, result: ReplayResult) -> int:
             raise ConfigError(refusal(url, job, store.stream_position()))
         last = store.last_batch_id()
         batch_id = 0 if last is None else last + 1
-        store.write_settled(batch_id, result, watermark_ms=result.summary["until"] + 1)
+        store.write_batch(batch_id, result, watermark_ms=result.summary["until"] + 1)
     return batch_id
 
 
