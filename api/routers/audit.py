@@ -5,15 +5,14 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from fastapi import Query
-from fastapi.responses import Response
 from pydantic import BaseModel
 
 from state.audit import DivergenceKind
 from state.events import MAX_ID
 
-from ..deps import StoreDep, data_router
+from ..deps import data_router
+from ..listing import list_route
 from ..models import DivergencePage, ObservedPage
-from ..pages import PageQ, read_page
 from ..params import BrokerQ, ClusterQ, SinceQ, TopicQ
 
 router = data_router("/v1", "audit")
@@ -40,19 +39,19 @@ class DivergenceFilters(AuditFilters):
     since: SinceQ = None
 
 
-@router.get(
+list_route(
+    router,
     "/observed",
-    response_model=ObservedPage,
-    summary="What brokers did: their ISR writes and ISR-change notifications (isrwatch-agent), newest first",
+    "observed",
+    ObservedPage,
+    ObservedFilters,
+    "What brokers did: their ISR writes and ISR-change notifications (isrwatch-agent), newest first",
 )
-def list_observed(store: StoreDep, filters: Annotated[ObservedFilters, Query()], page: PageQ) -> Response:
-    return read_page("observed", store.observed, page, **dict(filters))
-
-
-@router.get(
+list_route(
+    router,
     "/divergences",
-    response_model=DivergencePage,
-    summary="Where the model and a broker disagreed (the live audit of agent input), newest first",
+    "divergences",
+    DivergencePage,
+    DivergenceFilters,
+    "Where the model and a broker disagreed (the live audit of agent input), newest first",
 )
-def list_divergences(store: StoreDep, filters: Annotated[DivergenceFilters, Query()], page: PageQ) -> Response:
-    return read_page("divergences", store.divergences, page, **dict(filters))

@@ -5,15 +5,15 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import Query
-from fastapi.responses import Response
 from pydantic import BaseModel
 
 from state.events import MAX_ID, TOPIC_MAX_LENGTH, TOPIC_PATTERN
 from state.records import DecisionKind, Trigger
 
-from ..deps import StoreDep, data_router
+from ..deps import data_router
+from ..listing import list_route
 from ..models import DeadLetterPage, DecisionPage, PropagationPage
-from ..pages import DEAD_LETTER_KEY, PageQ, read_page
+from ..pages import DEAD_LETTER_KEY
 from ..params import BrokerQ, ClusterQ, SinceQ, TopicQ
 
 router = data_router("/v1", "history")
@@ -53,24 +53,21 @@ class DeadLetterFilters(BaseModel):
     since: SinceQ = None
 
 
-@router.get("/decisions", response_model=DecisionPage, summary="ISR decisions, newest first")
-def list_decisions(store: StoreDep, filters: Annotated[DecisionFilters, Query()], page: PageQ) -> Response:
-    return read_page("decisions", store.decisions, page, **dict(filters))
-
-
-@router.get(
+list_route(router, "/decisions", "decisions", DecisionPage, DecisionFilters, "ISR decisions, newest first")
+list_route(
+    router,
     "/propagations",
-    response_model=PropagationPage,
-    summary="ISR-change batches sent by leader brokers, newest first",
+    "propagations",
+    PropagationPage,
+    PropagationFilters,
+    "ISR-change batches sent by leader brokers, newest first",
 )
-def list_propagations(store: StoreDep, filters: Annotated[PropagationFilters, Query()], page: PageQ) -> Response:
-    return read_page("propagations", store.propagations, page, **dict(filters))
-
-
-@router.get(
+list_route(
+    router,
     "/dead-letters",
-    response_model=DeadLetterPage,
-    summary="Inputs that changed nothing, with the reason and field, newest first",
+    "dead_letters",
+    DeadLetterPage,
+    DeadLetterFilters,
+    "Inputs that changed nothing, with the reason and field, newest first",
+    DEAD_LETTER_KEY,
 )
-def list_dead_letters(store: StoreDep, filters: Annotated[DeadLetterFilters, Query()], page: PageQ) -> Response:
-    return read_page("dead_letters", store.dead_letters, page, DEAD_LETTER_KEY, **dict(filters))
