@@ -14,6 +14,7 @@ from typing import Annotated, Any
 
 from fastapi import Query
 from fastapi.responses import Response
+from pydantic import BaseModel
 
 from state.store import Key, Page
 
@@ -29,16 +30,25 @@ PageSizeQ = Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE)]
 PageTokenQ = Annotated[str | None, Query(max_length=2048, description="next_page_token of the previous page")]
 
 
+class PageRequest(BaseModel):
+    """The page a history route is asked for: at most `page_size` items after the row `page_token` names."""
+
+    page_size: PageSizeQ = 100
+    page_token: PageTokenQ = None
+
+    def after(self, shape: tuple[type, ...]) -> Key | None:
+        """The key the page starts after (None: the first page), checked against the endpoint's shape."""
+        return decode_page_token(self.page_token, shape)
+
+
+PageQ = Annotated[PageRequest, Query()]
+
+
 def read_page(
-    field: str,
-    read: Callable[..., Page[Any]],
-    page_token: str | None,
-    page_size: int,
-    shape: tuple[type, ...] = EVENT_KEY,
-    **filters: Any,
+    field: str, read: Callable[..., Page[Any]], page: PageRequest, shape: tuple[type, ...] = EVENT_KEY, **filters: Any
 ) -> Response:
-    """The page after `page_token` that `read` gives with `filters`, answered as `{field: [...], next_page_token}`."""
-    return page_answer(field, read(after=decode_page_token(page_token, shape), limit=page_size, **filters))
+    """The page that `read` gives with `filters`, answered as `{field: [...], next_page_token}`."""
+    return page_answer(field, read(after=page.after(shape), limit=page.page_size, **filters))
 
 
 def page_answer(field: str, page: Page[Any]) -> Response:

@@ -48,14 +48,7 @@ def fill(url: str, partitions: int, seed: int) -> tuple[list[tuple[str, int]], i
     result = replay([lines], Config(replica_lag_time_max_ms=10_000))
     with open_store(url) as store:
         last = store.last_batch_id()
-        store.write_batch(
-            0 if last is None else last + 1,
-            decisions=result.decisions,
-            propagations=result.propagations,
-            partitions=result.records,
-            dead_letters=result.dead_letters,
-            watermark_ms=result.summary["until"] + 1,
-        )
+        store.write_batch(0 if last is None else last + 1, result, watermark_ms=result.summary["until"] + 1)
     print(
         f"store:   {len(result.records):,} partitions, {len(result.decisions):,} decisions from {len(lines):,} "
         f"events (replay + write {time.perf_counter() - started:.1f} s)"

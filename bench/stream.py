@@ -23,7 +23,8 @@ coalesced to one per follower per isr-expiration run, appends read by the checks
 To split fixed from per-event cost, run the backlog twice with different --files-per-batch (e.g. 2 and
 20 files of 50,000 events: 100k and 1M events per batch) and compare the per-batch figures; --stages
 adds Spark's own per-stage task metrics (the map stage: read, frame, shuffle write; the reduce stage:
-shuffle read, sort, the Python state function, the state store) from its REST API.
+shuffle read, sort, the Python state function, the state store) from its REST API; --master local[1]
+measures one core's share.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ import threading
 import time
 import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import msgspec
@@ -167,26 +168,17 @@ def _pct(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[q - 1] if len(values) > 1 else (values or [0])[0]
 
 
-def _spark_conf(pairs: list[str]) -> dict[str, str]:
-    conf = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep:
-            raise SystemExit(f"--spark-conf {pair!r}: expected KEY=VALUE")
-        conf[key] = value
-    return conf
-
-
 def _job(args: argparse.Namespace, work: Path, recorder: _Recorder, **overrides: object) -> StreamJob:
-    extra = _spark_conf(args.spark_conf)
+    spark = SparkSettings.from_args(args)
     if args.stages:  # Spark's REST API (on a free port) keeps every stage of the run
         extra = {
             "spark.ui.enabled": "true",
             "spark.ui.port": "0",
             "spark.ui.retainedStages": "100000",
             "spark.ui.retainedJobs": "100000",
-            **extra,
+            **spark.extra,
         }
+        spark = replace(spark, extra=extra)
     options = JobOptions(
         source=f"files:{work / 'inbox'}",
         store=f"sqlite:///{work / 'store.db'}",
@@ -194,7 +186,7 @@ def _job(args: argparse.Namespace, work: Path, recorder: _Recorder, **overrides:
         config=_config(args.shape),
         buckets=args.buckets,
         trigger_seconds=args.trigger,
-        spark=SparkSettings.of(args, extra),
+        spark=spark,
         **overrides,
     )
     return StreamJob(
@@ -472,13 +464,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--trigger", type=float, default=5.0, help="real-time trigger interval (default 5 s)")
     parser.add_argument("--buckets", type=int, default=16, help="state keys (default 16)")
-    parser.add_argument("--master", help="Spark master (default local[2]; local[1] to measure one core's share)")
-    parser.add_argument("--shuffle-partitions", type=int, default=2, help="spark.sql.shuffle.partitions (default 2)")
-    parser.add_argument("--state-store", choices=["hdfs", "rocksdb"], default="hdfs")
-    parser.add_argument("--driver-memory", default="2g")
-    parser.add_argument(
-        "--spark-conf", action="append", default=[], metavar="KEY=VALUE", help="a raw Spark setting (repeatable)"
-    )
+    SparkSettings.add_arguments(parser)
     parser.add_argument(
         "--stages",
         action="store_true",

@@ -42,118 +42,72 @@ class Metric:
         return self.name + "_total" if self.kind is Kind.COUNTER else self.name
 
 
+def gauge(name: str, help: str, labels: tuple[str, ...] = ()) -> Metric:
+    """A gauge read from the store's current state, exposed as `isrwatch_<name>`."""
+    return Metric(f"isrwatch_{name}", Kind.GAUGE, help, labels)
+
+
+def counter(tally: str, help: str, labels: tuple[str, ...] = ()) -> Metric:
+    """A counter the store tallies under `tally`; it is exposed as `isrwatch_<tally>_total`."""
+    return Metric(f"isrwatch_{tally}", Kind.COUNTER, help, labels, tally=tally)
+
+
 _FOLLOWER = ("cluster", "topic", "partition", "replica")
 _PARTITION = ("cluster", "topic", "partition")
 _BROKER = ("cluster", "broker")
 
 # Partitions
-PARTITIONS = Metric("isrwatch_partitions", Kind.GAUGE, "Partitions by state (total = all known)", ("cluster", "state"))
+PARTITIONS = gauge("partitions", "Partitions by state (total = all known)", ("cluster", "state"))
 PARTITION_FLAGS = ("under_replicated", "under_min_isr", "at_min_isr", "offline")  # the flag columns, in store order
 PARTITIONS_BY_FLAG = {
-    flag: Metric(f"isrwatch_{flag}_partitions", Kind.GAUGE, f"Partitions {flag.replace('_', ' ')}", ("cluster",))
-    for flag in PARTITION_FLAGS
+    flag: gauge(f"{flag}_partitions", f"Partitions {flag.replace('_', ' ')}", ("cluster",)) for flag in PARTITION_FLAGS
 }
-FOLLOWERS_PREDICTED_TO_SHRINK = Metric(
-    "isrwatch_followers_predicted_to_shrink", Kind.GAUGE, "ISR followers past or near their lag limit", ("cluster",)
+FOLLOWERS_PREDICTED_TO_SHRINK = gauge(
+    "followers_predicted_to_shrink", "ISR followers past or near their lag limit", ("cluster",)
 )
-PARTITION_IN_SYNC_REPLICAS = Metric(
-    "isrwatch_partition_in_sync_replicas", Kind.GAUGE, "ISR size (allow-listed topics)", _PARTITION
-)
-PARTITION_REPLICAS = Metric(
-    "isrwatch_partition_replicas", Kind.GAUGE, "Assigned replicas (allow-listed topics)", _PARTITION
-)
-PARTITION_UNDER_REPLICATED = Metric(
-    "isrwatch_partition_under_replicated", Kind.GAUGE, "1 when under-replicated (allow-listed topics)", _PARTITION
+PARTITION_IN_SYNC_REPLICAS = gauge("partition_in_sync_replicas", "ISR size (allow-listed topics)", _PARTITION)
+PARTITION_REPLICAS = gauge("partition_replicas", "Assigned replicas (allow-listed topics)", _PARTITION)
+PARTITION_UNDER_REPLICATED = gauge(
+    "partition_under_replicated", "1 when under-replicated (allow-listed topics)", _PARTITION
 )
 # Followers (top N, plus every follower of allow-listed topics)
-FOLLOWER_TIME_SINCE_CAUGHT_UP = Metric(
-    "isrwatch_follower_time_since_caught_up_seconds",
-    Kind.GAUGE,
+FOLLOWER_TIME_SINCE_CAUGHT_UP = gauge(
+    "follower_time_since_caught_up_seconds",
     "Event time since an ISR follower behind the leader last caught up (top N)",
     _FOLLOWER,
 )
-FOLLOWER_LAG_OFFSETS = Metric(
-    "isrwatch_follower_lag_offsets", Kind.GAUGE, "Leader LEO minus follower LEO (top N)", _FOLLOWER
-)
+FOLLOWER_LAG_OFFSETS = gauge("follower_lag_offsets", "Leader LEO minus follower LEO (top N)", _FOLLOWER)
 # Brokers
-BROKER_PENDING_ISR_CHANGES = Metric(
-    "isrwatch_broker_pending_isr_changes",
-    Kind.GAUGE,
-    "Partitions in a leader broker's ISR-change set not yet propagated",
-    _BROKER,
+BROKER_PENDING_ISR_CHANGES = gauge(
+    "broker_pending_isr_changes", "Partitions in a leader broker's ISR-change set not yet propagated", _BROKER
 )
-BROKER_SECONDS_SINCE_LAST_PROPAGATION = Metric(
-    "isrwatch_broker_seconds_since_last_propagation",
-    Kind.GAUGE,
-    "Event time since a broker's last ISR-change batch",
-    _BROKER,
+BROKER_SECONDS_SINCE_LAST_PROPAGATION = gauge(
+    "broker_seconds_since_last_propagation", "Event time since a broker's last ISR-change batch", _BROKER
 )
 # Counters, tallied by the store at write time
-ISR_SHRINKS = Metric(
-    "isrwatch_isr_shrinks",
-    Kind.COUNTER,
-    "Followers removed from an ISR, by the leader that removed them",
-    ("cluster", "broker", "reason"),
-    tally="isr_shrinks",
+ISR_SHRINKS = counter(
+    "isr_shrinks", "Followers removed from an ISR, by the leader that removed them", ("cluster", "broker", "reason")
 )
-ISR_EXPANDS = Metric(
-    "isrwatch_isr_expands",
-    Kind.COUNTER,
-    "Followers added back to an ISR, by leader",
-    ("cluster", "broker"),
-    tally="isr_expands",
+ISR_EXPANDS = counter("isr_expands", "Followers added back to an ISR, by leader", ("cluster", "broker"))
+DECISIONS = counter("decisions", "Decisions made, by kind", ("cluster", "kind"))
+PROPAGATION_BATCHES = counter(
+    "propagation_batches", "ISR-change batches sent, by leader broker and trigger", ("cluster", "broker", "trigger")
 )
-DECISIONS = Metric(
-    "isrwatch_decisions", Kind.COUNTER, "Decisions made, by kind", ("cluster", "kind"), tally="decisions"
-)
-PROPAGATION_BATCHES = Metric(
-    "isrwatch_propagation_batches",
-    Kind.COUNTER,
-    "ISR-change batches sent, by leader broker and trigger",
-    ("cluster", "broker", "trigger"),
-    tally="propagation_batches",
-)
-DEAD_LETTERS = Metric(
-    "isrwatch_dead_letters",
-    Kind.COUNTER,
-    "Inputs rejected to the dead letter, by reason",
-    ("reason",),
-    tally="dead_letters",
-)
-IGNORED_FETCHES = Metric(
-    "isrwatch_ignored_fetches",
-    Kind.COUNTER,
-    "Fetches ignored without a state change, by reason",
-    ("reason",),
-    tally="ignored_fetches",
-)
-IGNORED_APPENDS = Metric(
-    "isrwatch_ignored_appends",
-    Kind.COUNTER,
-    "Appends ignored without a state change, by reason",
-    ("reason",),
-    tally="ignored_appends",
-)
-IGNORED_LEADER_AND_ISR = Metric(
-    "isrwatch_ignored_leader_and_isr",
-    Kind.COUNTER,
+DEAD_LETTERS = counter("dead_letters", "Inputs rejected to the dead letter, by reason", ("reason",))
+IGNORED_FETCHES = counter("ignored_fetches", "Fetches ignored without a state change, by reason", ("reason",))
+IGNORED_APPENDS = counter("ignored_appends", "Appends ignored without a state change, by reason", ("reason",))
+IGNORED_LEADER_AND_ISR = counter(
+    "ignored_leader_and_isr",
     "LeaderAndIsr states reported by a broker and not applied: another replica's copy or a repeat",
     ("reason",),
-    tally="ignored_leader_and_isr",
 )
-DIVERGENCES = Metric(
-    "isrwatch_divergences",
-    Kind.COUNTER,
+DIVERGENCES = counter(
+    "divergences",
     "Where the model and a broker disagreed (agent input), by kind; `timing` hinges on a few ms of clock reads",
     ("cluster", "kind"),
-    tally="divergences",
 )
-LATE_EVENTS = Metric(
-    "isrwatch_late_events", Kind.COUNTER, "Events at or behind the watermark, counted and dropped", tally="late_events"
-)
-STREAM_INPUT_ROWS = Metric(
-    "isrwatch_stream_input_rows", Kind.COUNTER, "Input rows the streaming query read", tally="stream_input_rows"
-)
+LATE_EVENTS = counter("late_events", "Events at or behind the watermark, counted and dropped")
+STREAM_INPUT_ROWS = counter("stream_input_rows", "Input rows the streaming query read")
 # Histograms, tallied per bucket by the store
 PROPAGATION_BATCH_SIZE = Metric(
     "isrwatch_propagation_batch_size_partitions",
@@ -172,26 +126,17 @@ PROPAGATION_DELAY = Metric(
     buckets=(1, 2.5, 5, 6, 7.5, 10, 15, 30, 60, 62.5, 70, 90, 120),
 )
 # Stream health, from the last micro-batch
-STREAM_BATCH_DURATION = Metric("isrwatch_stream_batch_duration_seconds", Kind.GAUGE, "Duration of the last micro-batch")
-STREAM_INPUT_ROWS_PER_SECOND = Metric(
-    "isrwatch_stream_input_rows_per_second", Kind.GAUGE, "Input rate of the last micro-batch"
-)
-STREAM_STATE_ROWS = Metric("isrwatch_stream_state_rows", Kind.GAUGE, "Rows in the streaming state store")
-STREAM_LAST_BATCH_AGE = Metric(
-    "isrwatch_stream_last_batch_age_seconds", Kind.GAUGE, "Wall-clock time since the last batch committed"
-)
-STREAM_WATERMARK = Metric(
-    "isrwatch_stream_watermark_seconds", Kind.GAUGE, "The settled watermark (event time, epoch seconds)"
-)
-STREAM_CLUSTER_EVENT_TIME = Metric(
-    "isrwatch_stream_cluster_event_time_seconds",
-    Kind.GAUGE,
+STREAM_BATCH_DURATION = gauge("stream_batch_duration_seconds", "Duration of the last micro-batch")
+STREAM_INPUT_ROWS_PER_SECOND = gauge("stream_input_rows_per_second", "Input rate of the last micro-batch")
+STREAM_STATE_ROWS = gauge("stream_state_rows", "Rows in the streaming state store")
+STREAM_LAST_BATCH_AGE = gauge("stream_last_batch_age_seconds", "Wall-clock time since the last batch committed")
+STREAM_WATERMARK = gauge("stream_watermark_seconds", "The settled watermark (event time, epoch seconds)")
+STREAM_CLUSTER_EVENT_TIME = gauge(
+    "stream_cluster_event_time_seconds",
     "How far the stream has settled each cluster (its event time, epoch seconds): a lagging source shows here",
     ("cluster",),
 )
-STREAM_WATERMARK_LAG = Metric(
-    "isrwatch_stream_watermark_lag_seconds", Kind.GAUGE, "Wall clock minus the settled watermark"
-)
+STREAM_WATERMARK_LAG = gauge("stream_watermark_lag_seconds", "Wall clock minus the settled watermark")
 
 CATALOGUE: tuple[Metric, ...] = (
     PARTITIONS,

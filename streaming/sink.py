@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeVar
 
 import msgspec
 import psycopg
@@ -105,8 +106,10 @@ def settle_reports(
 
 
 BatchHook = Callable[[int, Settled, bool], None]
+R = TypeVar("R")
 
 
+@dataclass(eq=False)
 class StoreSink:
     """`foreachBatch` target: settle each batch against the store's state and commit it atomically.
 
@@ -115,21 +118,12 @@ class StoreSink:
     query, which resumes from its checkpoint when restarted.
     """
 
-    def __init__(
-        self,
-        config: Config,
-        store: Store,
-        kafka: KafkaOutput | None = None,
-        on_batch: BatchHook | None = None,
-        retry_seconds: float = 600.0,
-        say: Callable[[str], None] | None = None,
-    ) -> None:
-        self.config = config
-        self.store = store
-        self.kafka = kafka
-        self.on_batch = on_batch
-        self.retry_seconds = retry_seconds
-        self.say = say
+    config: Config
+    store: Store
+    kafka: KafkaOutput | None = None
+    on_batch: BatchHook | None = None
+    retry_seconds: float = 600.0
+    say: Callable[[str], None] | None = None
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         reports = collect(df)
@@ -158,7 +152,7 @@ class StoreSink:
         settled, blobs = settle_reports(self.config, reports, {name: self.store.load_blob(name) for name in SINK_BLOBS})
         if self.kafka is not None:
             self.kafka.send(settled, batch_id)  # before the commit: at-least-once, deduplicated by batch id and seq
-        written = self.store.write_settled(
+        written = self.store.write_batch(
             batch_id,
             settled,
             blobs=blobs,
@@ -189,23 +183,18 @@ class KafkaOutput:
         self.propagations_topic = propagations_topic
 
     def send(self, settled: Settled, batch_id: int) -> None:
-        send, encode = self.producer.send, msgspec.json.encode
         batch = str(batch_id).encode()
-        for seq, d in enumerate(settled.decisions):
-            send(
-                self.decisions_topic,
-                f"{d.cluster}/{d.topic}/{d.partition}".encode(),
-                encode(d),
-                [("isrwatch-batch", batch), ("isrwatch-seq", str(seq).encode())],
-            )
-        for seq, p in enumerate(settled.propagations):
-            send(
-                self.propagations_topic,
-                f"{p.cluster}/{p.broker}".encode(),
-                encode(p),
-                [("isrwatch-batch", batch), ("isrwatch-seq", str(seq).encode())],
-            )
+        self._send_each(
+            self.decisions_topic, settled.decisions, batch, lambda d: f"{d.cluster}/{d.topic}/{d.partition}"
+        )
+        self._send_each(self.propagations_topic, settled.propagations, batch, lambda p: f"{p.cluster}/{p.broker}")
         self.producer.flush()
+
+    def _send_each(self, topic: str, records: Sequence[R], batch: bytes, key: Callable[[R], str]) -> None:
+        """Each record as JSON under its key, with the batch id and its place in the batch as headers."""
+        send, encode = self.producer.send, msgspec.json.encode
+        for seq, r in enumerate(records):
+            send(topic, key(r).encode(), encode(r), [("isrwatch-batch", batch), ("isrwatch-seq", str(seq).encode())])
 
     def close(self) -> None:
         self.producer.close()

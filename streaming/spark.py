@@ -3,11 +3,14 @@ and Spark's Kafka connector from .tools/jars/spark-kafka when it was provisioned
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from state.config import ConfigError
 
 from .lab.jars import spark_kafka_jars
 
@@ -31,9 +34,42 @@ class SparkSettings:
     driver_memory: str = "2g"
     extra: dict[str, str] = field(default_factory=dict)
 
+    @staticmethod
+    def add_arguments(p: argparse.ArgumentParser) -> None:
+        """The command line's Spark options (`isrwatch run`, `isrwatch bench stream`), read by `from_args`."""
+        p.add_argument(
+            "--state-store",
+            choices=sorted(STATE_STORES),
+            default="hdfs",
+            help="Spark state store provider: hdfs (in-memory, default) or rocksdb (large state)",
+        )
+        p.add_argument(
+            "--shuffle-partitions",
+            type=int,
+            default=2,
+            metavar="N",
+            help="spark.sql.shuffle.partitions, fixed by the checkpoint (default 2 = local cores)",
+        )
+        p.add_argument("--master", help="Spark master (default: the one spark-submit was given, else local[2])")
+        p.add_argument("--driver-memory", default="2g", help="spark.driver.memory (default 2g)")
+        p.add_argument(
+            "--spark-conf",
+            action="append",
+            default=[],
+            metavar="spark.KEY=VALUE",
+            help="any other Spark setting, e.g. spark.jars.packages=... (repeatable)",
+        )
+
     @classmethod
-    def of(cls, args: Any, extra: dict[str, str]) -> SparkSettings:
-        """From the command line's `--master`, `--shuffle-partitions`, `--state-store` and `--driver-memory`."""
+    def from_args(cls, args: argparse.Namespace) -> SparkSettings:
+        """The settings the options of `add_arguments` give; a --spark-conf not of the form spark.KEY=VALUE is a
+        ConfigError naming it."""
+        extra = {}
+        for pair in args.spark_conf:
+            key, sep, value = pair.partition("=")
+            if not sep or not key.startswith("spark."):
+                raise ConfigError(f"--spark-conf {pair!r}: expected spark.KEY=VALUE")
+            extra[key] = value
         return cls(
             master=args.master,
             shuffle_partitions=args.shuffle_partitions,

@@ -5,56 +5,53 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from fastapi import Query
-from fastapi.responses import Response
+from pydantic import BaseModel
 
 from state.audit import DivergenceKind
 from state.events import MAX_ID
 
-from ..deps import StoreDep, data_router
+from ..deps import data_router
+from ..listing import list_route
 from ..models import DivergencePage, ObservedPage
-from ..pages import PageSizeQ, PageTokenQ, read_page
 from ..params import BrokerQ, ClusterQ, SinceQ, TopicQ
 
 router = data_router("/v1", "audit")
 PartitionQ = Annotated[int | None, Query(ge=0, le=MAX_ID, description="partition number (with topic)")]
 
 
-@router.get(
+class AuditFilters(BaseModel):
+    """The query parameters both audit routes filter by: where, at which broker (each route adds its own)."""
+
+    cluster: ClusterQ = None
+    broker: BrokerQ = None
+    topic: TopicQ = None
+    partition: PartitionQ = None
+
+
+class ObservedFilters(AuditFilters):
+    type: Literal["isr_updated", "isr_change_propagated"] | None = None
+    since: SinceQ = None
+
+
+class DivergenceFilters(AuditFilters):
+    kind: DivergenceKind | None = None
+    subject: Literal["isr", "propagation"] | None = None
+    since: SinceQ = None
+
+
+list_route(
+    router,
     "/observed",
-    response_model=ObservedPage,
-    summary="What brokers did: their ISR writes and ISR-change notifications (isrwatch-agent), newest first",
+    "observed",
+    ObservedPage,
+    ObservedFilters,
+    "What brokers did: their ISR writes and ISR-change notifications (isrwatch-agent), newest first",
 )
-def list_observed(
-    store: StoreDep,
-    cluster: ClusterQ = None,
-    broker: BrokerQ = None,
-    topic: TopicQ = None,
-    partition: PartitionQ = None,
-    type: Literal["isr_updated", "isr_change_propagated"] | None = None,
-    since: SinceQ = None,
-    page_size: PageSizeQ = 100,
-    page_token: PageTokenQ = None,
-) -> Response:
-    filters = dict(cluster=cluster, broker=broker, topic=topic, partition=partition, type=type, since=since)
-    return read_page("observed", store.observed, page_token, page_size, **filters)
-
-
-@router.get(
+list_route(
+    router,
     "/divergences",
-    response_model=DivergencePage,
-    summary="Where the model and a broker disagreed (the live audit of agent input), newest first",
+    "divergences",
+    DivergencePage,
+    DivergenceFilters,
+    "Where the model and a broker disagreed (the live audit of agent input), newest first",
 )
-def list_divergences(
-    store: StoreDep,
-    cluster: ClusterQ = None,
-    broker: BrokerQ = None,
-    topic: TopicQ = None,
-    partition: PartitionQ = None,
-    kind: DivergenceKind | None = None,
-    subject: Literal["isr", "propagation"] | None = None,
-    since: SinceQ = None,
-    page_size: PageSizeQ = 100,
-    page_token: PageTokenQ = None,
-) -> Response:
-    filters = dict(cluster=cluster, broker=broker, topic=topic, partition=partition, kind=kind, subject=subject)
-    return read_page("divergences", store.divergences, page_token, page_size, since=since, **filters)

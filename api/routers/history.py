@@ -5,44 +5,36 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import Query
-from fastapi.responses import Response
+from pydantic import BaseModel
 
 from state.events import MAX_ID, TOPIC_MAX_LENGTH, TOPIC_PATTERN
 from state.records import DecisionKind, Trigger
 
-from ..deps import StoreDep, data_router
+from ..deps import data_router
+from ..listing import list_route
 from ..models import DeadLetterPage, DecisionPage, PropagationPage
-from ..pages import DEAD_LETTER_KEY, PageSizeQ, PageTokenQ, read_page
+from ..pages import DEAD_LETTER_KEY
 from ..params import BrokerQ, ClusterQ, SinceQ, TopicQ
 
 router = data_router("/v1", "history")
 
 
-@router.get("/decisions", response_model=DecisionPage, summary="ISR decisions, newest first")
-def list_decisions(
-    store: StoreDep,
-    cluster: ClusterQ = None,
-    topic: TopicQ = None,
+class HistoryFilters(BaseModel):
+    """The query parameters a history route filters its records by (each route adds its own, then `since`)."""
+
+    cluster: ClusterQ = None
+    topic: TopicQ = None
+
+
+class DecisionFilters(HistoryFilters):
     broker: Annotated[
         int | None, Query(ge=0, le=MAX_ID, description="the deciding leader or a replica added or removed")
-    ] = None,
-    kind: DecisionKind | None = None,
-    since: SinceQ = None,
-    page_size: PageSizeQ = 100,
-    page_token: PageTokenQ = None,
-) -> Response:
-    filters = dict(cluster=cluster, topic=topic, kind=kind, broker=broker, since=since)
-    return read_page("decisions", store.decisions, page_token, page_size, **filters)
+    ] = None
+    kind: DecisionKind | None = None
+    since: SinceQ = None
 
 
-@router.get(
-    "/propagations",
-    response_model=PropagationPage,
-    summary="ISR-change batches sent by leader brokers, newest first",
-)
-def list_propagations(
-    store: StoreDep,
-    cluster: ClusterQ = None,
+class PropagationFilters(HistoryFilters):
     topic: Annotated[
         str | None,
         Query(
@@ -51,23 +43,31 @@ def list_propagations(
             pattern=TOPIC_PATTERN,
             description="batches carrying a partition of it",
         ),
-    ] = None,
-    broker: BrokerQ = None,
-    trigger: Trigger | None = None,
-    since: SinceQ = None,
-    page_size: PageSizeQ = 100,
-    page_token: PageTokenQ = None,
-) -> Response:
-    filters = dict(cluster=cluster, topic=topic, broker=broker, trigger=trigger, since=since)
-    return read_page("propagations", store.propagations, page_token, page_size, **filters)
+    ] = None
+    broker: BrokerQ = None
+    trigger: Trigger | None = None
+    since: SinceQ = None
 
 
-@router.get(
-    "/dead-letters",
-    response_model=DeadLetterPage,
-    summary="Inputs that changed nothing, with the reason and field, newest first",
+class DeadLetterFilters(BaseModel):
+    since: SinceQ = None
+
+
+list_route(router, "/decisions", "decisions", DecisionPage, DecisionFilters, "ISR decisions, newest first")
+list_route(
+    router,
+    "/propagations",
+    "propagations",
+    PropagationPage,
+    PropagationFilters,
+    "ISR-change batches sent by leader brokers, newest first",
 )
-def list_dead_letters(
-    store: StoreDep, since: SinceQ = None, page_size: PageSizeQ = 100, page_token: PageTokenQ = None
-) -> Response:
-    return read_page("dead_letters", store.dead_letters, page_token, page_size, DEAD_LETTER_KEY, since=since)
+list_route(
+    router,
+    "/dead-letters",
+    "dead_letters",
+    DeadLetterPage,
+    DeadLetterFilters,
+    "Inputs that changed nothing, with the reason and field, newest first",
+    DEAD_LETTER_KEY,
+)

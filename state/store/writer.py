@@ -10,10 +10,9 @@ from typing import Any
 
 import msgspec
 
-from state.audit import Divergence
-from state.events import DeadLetter, IsrUpdated, Observed
+from state.events import IsrUpdated, Observed
 from state.metrics import STREAM_INPUT_ROWS, TallyKey, tallies
-from state.records import BrokerRecord, Decision, PartitionRecord, Propagation, shrink_warning_at
+from state.records import Decision, PartitionRecord, shrink_warning_at
 from state.step import Settled
 
 from .schema import PARTITION_COLUMNS, PROGRESS_FIELDS, REPLICA_COLUMNS, Database
@@ -25,63 +24,29 @@ _encode = msgspec.json.encode
 class Writer(Database):
     """The job's side of the store: batches, stream progress, and the blobs it resumes from."""
 
-    def write_settled(
-        self,
-        batch_id: int,
-        settled: Settled,
-        *,
-        blobs: Mapping[str, bytes] = _EMPTY,
-        watermark_ms: int | None = None,
-        frontiers: Mapping[str, int] = _EMPTY,
-        as_of: Mapping[tuple[str, str, int], int] = _EMPTY,
-    ) -> bool:
-        """`write_batch` of a settled step's outputs (the job's batch, a replay, a test's cut)."""
-        return self.write_batch(
-            batch_id,
-            decisions=settled.decisions,
-            propagations=settled.propagations,
-            partitions=settled.records,
-            dead_letters=settled.dead_letters,
-            observed=settled.observed,
-            divergences=settled.divergences,
-            brokers=settled.brokers,
-            counters=+settled.counters,
-            blobs=blobs,
-            watermark_ms=watermark_ms,
-            frontiers=frontiers,
-            as_of=as_of,
-        )
-
     def write_batch(
         self,
         batch_id: int,
+        outputs: Settled | None = None,
         *,
-        decisions: Iterable[Decision] = (),
-        propagations: Iterable[Propagation] = (),
-        partitions: Iterable[PartitionRecord] = (),
-        dead_letters: Iterable[DeadLetter] = (),
-        observed: Iterable[Observed] = (),
-        divergences: Iterable[Divergence] = (),
-        brokers: Iterable[BrokerRecord] = (),
-        counters: Mapping[str, int] = _EMPTY,
         blobs: Mapping[str, bytes] = _EMPTY,
         watermark_ms: int | None = None,
         frontiers: Mapping[str, int] = _EMPTY,
         as_of: Mapping[tuple[str, str, int], int] = _EMPTY,
     ) -> bool:
-        """Commit one micro-batch of outputs in one transaction; False (and no change) for a replayed id.
+        """Commit one micro-batch of outputs (a settled step: the job's batch, a replay, a test's cut; none: only
+        blobs, watermark and frontiers) in one transaction; False (and no change) for a replayed id.
 
         Spark re-runs a failed batch with the same id and data, so a `batch_id` at or below the last
         committed one is skipped. A batch without a watermark keeps the previous one. `frontiers`: each
         cluster's settled event time (SPEC §6), kept as the readers' per-cluster "now"; `as_of`: the event
         time each partition record is exact at (default: the watermark).
         """
-        decisions = list(decisions)
-        propagations = list(propagations)
+        out = outputs or Settled()
+        decisions, propagations, divergences = out.decisions, out.propagations, out.divergences
+        dead_letters, observed, brokers = out.dead_letters, out.observed, out.brokers
         # One row per partition (the last record wins): a multi-row upsert may not touch a row twice.
-        partitions = list({(r.cluster, r.topic, r.partition): r for r in partitions}.values())
-        dead_letters = list(dead_letters)
-        divergences = list(divergences)
+        partitions = list({(r.cluster, r.topic, r.partition): r for r in out.records}.values())
         insert = self._insert
         with self._transaction() as cur:
             cur.execute(self._q("SELECT batch_id, watermark_ms FROM batches ORDER BY batch_id DESC LIMIT 1"))
@@ -194,7 +159,7 @@ class Writer(Database):
                 ],
                 upsert_on=2,
             )
-            self._add_tallies(cur, tallies(decisions, propagations, counters, divergences))
+            self._add_tallies(cur, tallies(decisions, propagations, +out.counters, divergences))
             insert(cur, "blobs", ("name", "value"), list(blobs.items()), upsert_on=1)
             insert(cur, "clusters", ("cluster", "frontier_ms"), sorted(frontiers.items()), upsert_on=1)
             insert(

@@ -1,18 +1,20 @@
-"""`isrwatch bench engine|stream|api|agent|latency`: benchmarks that print numbers (no test asserts timings)."""
+"""Benchmarks that print numbers (isrwatch bench engine|stream|api|agent|latency --help).
+
+Each benchmark measures and prints; no test asserts timings.
+"""
 
 from __future__ import annotations
 
 import argparse
 
+from .common import command
+
 BENCHMARKS = ("engine", "stream", "api", "agent", "latency")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    bp = sub.add_parser(
-        "bench", help="benchmarks that print numbers (isrwatch bench engine|stream|api|agent|latency --help)"
-    )
+    bp = command(sub, "bench", __doc__, main)
     bp.add_argument("rest", nargs=argparse.REMAINDER, help="benchmark name (default engine) and its options")
-    bp.set_defaults(func=main)
 
 
 def main(args: argparse.Namespace) -> int:

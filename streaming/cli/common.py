@@ -1,10 +1,12 @@
-"""What every command shares: progress lines on stderr, the configuration options and how they load."""
+"""What every command shares: its parser's shape, progress lines on stderr, the configuration options and how they
+load."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +32,23 @@ profiles (--profile NAME, applied after --config and before --set):
   agent    input from isrwatch-agent: isr_expiration_interval_ms=0 and isr_change_check_interval_ms=0, so the
            model runs each broker's checks and propagation at that broker's own ticks, never on a schedule
 """
+
+
+def command(
+    sub: argparse._SubParsersAction, name: str, doc: str, func: Callable[[argparse.Namespace], int], epilog: str = ""
+) -> argparse.ArgumentParser:
+    """The parser of `isrwatch NAME`, written by its module's docstring `doc`: the first line (a sentence there) is
+    its phrase in `isrwatch --help`, the rest its description, printed with its line breaks like the epilog."""
+    first, _, rest = doc.strip().partition("\n")
+    parser = sub.add_parser(
+        name,
+        help=first[0].lower() + first[1:].removesuffix("."),
+        description=rest.strip() or None,
+        epilog=epilog or None,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.set_defaults(func=func)
+    return parser
 
 
 def say(message: str) -> None:

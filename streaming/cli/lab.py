@@ -1,13 +1,13 @@
-"""`isrwatch lab`: a real Kafka cluster on loopback (streaming.lab does the work)."""
+"""A real Kafka 3.9 cluster on loopback (ZooKeeper mode) with real faults."""
 
 from __future__ import annotations
 
 import argparse
 
+from .common import command
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    from streaming.lab import command as lab
+    from streaming.lab import command as lab  # streaming.lab does the work
 
-    parser = sub.add_parser("lab", help="a real Kafka 3.9 cluster on loopback (ZooKeeper mode) with real faults")
-    lab.add_arguments(parser)
-    parser.set_defaults(func=lab.main)
+    lab.add_arguments(command(sub, "lab", __doc__, lab.main))

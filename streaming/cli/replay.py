@@ -1,4 +1,10 @@
-"""`isrwatch replay`: recorded events through the replica engine in one pass; output files and/or the store."""
+"""Replay recorded events through the replica engine and write its outputs.
+
+Replay JSONL events (SPEC §3) in (ts, seq) order, run the scheduled isr-expiration and propagation checks up
+to --until, and write decisions.jsonl, propagations.jsonl, state.jsonl, dead_letter.jsonl and summary.json
+into --out (with agent input also observed.jsonl and divergences.jsonl), and/or the store, in one pass.
+Replaying the same events with another --set replica_lag_time_max_ms=... shows how many shrinks it would cause.
+"""
 
 from __future__ import annotations
 
@@ -14,21 +20,11 @@ from state.config import ConfigError
 from state.replay import ReplayResult
 from state.store import StreamPosition, open_store
 
-from .common import CONFIG_HELP, add_config_arguments, load_config, say
+from .common import CONFIG_HELP, add_config_arguments, command, load_config, say
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    rp = sub.add_parser(
-        "replay",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        help="replay recorded events through the replica engine and write its outputs",
-        description="Replay JSONL events (SPEC §3) in (ts, seq) order, run the scheduled isr-expiration and "
-        "propagation checks up to --until, and write decisions.jsonl, propagations.jsonl, "
-        "state.jsonl, dead_letter.jsonl and summary.json into --out (with agent input also observed.jsonl "
-        "and divergences.jsonl). Replaying the same events "
-        "with another --set replica_lag_time_max_ms=... shows how many shrinks it would cause.",
-        epilog=CONFIG_HELP,
-    )
+    rp = command(sub, "replay", __doc__, main, epilog=CONFIG_HELP)
     rp.add_argument(
         "events",
         nargs="+",
@@ -63,7 +59,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default="local",
         help="local: one Python process (default); spark: the streaming query in local Spark",
     )
-    rp.set_defaults(func=main)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -136,7 +131,7 @@ def store_replay(url: str, result: ReplayResult) -> int:
             raise ConfigError(refusal(url, job, store.stream_position()))
         last = store.last_batch_id()
         batch_id = 0 if last is None else last + 1
-        store.write_settled(batch_id, result, watermark_ms=result.summary["until"] + 1)
+        store.write_batch(batch_id, result, watermark_ms=result.summary["until"] + 1)
     return batch_id
 
 

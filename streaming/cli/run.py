@@ -1,31 +1,33 @@
-"""`isrwatch run`: the streaming job. Spark loads only when the command runs."""
+"""The streaming job: events from files or Kafka in, decisions and live state into the store.
+
+A Spark Structured Streaming query. It validates every event (invalid ones go to the
+dead-letter table), keeps the partitions' replica state in applyInPandasWithState (hashed
+into --buckets state keys) and applies events and checks once the watermark (newest event
+time - allowed_lateness_ms) has passed them; events at or behind it are counted as late.
+ISR changes are propagated per broker, and each micro-batch is committed to the store in
+one transaction, idempotently by batch id: restart with the same --checkpoint to resume.
+"""
 
 from __future__ import annotations
 
 import argparse
 import signal
 import sys
+from dataclasses import fields
+from typing import TYPE_CHECKING
 
-from state.config import ConfigError
+from streaming.spark import SparkSettings
 
-from .common import CONFIG_HELP, add_config_arguments, load_config, say
+from .common import CONFIG_HELP, add_config_arguments, command, load_config, say
+
+if TYPE_CHECKING:
+    from streaming.job import JobOptions
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     from streaming.sources import SOURCE_HELP
 
-    rn = sub.add_parser(
-        "run",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        help="the streaming job: events from files or Kafka in, decisions and live state into the store",
-        description="A Spark Structured Streaming query. It validates every event (invalid ones go to the\n"
-        "dead-letter table), keeps the partitions' replica state in applyInPandasWithState (hashed\n"
-        "into --buckets state keys) and applies events and checks once the watermark (newest event\n"
-        "time - allowed_lateness_ms) has passed them; events at or behind it are counted as late.\n"
-        "ISR changes are propagated per broker, and each micro-batch is committed to the store in\n"
-        "one transaction, idempotently by batch id: restart with the same --checkpoint to resume.",
-        epilog=SOURCE_HELP + "\n\n" + CONFIG_HELP,
-    )
+    rn = command(sub, "run", __doc__, main, epilog=SOURCE_HELP + "\n\n" + CONFIG_HELP)
     rn.add_argument(
         "--source",
         default="files:./var/events",
@@ -55,6 +57,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     rn.add_argument(
         "--trigger",
+        dest="trigger_seconds",
         type=float,
         default=5.0,
         metavar="SECONDS",
@@ -80,28 +83,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         metavar="SECONDS",
         help="stop after SECONDS without new input (default: run until stopped)",
     )
-    rn.add_argument(
-        "--state-store",
-        choices=["hdfs", "rocksdb"],
-        default="hdfs",
-        help="Spark state store provider: hdfs (in-memory, default) or rocksdb (large state)",
-    )
-    rn.add_argument(
-        "--shuffle-partitions",
-        type=int,
-        default=2,
-        metavar="N",
-        help="spark.sql.shuffle.partitions, fixed by the checkpoint (default 2 = local cores)",
-    )
-    rn.add_argument("--master", help="Spark master (default: the one spark-submit was given, else local[2])")
-    rn.add_argument("--driver-memory", default="2g", help="spark.driver.memory (default 2g)")
-    rn.add_argument(
-        "--spark-conf",
-        action="append",
-        default=[],
-        metavar="spark.KEY=VALUE",
-        help="any other Spark setting, e.g. spark.jars.packages=... (repeatable)",
-    )
+    SparkSettings.add_arguments(rn)
     rn.add_argument(
         "--kafka-output",
         metavar="BOOTSTRAP",
@@ -111,6 +93,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     rn.add_argument(
         "--store-retry",
+        dest="store_retry_seconds",
         type=float,
         default=600.0,
         metavar="SECONDS",
@@ -118,40 +101,29 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "fails; restarted with the same --checkpoint it resumes where it stopped (default 600)",
     )
     rn.add_argument("--quiet", action="store_true", help="no per-batch progress lines")
-    rn.set_defaults(func=main)
 
 
 def main(args: argparse.Namespace) -> int:
+    # Spark loads only when the command runs.
     from pyspark.errors import StreamingQueryException
 
-    from streaming.job import JobOptions, StreamJob, describe_failure
-    from streaming.spark import SparkSettings
+    from streaming.job import StreamJob, describe_failure
 
-    extra = {}
-    for pair in args.spark_conf:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.startswith("spark."):
-            raise ConfigError(f"--spark-conf {pair!r}: expected spark.KEY=VALUE")
-        extra[key] = value
-    options = JobOptions(
-        source=args.source,
-        store=args.store,
-        checkpoint=args.checkpoint,
-        config=load_config(args.config, args.set, args.profile),
-        buckets=args.buckets,
-        trigger_seconds=args.trigger,
-        max_per_batch=args.max_per_batch,
-        starting=args.starting,
-        available_now=args.available_now,
-        until_idle=args.until_idle,
-        kafka_output=args.kafka_output,
-        store_retry_seconds=args.store_retry,
-        spark=SparkSettings.of(args, extra),
-    )
-    job = StreamJob(options, echo=None if args.quiet else say)
+    job = StreamJob(job_options(args), echo=None if args.quiet else say)
     signal.signal(signal.SIGTERM, lambda *_: job.request_stop())
     try:
         return job.run()
     except StreamingQueryException as exc:
         print(f"isrwatch: error: the streaming query failed: {describe_failure(exc)}", file=sys.stderr)
         return 1
+
+
+def job_options(args: argparse.Namespace) -> JobOptions:
+    """What the command line asks of the job: each option is the JobOptions field of its name (its dest), but
+    the configuration and Spark's settings, which several options make."""
+    from streaming.job import JobOptions
+
+    given = {f.name: getattr(args, f.name) for f in fields(JobOptions) if f.name not in ("config", "spark")}
+    return JobOptions(
+        **given, config=load_config(args.config, args.set, args.profile), spark=SparkSettings.from_args(args)
+    )

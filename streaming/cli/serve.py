@@ -1,20 +1,19 @@
-"""`isrwatch serve`: the API over the store. The only command that imports `api`."""
+"""Serve the store over HTTP: REST API under /v1, /metrics, /healthz, /readyz.
+
+A read-only FastAPI service (one uvicorn worker) over the store the streaming job or `isrwatch replay --store`
+writes. OpenAPI at /docs.
+"""
 
 from __future__ import annotations
 
 import argparse
 import os
 
-from .common import say
+from .common import command, say
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    sp = sub.add_parser(
-        "serve",
-        help="serve the store over HTTP: REST API under /v1, /metrics, /healthz, /readyz",
-        description="A read-only FastAPI service (one uvicorn worker) over the store the streaming job or "
-        "`isrwatch replay --store` writes. OpenAPI at /docs.",
-    )
+    sp = command(sub, "serve", __doc__, main)
     sp.add_argument(
         "--store",
         default=os.environ.get("ISRWATCH_STORE", "sqlite:///isrwatch.db"),
@@ -72,10 +71,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     sp.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
     sp.add_argument("--access-log", action="store_true", help="log every request")
-    sp.set_defaults(func=main)
 
 
 def main(args: argparse.Namespace) -> int:
+    # The only command that imports `api`.
     import uvicorn
 
     from api.app import create_app

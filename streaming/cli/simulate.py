@@ -1,4 +1,9 @@
-"""`isrwatch simulate`: the simulator's events, paced, to stdout, a rotating directory or Kafka."""
+"""Simulate a Kafka cluster: its fetch, append and LeaderAndIsr events, with scripted faults.
+
+A deterministic simulated cluster (brokers, producers, follower fetchers, the controller) emitting SPEC §3
+events in real time or as fast as possible, to stdout, rotating JSONL files (--out-dir) or Kafka (--kafka),
+with faults from --scenario and --fault.
+"""
 
 from __future__ import annotations
 
@@ -17,24 +22,14 @@ from streaming.sim.model import simulate_events, with_scenario
 from streaming.sim.pacing import Pacer, run
 from streaming.sim.sinks import DirectorySink, KafkaSink, Sink, StreamSink
 
-from .common import add_config_arguments, load_config, read_json_file
+from .common import add_config_arguments, command, load_config, read_json_file
 
 DEFAULT_DURATION_MS = 120_000
 DEFAULT_KAFKA_TOPIC = "isrwatch.events"
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    mp = sub.add_parser(
-        "simulate",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        help="simulate a Kafka cluster: its fetch, append and LeaderAndIsr events, with scripted faults",
-        description="A deterministic simulated cluster (brokers, producers, follower fetchers, the controller) "
-        "emitting SPEC §3 events in real time or as fast as possible, to stdout, rotating JSONL "
-        "files (--out-dir) or Kafka (--kafka), with faults from --scenario and --fault.",
-        epilog=FAULT_HELP,
-    )
-    add_arguments(mp)
-    mp.set_defaults(func=main)
+    add_arguments(command(sub, "simulate", __doc__, main, epilog=FAULT_HELP))
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -16,24 +16,20 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from .synthetic import ClusterShape
+
 KAFKA_VERSION = "3.9.2"
 
 
 @dataclass(frozen=True)
-class AgentShape:
-    partitions: int = 10_000
-    rf: int = 3
-    brokers: int = 6
-    topics: int = 10
+class AgentShape(ClusterShape):
+    """The stuck followers are followers of written partitions; they stop fetching 2 s in."""
+
     lag_ms: int = 10_000  # replica.lag.time.max.ms: isr-expiration runs every half of it
     propagation_interval_ms: int = 2500
     linger_ms: int = 5000
     max_delay_ms: int = 60_000
-    fetch_interval_ms: int = 500  # how often a follower fetches (replica.fetch.wait.max.ms on an idle partition)
     active_share: float = 0.1  # the partitions producers write to, once every fetch interval
-    stuck_followers: int = 20  # followers of written partitions that stop fetching 2 s in
-    start_ms: int = 1_700_000_000_000
-    cluster: str = "bench"
 
 
 @dataclass

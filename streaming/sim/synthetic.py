@@ -14,17 +14,24 @@ from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
-class StreamShape:
+class ClusterShape:
+    """What every generated stream is sized by: its partitions (RF replicas, spread over topics and brokers), how
+    often followers fetch, how many of them get stuck (stop fetching), and the cluster's name and start time."""
+
     partitions: int = 10_000
     rf: int = 3
     brokers: int = 6
     topics: int = 10
-    fetch_interval_ms: int = 500
-    append_interval_ms: int = 1000
+    fetch_interval_ms: int = 500  # how often a follower fetches (replica.fetch.wait.max.ms on an idle partition)
     stuck_followers: int = 20
-    slow_followers: int = 20
     start_ms: int = 1_700_000_000_000
     cluster: str = "bench"
+
+
+@dataclass(frozen=True)
+class StreamShape(ClusterShape):
+    append_interval_ms: int = 1000
+    slow_followers: int = 20
 
 
 def generate(shape: StreamShape, events: int, seed: int = 7) -> Iterator[dict]:

@@ -126,7 +126,7 @@ def stream_into(store: Store, lines: list[bytes], cuts: tuple[int, ...] = CUTS, 
         step.records = [partition_record(p, CONFIG) for p in engine.partitions.values()]
         if previous is None:
             step.add_dead_letters(seen.dead_letters)
-        store.write_settled(batch_id, step, blobs={"propagation_book": book.to_bytes()}, watermark_ms=cut)
+        store.write_batch(batch_id, step, blobs={"propagation_book": book.to_bytes()}, watermark_ms=cut)
         seen.decisions += msgspec.to_builtins(step.decisions)
         seen.propagations += msgspec.to_builtins(step.propagations)
         seen.ignored_fetches += Counter(by_reason(step.counters, "ignored_fetches"))

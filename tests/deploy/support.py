@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from functools import cache
 from pathlib import Path
@@ -14,6 +15,7 @@ from pathlib import Path
 import yaml
 
 from state.audit import Divergence, DivergenceKind
+from state.step import Settled
 from state.store import open_store
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -149,4 +151,4 @@ def commit_demo_batch(store_url: str, batch_wall_ms: int) -> None:
         divergence = Divergence(
             ts=40_000, cluster="default", broker=1, kind=DivergenceKind.MISSED_BY_MODEL, subject="isr"
         )
-        store.write_batch(batch_id + 1, counters={"late_events": 2}, divergences=[divergence])
+        store.write_batch(batch_id + 1, Settled(divergences=[divergence], counters=Counter(late_events=2)))

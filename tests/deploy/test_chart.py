@@ -140,6 +140,7 @@ BAD_VALUES = {
     "label value with a space": ("dashboards.labelValue=a b", "dashboards.labelValue"),
     "port out of range": ("api.port=70000", "api.port"),
     "no password Secret": ("store.passwordSecret.name=", "store.passwordSecret.name"),
+    "no PostgreSQL host": ("store.host=", "store.host"),
 }
 
 
@@ -181,14 +182,9 @@ def test_stream_arguments_are_an_isrwatch_run_command(values_file: str) -> None:
     args = one(values_file, "SparkApplication")["spec"]["arguments"]
     parsed = build_parser().parse_args(args)
     stream = {**DEFAULTS["stream"], **values(values_file).get("stream", {})}
-    assert (parsed.command, parsed.state_store) == ("run", "rocksdb")
-    assert (parsed.buckets, parsed.shuffle_partitions, parsed.trigger, parsed.starting, parsed.max_per_batch) == (
-        stream["buckets"],
-        stream["shufflePartitions"],
-        stream["triggerSeconds"],
-        stream["startingOffsets"],
-        stream["maxPerBatch"],
-    )
+    assert (parsed.command, parsed.state_store, parsed.starting) == ("run", "rocksdb", stream["startingOffsets"])
+    assert (parsed.buckets, parsed.shuffle_partitions) == (stream["buckets"], stream["shufflePartitions"])
+    assert (parsed.trigger_seconds, parsed.max_per_batch) == (stream["triggerSeconds"], stream["maxPerBatch"])
     config = Config().with_overrides(parsed.set)
     for key, value in values(values_file).get("config", {}).items():
         assert getattr(config, key) == value

@@ -99,7 +99,7 @@ def test_demo_simulator_feeds_the_stream_with_the_same_configuration() -> None:
     assert Config().with_overrides(stream.set) == config
     for key, value in DEFAULTS["demo"]["config"].items():
         assert getattr(config, key) == value
-    assert (stream.trigger, stream.driver_memory) == (
+    assert (stream.trigger_seconds, stream.driver_memory) == (
         DEFAULTS["demo"]["stream"]["triggerSeconds"],
         DEFAULTS["demo"]["stream"]["driverMemory"],
     )
@@ -210,11 +210,9 @@ def test_notes_say_it_is_a_demo_and_how_to_go_to_production(tmp_path: Path) -> N
     assert "DEMO" not in production and "get sparkapplication isrwatch-stream" in production
 
 
+# Besides test_chart's BAD_VALUES (no bootstrap servers, PostgreSQL host or password Secret: the schema's rules).
 REQUIRED_IN_PRODUCTION = {
-    "kafka.bootstrapServers": ("--set", "kafka.bootstrapServers="),
     "kafka.topics": ("--set-json", "kafka.topics=[]"),
-    "store.host": ("--set", "store.host="),
-    "store.passwordSecret.name": ("--set", "store.passwordSecret.name="),
     "stream.serviceAccount.name": ("--set", "stream.serviceAccount.create=false"),
 }
 

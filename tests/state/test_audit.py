@@ -7,8 +7,12 @@ fetching at 1500, so with replica.lag.time.max.ms = 10 s it is out of sync after
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
+from state.audit import IsrWrite
+from state.records import DecisionKind
 from tests.state.helpers import Outcome, Run, append, fetch, lai, tick
 
 AGENT = {
@@ -55,6 +59,24 @@ def isr_updated(ts: int, isr: list[int], epoch: int, *, check_ms: int, out: list
 
 def propagated(ts: int) -> dict:
     return {"type": "isr_change_propagated", "ts": ts, "broker": 1, "partitions": [{"topic": "t", "partition": 0}]}
+
+
+def model_write(
+    ts: int, epoch: int, broker: int, kind: DecisionKind, isr_before: list[int], isr: list[int], **rest: Any
+) -> IsrWrite:
+    """The model's ISR write of t-0 in cluster c, for the tests that feed the audit directly."""
+    return IsrWrite(
+        ts=ts,
+        cluster="c",
+        broker=broker,
+        topic="t",
+        partition=0,
+        partition_epoch=epoch,
+        kind=kind,
+        isr_before=isr_before,
+        isr=isr,
+        **rest,
+    )
 
 
 def kinds(outcome: Outcome) -> list[tuple[str, str]]:
@@ -225,24 +247,14 @@ def test_after_a_timing_divergence_the_partition_is_split_until_a_leader_and_isr
     follower at once (timing: in flight), the broker another one after the commit, and from there the two sides'
     ISRs followed different followers for a minute. Those later divergences are consequences of the first one
     (timing) until a LeaderAndIsr gives both sides the controller's state again; after it, a divergence counts."""
-    from state.audit import Audit, IsrWrite, ReplicaView
+    from state.audit import Audit, ReplicaView
     from state.config import Config
-    from state.records import DecisionKind, ShrinkReason
+    from state.records import ShrinkReason
 
     def write(ts: int, epoch: int, *, lcu: int) -> IsrWrite:
         view = ReplicaView(replica=3, leo=5, last_caught_up_ms=lcu, last_fetch_ms=lcu)
-        return IsrWrite(
-            ts=ts,
-            cluster="c",
-            broker=1,
-            topic="t",
-            partition=0,
-            partition_epoch=epoch,
-            kind=DecisionKind.SHRINK,
-            isr_before=[1, 2, 3],
-            isr=[1, 2],
-            reasons={"3": ShrinkReason.STUCK},
-            evidence=[view],
+        return model_write(
+            ts, epoch, 1, DecisionKind.SHRINK, [1, 2, 3], [1, 2], reasons={"3": ShrinkReason.STUCK}, evidence=[view]
         )
 
     audit = Audit(Config(replica_lag_time_max_ms=10_000))
@@ -257,10 +269,9 @@ def test_a_write_made_while_the_brokers_previous_one_was_in_flight_splits_the_vi
     """Found on the lab (tests/reality): a resumed leader's shrink took 1.2 s to commit; the model re-added a
     follower at once (the same write as the broker's after the commit: no divergence) and another one the broker
     only took back 26 s later. From the in-flight write on, the partition's views are split (timing)."""
-    from state.audit import Audit, IsrWrite, Observation
+    from state.audit import Audit, Observation
     from state.config import Config
     from state.events import IsrUpdated
-    from state.records import DecisionKind
 
     def broker(ts: int, epoch: int, kind: str, isr: list[int]) -> Observation:
         return Observation(
@@ -278,17 +289,7 @@ def test_a_write_made_while_the_brokers_previous_one_was_in_flight_splits_the_vi
         )
 
     def model(ts: int, epoch: int, isr: list[int]) -> IsrWrite:
-        return IsrWrite(
-            ts=ts,
-            cluster="c",
-            broker=3,
-            topic="t",
-            partition=0,
-            partition_epoch=epoch,
-            kind=DecisionKind.EXPAND,
-            isr_before=[3],
-            isr=isr,
-        )
+        return model_write(ts, epoch, 3, DecisionKind.EXPAND, [3], isr)
 
     audit = Audit(Config(replica_lag_time_max_ms=10_000))
     audit.add(observed=[broker(11_784, 5, "shrink", [3])])  # committed 1.2 s after its check

@@ -16,6 +16,7 @@ import pytest
 
 from state.events import DeadLetter
 from state.records import Decision, PartitionRecord
+from state.step import Settled
 from state.store import StoreError, open_store
 from tests.api.fleet import END, S, Streamed, fleet_lines, follower_shrink_predicted, stream_into
 
@@ -65,10 +66,10 @@ def test_write_batch_is_idempotent_per_batch_id(store_url: str) -> None:
     )
     with open_store(store_url) as store:
         assert store.last_batch_id() is None
-        assert store.write_batch(3, decisions=[decision], counters={"late_events": 2}, watermark_ms=10)
+        assert store.write_batch(3, Settled(decisions=[decision], counters=Counter(late_events=2)), watermark_ms=10)
         # Spark re-running batch 3, or an older batch arriving late: nothing changes.
-        assert not store.write_batch(3, decisions=[decision], counters={"late_events": 2}, watermark_ms=10)
-        assert not store.write_batch(1, decisions=[decision], watermark_ms=99)
+        assert not store.write_batch(3, Settled(decisions=[decision], counters=Counter(late_events=2)), watermark_ms=10)
+        assert not store.write_batch(1, Settled(decisions=[decision]), watermark_ms=99)
         assert store.last_batch_id() == 3
         assert len(store.decisions().items) == 1
         assert ("late_events", {}, 2.0) in store.tallies()
@@ -84,7 +85,9 @@ def test_a_failing_batch_commits_nothing(store_url: str) -> None:
         store.write_batch(0, blobs={"book": b"v1"}, watermark_ms=1)
         broken = SimpleNamespace(ts=7, cluster="c")  # a decision without its fields fails half-way through
         with pytest.raises(AttributeError):
-            store.write_batch(1, blobs={"book": b"v2"}, counters={"late_events": 1}, decisions=[broken], watermark_ms=8)
+            store.write_batch(
+                1, Settled(decisions=[broken], counters=Counter(late_events=1)), blobs={"book": b"v2"}, watermark_ms=8
+            )
         assert store.last_batch_id() == 0
         assert store.load_blob("book") == b"v1"
         assert store.tallies() == []
@@ -123,7 +126,7 @@ def test_partitions_are_upserted_with_their_replicas(filled) -> None:
     assert j(store.partition("topic-0", 0)) == [east, west]  # no cluster named: every cluster's
     # Reassign east topic-0/0 to other brokers: the old replicas stop matching the broker filter.
     moved = {**east, "replicas": [7, 8], "isr": [7, 8], "leader": 7, "followers": []}
-    assert store.write_batch(99, partitions=[msgspec.convert(moved, PartitionRecord)])
+    assert store.write_batch(99, Settled(records=[msgspec.convert(moved, PartitionRecord)]))
     assert j(store.partition("topic-0", 0, "east")) == [moved]
     for broker in east["replicas"]:
         assert ("east", "topic-0", 0) not in _keys(store.partitions(broker=broker, limit=1000).items)
@@ -254,7 +257,9 @@ def test_dead_letters_keep_any_input(store_url: str) -> None:
     """Garbage input (NUL bytes, broken UTF-8) is stored and served as received, on both databases."""
     raws = ["\x00\ufffd garbage", '{"type": "tick", "ts": 1}\x00', "plain"]
     with open_store(store_url) as store:
-        store.write_batch(0, dead_letters=[DeadLetter(raw=raw, reason="invalid JSON", field=None) for raw in raws])
+        store.write_batch(
+            0, Settled(dead_letters=[DeadLetter(raw=raw, reason="invalid JSON", field=None) for raw in raws])
+        )
         assert [d["raw"] for d in store.dead_letters().items] == raws[::-1]
 
 

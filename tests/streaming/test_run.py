@@ -25,8 +25,11 @@ from state.replay import ReplayResult, replay
 from state.store import Page, open_store
 from streaming.buckets import LAYOUT_FILE
 from streaming.cli import build_parser
+from streaming.cli.common import load_config
+from streaming.cli.run import job_options
 from streaming.job import JobOptions, StreamJob, describe_failure
 from streaming.sources import SourceError, parse_source
+from streaming.spark import SparkSettings
 from tests.state.helpers import canonical, fetch, lai, tick
 from tests.streaming.streams import START_MS, Mix, events, in_order, write_files
 
@@ -299,6 +302,26 @@ def test_run_help_documents_every_option(capsys):
         "allowed_lateness_ms",
     ):
         assert option in text, option
+
+
+def test_run_options_are_the_jobs_options():
+    """Each option lands in the JobOptions field of its name; --set and --spark-conf make the config and Spark's."""
+    argv = ["run", "--source", "kafka:h:9092/events", "--trigger", "2", "--store-retry", "30", "--buckets", "4"]
+    argv += ["--starting", "latest", "--set", "replica_lag_time_max_ms=10000", "--spark-conf", "spark.x.y=1"]
+    args = build_parser().parse_args([*argv, "--master", "local[1]", "--until-idle", "9", "--kafka-output", "h:9092"])
+    assert job_options(args) == JobOptions(
+        source="kafka:h:9092/events",
+        config=load_config(None, ["replica_lag_time_max_ms=10000"]),
+        buckets=4,
+        trigger_seconds=2.0,
+        starting="latest",
+        until_idle=9.0,
+        kafka_output="h:9092",
+        store_retry_seconds=30.0,
+        spark=SparkSettings(master="local[1]", extra={"spark.x.y": "1"}),
+    )
+    with pytest.raises(ConfigError, match="--spark-conf 'x=1': expected spark.KEY=VALUE"):
+        job_options(build_parser().parse_args(["run", "--spark-conf", "x=1"]))
 
 
 def test_a_pending_propagation_goes_out_when_no_new_change_arrives(spark, tmp_path):

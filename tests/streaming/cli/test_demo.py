@@ -4,10 +4,12 @@ expand, all in the store and on the terminal; Ctrl-C must stop every process the
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import subprocess
 import sys
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import msgspec
@@ -25,13 +27,36 @@ def start_demo(port: int, workdir: Path, *options: str) -> subprocess.Popen:
     return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
+@contextlib.contextmanager
+def demo(port: int, workdir: Path, *options: str) -> Iterator[subprocess.Popen]:
+    """`start_demo`, killed on the way out if it still runs: a failed test leaves no demo behind."""
+    proc = start_demo(port, workdir, *options)
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def stop_demo(proc: subprocess.Popen, port: int, out: list[str], started: dict[int, int], timeout: float) -> str:
+    """Ctrl-C: the demo must exit 0 saying where it served and that it stopped, and leave none of the processes it
+    `started` running. Returns all its terminal output (`out`, the lines read so far, first)."""
+    proc.send_signal(signal.SIGINT)
+    output = "".join(out) + proc.communicate(timeout=timeout)[0]
+    assert proc.returncode == 0, output
+    assert f"http://127.0.0.1:{port}/" in output and "stopped." in output
+    left = {pid: Path(f"/proc/{pid}/cmdline").read_bytes() for pid, at in started.items() if running(pid, at)}
+    assert not left, output
+    return output
+
+
 def test_demo_shows_a_stall_becoming_a_shrink_its_batch_and_an_expand_then_stops_cleanly(tmp_path):
     port = free_port()
     workdir = tmp_path / "demo"
-    proc = start_demo(port, workdir, "--speed", "2", "--duration", "170")
     out: list[str] = []
     seen = {"shrink": False, "shrink batch": False, "expand": False, "expand batch": False}
-    try:
+    with demo(port, workdir, "--speed", "2", "--duration", "170") as proc:
         for line in proc.stdout:  # --duration ends the demo (and this loop) if the story never shows
             out.append(line)
             if "SHRINK" in line and "replica 2 stuck" in line:
@@ -48,17 +73,7 @@ def test_demo_shows_a_stall_becoming_a_shrink_its_batch_and_an_expand_then_stops
             assert b"<title>isrwatch</title>" in page.read()
         started = descendants(proc.pid)
         assert len(started) >= 3  # the job, its Spark JVM, the API
-        proc.send_signal(signal.SIGINT)
-        rest = proc.communicate(timeout=90)[0]
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    output = "".join(out) + rest
-    assert proc.returncode == 0, output
-    assert f"http://127.0.0.1:{port}/" in output and "stopped." in output
-    left = {pid: Path(f"/proc/{pid}/cmdline").read_bytes() for pid, at in started.items() if running(pid, at)}
-    assert not left, output
+        stop_demo(proc, port, out, started, timeout=90)
 
     with open_store(f"sqlite:///{workdir / 'isrwatch.db'}") as store:
         decisions = msgspec.to_builtins(store.decisions(limit=1000).items)

@@ -1,6 +1,7 @@
 package io.isrwatch.agent;
 
 import java.util.List;
+import java.util.Locale;
 
 /**
  * One observation of the broker, as captured on a Kafka thread. Plain values only (no Kafka objects), so events can
@@ -14,7 +15,18 @@ public sealed interface Event {
     /** Absent optional long (offsets, times). */
     long UNKNOWN = Long.MIN_VALUE;
 
-    String type();
+    /** SPEC §3's type of each event: its record's name in snake case (LeaderAndIsr: leader_and_isr). */
+    ClassValue<String> TYPES = new ClassValue<>() {
+        @Override
+        protected String computeValue(Class<?> record) {
+            return record.getSimpleName().replaceAll("([a-z])([A-Z])", "$1_$2").toLowerCase(Locale.ROOT);
+        }
+    };
+
+    /** The event's type, computed once per record class (no allocation per event). */
+    default String type() {
+        return TYPES.get(getClass());
+    }
 
     /** Epoch ms on the broker's clock, taken where Kafka takes it. */
     long ts();
@@ -41,17 +53,10 @@ public sealed interface Event {
     record Fetch(long ts, String topic, int partition, int replica, long fetchOffset, long leaderLeo,
                  long logStartOffset, int currentLeaderEpoch, boolean inIsr) implements PartitionEvent {
         @Override
-        public String type() {
-            return "fetch";
-        }
-
-        @Override
         public void writeFields(Json.Writer w) {
             w.field("replica", replica).field("fetch_offset", fetchOffset).field("leader_leo", leaderLeo)
-                .field("log_start_offset", logStartOffset);
-            if (currentLeaderEpoch >= 0) {
-                w.field("current_leader_epoch", currentLeaderEpoch);
-            }
+                .field("log_start_offset", logStartOffset)
+                .fieldIf(currentLeaderEpoch >= 0, "current_leader_epoch", currentLeaderEpoch);
         }
     }
 
@@ -60,27 +65,12 @@ public sealed interface Event {
                         int leaderEpoch, int[] isr, int[] replicas, int partitionEpoch, long leaderLeo, long hw,
                         int minInsyncReplicas, Boolean newLeader) implements PartitionEvent {
         @Override
-        public String type() {
-            return "leader_and_isr";
-        }
-
-        @Override
         public void writeFields(Json.Writer w) {
-            w.field("controller_epoch", controllerEpoch);
-            if (controllerId >= 0) {
-                w.field("controller_id", controllerId);
-            }
-            w.field("leader", leader).field("leader_epoch", leaderEpoch).field("isr", isr)
-                .field("replicas", replicas).field("partition_epoch", partitionEpoch);
-            if (leaderLeo != UNKNOWN) {
-                w.field("leader_leo", leaderLeo);
-            }
-            if (hw != UNKNOWN) {
-                w.field("hw", hw);
-            }
-            if (minInsyncReplicas > 0) {
-                w.field("min_insync_replicas", minInsyncReplicas);
-            }
+            w.field("controller_epoch", controllerEpoch).fieldIf(controllerId >= 0, "controller_id", controllerId)
+                .field("leader", leader).field("leader_epoch", leaderEpoch).field("isr", isr)
+                .field("replicas", replicas).field("partition_epoch", partitionEpoch)
+                .fieldIf(leaderLeo != UNKNOWN, "leader_leo", leaderLeo).fieldIf(hw != UNKNOWN, "hw", hw)
+                .fieldIf(minInsyncReplicas > 0, "min_insync_replicas", minInsyncReplicas);
             if (newLeader != null) {
                 w.field("new_leader", newLeader);
             }
@@ -93,11 +83,6 @@ public sealed interface Event {
      * the partition's check read.
      */
     record Append(long ts, String topic, int partition, long leaderLeo, long checkMs) implements PartitionEvent {
-        @Override
-        public String type() {
-            return "append";
-        }
-
         /** The model checks the partition here, at the clock its check read (SPEC §4.7). */
         @Override
         public long sortTs() {
@@ -136,27 +121,16 @@ public sealed interface Event {
         }
 
         @Override
-        public String type() {
-            return "tick";
-        }
-
-        @Override
         public long sortTs() {
             return endMs == UNKNOWN ? ts : endMs;
         }
 
         @Override
         public void writeFields(Json.Writer w) {
-            w.field("task", task).field("kafka_version", kafkaVersion);
-            if (lastIsrChangeMs != UNKNOWN) {
-                w.field("last_isr_change_ms", lastIsrChangeMs);
-            }
-            if (lastPropagationMs != UNKNOWN) {
-                w.field("last_propagation_ms", lastPropagationMs);
-            }
-            if (endMs != UNKNOWN) {
-                w.field("end_ms", endMs);
-            }
+            w.field("task", task).field("kafka_version", kafkaVersion)
+                .fieldIf(lastIsrChangeMs != UNKNOWN, "last_isr_change_ms", lastIsrChangeMs)
+                .fieldIf(lastPropagationMs != UNKNOWN, "last_propagation_ms", lastPropagationMs)
+                .fieldIf(endMs != UNKNOWN, "end_ms", endMs);
         }
     }
 
@@ -173,11 +147,6 @@ public sealed interface Event {
                       int partitionEpoch, String kind, List<OutOfSync> outOfSync, long checkMs,
                       long checkLeaderLeo) implements PartitionEvent {
         @Override
-        public String type() {
-            return "isr_updated";
-        }
-
-        @Override
         public void writeFields(Json.Writer w) {
             w.field("leader", leader).field("isr", isr).field("isr_before", isrBefore)
                 .field("partition_epoch", partitionEpoch).field("kind", kind);
@@ -187,13 +156,8 @@ public sealed interface Event {
                     .field("last_caught_up_ms", o.lastCaughtUpMs()).field("last_fetch_ms", o.lastFetchMs())
                     .endObject();
             }
-            w.endArray();
-            if (checkMs != UNKNOWN) {
-                w.field("check_ms", checkMs);
-            }
-            if (checkLeaderLeo != UNKNOWN) {
-                w.field("check_leader_leo", checkLeaderLeo);
-            }
+            w.endArray().fieldIf(checkMs != UNKNOWN, "check_ms", checkMs)
+                .fieldIf(checkLeaderLeo != UNKNOWN, "check_leader_leo", checkLeaderLeo);
         }
     }
 
@@ -208,11 +172,6 @@ public sealed interface Event {
 
     /** The broker wrote one {@code /isr_change_notification} znode with these (sorted) partitions. */
     record IsrChangePropagated(long ts, List<TopicPartitionRef> partitions) implements Event {
-        @Override
-        public String type() {
-            return "isr_change_propagated";
-        }
-
         @Override
         public void writeFields(Json.Writer w) {
             w.key("partitions").beginArray();

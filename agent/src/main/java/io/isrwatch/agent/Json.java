@@ -118,6 +118,11 @@ public final class Json {
             return this;
         }
 
+        /** The field only {@code when} it holds: absent values (unknown offsets and times, no id) are left out. */
+        public Writer fieldIf(boolean when, String k, long v) {
+            return when ? field(k, v) : this;
+        }
+
         public Writer field(String k, int[] v) {
             value(k).append('[');
             for (int i = 0; i < v.length; i++) {

@@ -18,6 +18,13 @@ class CoalescerTest {
         return new Event.Fetch(ts, "t", p, r, o, l, 0, 5, true);
     }
 
+    /** Replica 2 fetching partition p at the leader's LEO 10 (caught up), at each of the times {@code ts}. */
+    private void caughtUp(int p, long... ts) {
+        for (long t : ts) {
+            c.fetch(f(t, p, 2, 10, 10));
+        }
+    }
+
     /** An isr-expiration run from {@code ts} to {@code endMs}. */
     private static Event.Tick tick(long ts, long endMs) {
         return Event.Tick.expiration(ts, endMs, "3.9.2");
@@ -44,9 +51,9 @@ class CoalescerTest {
 
     @Test
     void repeatsOfACaughtUpFollowerCollapseToTheLatestBeforeTheTick() {
-        c.fetch(f(1, 0, 2, 10, 10)); // first caught-up fetch: emitted
+        caughtUp(0, 1); // first caught-up fetch: emitted
         for (long ts = 2; ts <= 9; ts++) {
-            c.fetch(f(ts, 0, 2, 10, 10));
+            caughtUp(0, ts);
         }
         assertEquals(List.of(1L), times());
         assertEquals(1, c.heldCount());
@@ -55,7 +62,7 @@ class CoalescerTest {
         assertTrue(out.get(2) instanceof Event.Tick);
         assertEquals(7, c.coalesced());
         // history survives the tick: the next repeat is held again
-        c.fetch(f(21, 0, 2, 10, 10));
+        caughtUp(0, 21);
         assertEquals(1, c.heldCount());
     }
 
@@ -71,7 +78,7 @@ class CoalescerTest {
 
     @Test
     void onlyExactRepeatsAreHeld() {
-        c.fetch(f(1, 0, 2, 10, 10));
+        caughtUp(0, 1);
         c.fetch(new Event.Fetch(2, "t", 0, 2, 10, 10, 0, 5, false)); // outside Kafka's ISR
         c.fetch(new Event.Fetch(3, "t", 0, 2, 10, 10, 3, 5, true)); // log start offset moved
         c.fetch(new Event.Fetch(4, "t", 0, 2, 10, 10, 3, 6, true)); // other leader epoch
@@ -85,9 +92,9 @@ class CoalescerTest {
 
     @Test
     void aHigherLeaderLeoSeenByAnotherReplicaEndsTheRepeats() {
-        c.fetch(f(1, 0, 2, 10, 10));
+        caughtUp(0, 1);
         c.fetch(f(2, 0, 3, 10, 12)); // replica 3 saw LEO 12 (a non-repeat: flushes nothing yet)
-        c.fetch(f(3, 0, 2, 10, 10)); // would look like a repeat, but the model's leader LEO is 12
+        caughtUp(0, 3); // would look like a repeat, but the model's leader LEO is 12
         assertEquals(List.of(1L, 2L, 3L), times());
         assertEquals(0, c.heldCount());
     }
@@ -95,14 +102,14 @@ class CoalescerTest {
     @Test
     void aFollowerBehindAtItsPreviousFetchStartsNoRepeat() {
         c.fetch(f(1, 0, 2, 10, 12)); // behind (its leader LEO was read later than another fetch's)
-        c.fetch(f(2, 0, 2, 10, 10));
+        caughtUp(0, 2);
         assertEquals(List.of(1L, 2L), times());
         assertEquals(0, c.heldCount());
     }
 
     @Test
     void aFetchWhoseClockPrecedesThePartitionsLastEventIsEmittedAndStartsNoRepeat() {
-        c.fetch(f(1, 0, 2, 10, 10));
+        caughtUp(0, 1);
         c.partitionEvent(new Event.LeaderAndIsr(50, "t", 0, 1, 0, 1, 6, new int[] {1, 2}, new int[] {1, 2}, 4, 10,
             10, 1, false));
         c.fetch(new Event.Fetch(49, "t", 0, 2, 10, 10, 0, 6, true)); // read its clock before the LAI: sorts before
@@ -118,9 +125,9 @@ class CoalescerTest {
 
     @Test
     void heldFetchesOfAPartitionGoFirstBeforeItsOtherEvents() {
-        c.fetch(f(1, 0, 2, 10, 10));
+        caughtUp(0, 1);
         c.fetch(f(2, 0, 3, 10, 10));
-        c.fetch(f(3, 0, 2, 10, 10)); // held
+        caughtUp(0, 3); // held
         c.fetch(f(4, 0, 3, 10, 10)); // held
         c.fetch(f(5, 1, 2, 7, 7));
         c.fetch(f(6, 1, 2, 7, 7)); // held, partition 1
@@ -134,11 +141,11 @@ class CoalescerTest {
 
     @Test
     void anotherEventOfThePartitionRestartsItsRepeatHistory() {
-        c.fetch(f(1, 0, 2, 10, 10));
+        caughtUp(0, 1);
         c.partitionEvent(new Event.IsrUpdated(2, "t", 0, 1, new int[] {1, 2}, new int[] {1}, 3, "expand", List.of(),
             Event.UNKNOWN, Event.UNKNOWN));
-        c.fetch(f(3, 0, 2, 10, 10)); // first after the ISR change: emitted
-        c.fetch(f(4, 0, 2, 10, 10)); // held
+        caughtUp(0, 3); // first after the ISR change: emitted
+        caughtUp(0, 4); // held
         assertEquals(List.of(1L, 2L, 3L), times());
         c.partitionEvent(new Event.LeaderAndIsr(5, "t", 0, 1, 0, 1, 6, new int[] {1, 2}, new int[] {1, 2}, 4, 10, 10,
             1, false));
@@ -156,80 +163,74 @@ class CoalescerTest {
         assertFalse(c.leoChanged("t", 0, 10));
         assertTrue(c.leoChanged("t", 0, 11));
         assertTrue(c.leoChanged("t", 1, 10));
-        c.fetch(f(2, 0, 2, 10, 10));
-        c.fetch(f(3, 0, 2, 10, 10));
+        caughtUp(0, 2, 3);
         assertEquals(1, c.heldCount());
     }
 
     @Test
     void everythingCapturedDuringARunSortsBeforeItsTick() {
-        c.fetch(f(1, 0, 2, 10, 10));
-        c.fetch(f(99, 0, 2, 10, 10)); // held, before the run that starts at 100
+        caughtUp(0, 1);
+        caughtUp(0, 99); // held, before the run that starts at 100
         c.beginExpiration(100);
-        c.fetch(f(100, 0, 2, 10, 10)); // captured during the run: sorts before its tick, which sorts at its end
-        c.fetch(f(103, 0, 2, 10, 10)); // so does this one, though its clock is past the run's start: replaces 100
+        caughtUp(0, 100); // captured during the run: sorts before its tick, which sorts at its end
+        caughtUp(0, 103); // so does this one, though its clock is past the run's start: replaces 100
         assertEquals(List.of(1L), times());
         c.endExpiration(tick(100, 104));
         assertEquals(List.of(1L, 103L, 100L), times());
         assertEquals(104L, out.get(2).sortTs());
         assertEquals(2, c.coalesced());
-        c.fetch(f(103, 0, 2, 10, 10)); // read its clock during the run, captured after the tick: emitted at once
-        c.fetch(f(104, 0, 2, 10, 10)); // at the tick's end, after it by seq: held for the next run
+        caughtUp(0, 103); // read its clock during the run, captured after the tick: emitted at once
+        caughtUp(0, 104); // at the tick's end, after it by seq: held for the next run
         assertEquals(List.of(1L, 103L, 100L, 103L), times());
         assertEquals(1, c.heldCount());
     }
 
     @Test
     void aFetchOlderThanAnEmittedTickIsEmittedAtOnce() {
-        c.fetch(f(1, 0, 2, 10, 10));
+        caughtUp(0, 1);
         expiration(100);
-        c.fetch(f(99, 0, 2, 10, 10)); // its clock was read before the tick; sorts before it: never held
+        caughtUp(0, 99); // its clock was read before the tick; sorts before it: never held
         assertEquals(List.of(1L, 100L, 99L), times());
-        c.fetch(f(100, 0, 2, 10, 10)); // at the tick's ts, after it: held
+        caughtUp(0, 100); // at the tick's ts, after it: held
         assertEquals(1, c.heldCount());
     }
 
     @Test
     void oldHeldFetchesAreFlushedByAge() {
-        c.fetch(f(1, 0, 2, 10, 10));
-        c.fetch(f(2, 0, 2, 10, 10));
-        c.fetch(f(3, 1, 2, 10, 10));
-        c.fetch(f(4, 1, 2, 10, 10));
+        caughtUp(0, 1, 2);
+        caughtUp(1, 3, 4);
         c.flushHeldBefore(3);
         assertEquals(List.of(1L, 3L, 2L), times());
         assertEquals(1, c.heldCount());
         c.flushHeldBefore(5);
         assertEquals(List.of(1L, 3L, 2L, 4L), times());
-        c.fetch(f(5, 0, 2, 10, 10)); // history kept: held again
+        caughtUp(0, 5); // history kept: held again
         assertEquals(1, c.heldCount());
     }
 
     @Test
     void forgetFlushesAndDropsHistory() {
-        c.fetch(f(1, 0, 2, 10, 10));
-        c.fetch(f(2, 0, 2, 10, 10));
+        caughtUp(0, 1, 2);
         c.forget("t", 0);
         assertEquals(List.of(1L, 2L), times());
         assertEquals(0, c.partitionCount());
-        c.fetch(f(3, 0, 2, 10, 10)); // no history: emitted
+        caughtUp(0, 3); // no history: emitted
         assertEquals(List.of(1L, 2L, 3L), times());
     }
 
     @Test
     void flushAllKeepsCaptureOrderAcrossPartitions() {
-        c.fetch(f(1, 0, 2, 10, 10));
-        c.fetch(f(2, 1, 2, 10, 10));
-        c.fetch(f(3, 1, 2, 10, 10));
-        c.fetch(f(4, 0, 2, 10, 10));
-        c.fetch(f(5, 1, 2, 10, 10)); // replaces 3 and moves to the end
+        caughtUp(0, 1);
+        caughtUp(1, 2, 3);
+        caughtUp(0, 4);
+        caughtUp(1, 5); // replaces 3 and moves to the end
         c.flushAll();
         assertEquals(List.of(1L, 2L, 4L, 5L), times());
     }
 
     @Test
     void otherEventsPassWithoutFlushing() {
-        c.fetch(f(1, 0, 2, 10, 10));
-        c.fetch(f(2, 0, 2, 10, 10));
+        caughtUp(0, 1, 2);
         c.other(new Event.Tick(3, Event.Tick.ISR_CHANGE_PROPAGATION, "3.9.2"));
         assertEquals(List.of(1L, 3L), times());
         assertEquals(1, c.heldCount());
