@@ -12,13 +12,15 @@ partitions x RF 3, every follower fetching every 500 ms, appends every second, s
 coalesced to one per follower per isr-expiration run, appends read by the checks; --profile agent):
 - backlog (default): --events pre-generated into --files files, consumed --files-per-batch files
   per micro-batch as fast as the job goes; the local one-process replay runs on the same files first.
+  The JVM compiles for a minute or two (JIT): the first third of the batches (--warmup) are left out
+  of the figures, so give it enough events (default 5M at 400,000 per batch).
   The ratio is printed twice: on the wall clock (what this machine did, other load included) and on
   CPU time (the stream's 2 x events per CPU second, the rate two otherwise idle cores would give if
   both were kept busy, against the replay's events per CPU second). CPU per event is split into the
   driver (this process: the sink and the store), the JVM and the Python workers.
 - real time (--duration SECONDS): a feeder process writes the stream as it happens (event time =
   wall clock) one file per second, the job runs with --trigger; RSS of the job's process tree
-  (driver, JVM, Python workers) is sampled throughout.
+  (driver, JVM, Python workers) is sampled throughout (--duration 600 is the memory run).
 
 To split fixed from per-event cost, run the backlog twice with different --files-per-batch (e.g. 2 and
 20 files of 50,000 events: 100k and 1M events per batch) and compare the per-batch figures; --stages
@@ -433,34 +435,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="isrwatch bench stream", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument(
-        "--events",
-        type=int,
-        default=5_000_000,
-        help="backlog events (default 5,000,000: the JVM's JIT needs a minute to settle)",
-    )
+    backlog = parser.add_argument_group("backlog (the default mode)")
+    backlog.add_argument("--events", type=int, default=5_000_000, help="events to generate (default 5,000,000)")
+    backlog.add_argument("--files", type=int, default=100, help="files to spread them over (default 100)")
+    backlog.add_argument("--files-per-batch", type=int, default=8, help="files per micro-batch (default 8)")
+    backlog.add_argument("--warmup", type=int, metavar="BATCHES", help="batches left out (default: the first third)")
     parser.add_argument("--shape", choices=SHAPES, default="synthetic", help="event shape (default synthetic)")
     parser.add_argument("--partitions", type=int, default=10_000, help="partitions, RF 3 (default 10,000)")
-    parser.add_argument("--files", type=int, default=100, help="backlog files (default 100)")
     parser.add_argument(
-        "--files-per-batch",
-        type=int,
-        default=8,
-        help="backlog files per micro-batch (default 8: 400,000 events of the default 5M in 100 files)",
-    )
-    parser.add_argument(
-        "--warmup",
-        type=int,
-        metavar="BATCHES",
-        help="backlog batches left out of the figures while the JVM's JIT compiles (default: the first third, at "
-        "least one)",
-    )
-    parser.add_argument(
-        "--duration",
-        type=float,
-        default=0,
-        metavar="SECONDS",
-        help="real-time mode for this long instead of the backlog (600 = the memory run)",
+        "--duration", type=float, default=0, metavar="SECONDS", help="real time for this long instead (600: memory)"
     )
     parser.add_argument("--trigger", type=float, default=5.0, help="real-time trigger interval (default 5 s)")
     parser.add_argument("--buckets", type=int, default=16, help="state keys (default 16)")
