@@ -435,11 +435,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="isrwatch bench stream", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    backlog = parser.add_argument_group("backlog (the default mode)")
-    backlog.add_argument("--events", type=int, default=5_000_000, help="events to generate (default 5,000,000)")
-    backlog.add_argument("--files", type=int, default=100, help="files to spread them over (default 100)")
-    backlog.add_argument("--files-per-batch", type=int, default=8, help="files per micro-batch (default 8)")
-    backlog.add_argument("--warmup", type=int, metavar="BATCHES", help="batches left out (default: the first third)")
+    queue = parser.add_argument_group("backlog (the default mode)")
+    queue.add_argument("--events", type=int, default=5_000_000, help="events to generate (default 5,000,000)")
+    queue.add_argument("--files", type=int, default=100, help="files to spread them over (default 100)")
+    queue.add_argument("--files-per-batch", type=int, default=8, help="files per micro-batch (default 8)")
+    queue.add_argument("--warmup", type=int, metavar="BATCHES", help="batches left out (default: the first third)")
     parser.add_argument("--shape", choices=SHAPES, default="synthetic", help="event shape (default synthetic)")
     parser.add_argument("--partitions", type=int, default=10_000, help="partitions, RF 3 (default 10,000)")
     parser.add_argument(
