@@ -79,18 +79,6 @@ class Lines(NamedTuple):
     last: np.ndarray  # bool: a file's last line, a beacon whatever its seq
 
     @classmethod
-    def of(cls, parts: list[Lines]) -> Lines:
-        if len(parts) == 1:
-            return parts[0]
-        return cls(
-            [raw for part in parts for raw in part.raw],
-            *(
-                np.concatenate([getattr(part, column) for part in parts])
-                for column in ("seq", "arrival", "received", "last")
-            ),
-        )
-
-    @classmethod
     def of_file(cls, value: bytes, received: int, rank: int) -> Lines:
         """A whole file's non-blank lines, numbered from 1 (the number is the seq); `rank` orders files for the
         arrival tie-breaker."""
@@ -243,42 +231,41 @@ def route(lines: Lines, ids: list[int], until: int | None = None) -> dict[int, R
     return out
 
 
-def lines_of(batch: pa.RecordBatch, ranks: dict[str, int] | None) -> Lines:
-    """A source batch's lines: whole files (`part` < 0, named `origin`) and Kafka records (topic `origin`)."""
+def lines_of(batch: pa.RecordBatch, ranks: dict[str, int] | None) -> Iterator[Lines]:
+    """A source batch's lines: each whole file's (`part` < 0, named `origin`) on its own, then the Kafka records'
+    (topic `origin`). A file at a time: routing a few files' lines at once costs a third more per line."""
     files = pc.less(batch.column("part"), 0)
-    parts = []
     if pc.any(files).as_py():
         chosen = batch.filter(files)
         received = _received(chosen.column("received")).tolist()
         for value, origin, at in zip(
             chosen.column("value").to_pylist(), chosen.column("origin").to_pylist(), received, strict=True
         ):
-            parts.append(Lines.of_file(value, at, ranks[origin] if ranks else hash31(origin)))
+            yield Lines.of_file(value, at, ranks[origin] if ranks else hash31(origin))
     if not pc.all(files).as_py():
-        parts.append(Lines.of_records(batch.filter(pc.invert(files))))
-    return Lines.of(parts)
+        yield Lines.of_records(batch.filter(pc.invert(files)))
 
 
 def frame_batches(
     batches: Iterator[pa.RecordBatch], ids: list[int], ranks: dict[str, int] | None, until: int | None
 ) -> Iterator[pa.RecordBatch]:
     """The `mapInArrow` function: source rows (value, origin, part, offset, received) to packed rows (bucket,
-    lines, data); `lines` counts the input lines once (on the first row of each source batch)."""
+    lines, data); `lines` counts the input lines once (on the first row of each file or of the records)."""
     for batch in batches:
         if not batch.num_rows:
             continue
-        lines = lines_of(batch, ranks)
-        routed = route(lines, ids, until)
-        if routed:
-            buckets = sorted(routed)
-            yield pa.RecordBatch.from_arrays(
-                [
-                    pa.array(buckets, pa.int32()),
-                    pa.array([len(lines.raw)] + [0] * (len(buckets) - 1), pa.int64()),
-                    pa.array([pack(routed[b]) for b in buckets], pa.binary()),
-                ],
-                schema=_FRAMED,
-            )
+        for lines in lines_of(batch, ranks):
+            routed = route(lines, ids, until)
+            if routed:
+                buckets = sorted(routed)
+                yield pa.RecordBatch.from_arrays(
+                    [
+                        pa.array(buckets, pa.int32()),
+                        pa.array([len(lines.raw)] + [0] * (len(buckets) - 1), pa.int64()),
+                        pa.array([pack(routed[b]) for b in buckets], pa.binary()),
+                    ],
+                    schema=_FRAMED,
+                )
 
 
 def unpack(data: bytes) -> Routed:
