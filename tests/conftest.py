@@ -42,11 +42,20 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return request.getfixturevalue("postgres_url")
 
 
+# Lab tests whose work reads the events topic from its start: they run first of the lab tests, while it is short.
+LAB_FIRST = ("tests/streaming/cli/test_demo_real.py::",)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests on the Kafka lab run last: the lab (four brokers, ZooKeeper, a producer: about half a core)
-    is started on first use and runs until the session ends, so every other test runs before it exists. The
-    reality suite runs after every other lab test: it audits the faults they ran (tests/lab.py FAULT_LOG)."""
-    items.sort(key=lambda item: ("lab" in getattr(item, "fixturenames", ()), "tests/reality/" in item.nodeid))
+    """Tests on the Kafka lab run last: the lab (four brokers, ZooKeeper, a producer: about half a core) is started
+    on first use and runs until the session ends, so every other test runs before it exists. The reality suite runs
+    after every other lab test: it audits the faults they ran (tests/lab.py FAULT_LOG)."""
+
+    def order(item: pytest.Item) -> tuple[bool, bool, bool]:
+        uses = getattr(item, "fixturenames", ())
+        return "lab" in uses, not item.nodeid.startswith(LAB_FIRST), "tests/reality/" in item.nodeid
+
+    items.sort(key=order)
 
 
 @pytest.fixture(scope="session")
