@@ -53,19 +53,15 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return request.getfixturevalue("postgres_url")
 
 
-# Lab tests whose work reads the events topic from its start: they run first of the lab tests, while it is short.
-LAB_FIRST = ("tests/streaming/cli/test_demo_real.py::",)
-
-
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Tests on the Kafka lab run last: the lab (four brokers, ZooKeeper, a producer: about half a core) is started
     on first use and runs until the session ends, so every other test runs before it exists. Tests on the
     session's stream (the agent's tests, the reality suite) run after every other lab test: it covers the faults
     they ran (tests/lab.py FAULT_LOG)."""
 
-    def order(item: pytest.Item) -> tuple[bool, bool, bool]:
+    def order(item: pytest.Item) -> tuple[bool, bool]:
         uses = getattr(item, "fixturenames", ())
-        return "lab" in uses, not item.nodeid.startswith(LAB_FIRST), "streamed" in uses
+        return "lab" in uses, "streamed" in uses
 
     items.sort(key=order)
 
