@@ -32,6 +32,7 @@ _ARROW = pa.schema(
 Offsets = dict[str, dict[str, int]]
 T = TypeVar("T")
 RETRY_PAUSES_S = (1, 2, 5, 10, 30)  # then every 30 s: a broker that is down does not fail the query
+BOOTSTRAP_TIMEOUT_MS = 10_000  # as the Java client's socket.connection.setup.timeout.ms
 
 
 def retrying(bootstrap: str, what: str, attempt: Callable[[], T]) -> T:
@@ -62,10 +63,17 @@ class KafkaRange(InputPartition):
 
 
 def _consumer(bootstrap: str, **settings: Any) -> Any:
+    """A consumer that gives up bootstrapping after BOOTSTRAP_TIMEOUT_MS (kafka-python's default: 30 s), so that an
+    unreachable Kafka is said on stderr, and tried again, within seconds."""
     from kafka import KafkaConsumer
 
     return KafkaConsumer(
-        bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None, auto_offset_reset="earliest", **settings
+        bootstrap_servers=bootstrap,
+        enable_auto_commit=False,
+        group_id=None,
+        auto_offset_reset="earliest",
+        bootstrap_timeout_ms=BOOTSTRAP_TIMEOUT_MS,
+        **settings,
     )
 
 

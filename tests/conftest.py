@@ -1,5 +1,6 @@
 """Fixtures shared by every test room: one Spark session, a private PostgreSQL server, a store URL on each
-backend, and one real Kafka lab (ZooKeeper, 3 brokers, a monitor broker) for the session."""
+backend, and one real Kafka lab (ZooKeeper, 3 brokers, a monitor broker) for the session, with its shared fault
+runs and the one stream over its events topic (tests/lab.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,17 @@ from pathlib import Path
 import pytest
 
 from streaming.lab.cluster import Lab, LabSpec
-from tests.lab import project_agent, running_lab, session_spec
+from tests.lab import (
+    Restart,
+    Stall,
+    Streamed,
+    project_agent,
+    run_restart,
+    run_stall,
+    running_lab,
+    session_spec,
+    stream_session,
+)
 from tests.pg import fresh_database, postgres_server
 
 
@@ -43,10 +54,16 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests on the Kafka lab run last: the lab (four brokers, ZooKeeper, a producer: about half a core)
-    is started on first use and runs until the session ends, so every other test runs before it exists. The
-    reality suite runs after every other lab test: it audits the faults they ran (tests/lab.py FAULT_LOG)."""
-    items.sort(key=lambda item: ("lab" in getattr(item, "fixturenames", ()), "tests/reality/" in item.nodeid))
+    """Tests on the Kafka lab run last: the lab (four brokers, ZooKeeper, a producer: about half a core) is started
+    on first use and runs until the session ends, so every other test runs before it exists. Tests on the
+    session's stream (the agent's tests, the reality suite) run after every other lab test: it covers the faults
+    they ran (tests/lab.py FAULT_LOG)."""
+
+    def order(item: pytest.Item) -> tuple[bool, bool]:
+        uses = getattr(item, "fixturenames", ())
+        return "lab" in uses, "streamed" in uses
+
+    items.sort(key=order)
 
 
 @pytest.fixture(scope="session")
@@ -63,3 +80,25 @@ def lab(lab_spec: LabSpec, tmp_path_factory: pytest.TempPathFactory) -> Iterator
     """
     with running_lab(tmp_path_factory.mktemp("lab"), lab_spec) as running:
         yield running
+
+
+@pytest.fixture(scope="session")
+def session_stall(lab: Lab) -> Stall:
+    """The session's one stall (tests/lab.py run_stall), for the lab's and the agent's tests."""
+    return run_stall(lab)
+
+
+@pytest.fixture(scope="session")
+def session_restart(lab: Lab) -> Restart:
+    """The session's one kill, restart and preferred election (tests/lab.py run_restart)."""
+    return run_restart(lab)
+
+
+@pytest.fixture(scope="session")
+def streamed(
+    lab: Lab, spark, session_stall: Stall, session_restart: Restart, tmp_path_factory: pytest.TempPathFactory
+) -> Streamed:
+    """Every fault kind run (the tests' own first), then `isrwatch run --profile agent` over all the agents sent;
+    the events are kept in the session's base temp dir (`reality-events.jsonl`)."""
+    kept = tmp_path_factory.getbasetemp() / "reality-events.jsonl"
+    return stream_session(lab, tmp_path_factory.mktemp("session-stream"), kept)

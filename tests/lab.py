@@ -6,11 +6,19 @@ Every monitored broker runs the project's isrwatch-agent (built with Maven when 
 to the monitor broker's `isrwatch.events`. Suites that need other lab settings (another lag) extend
 `session_spec()` or override the `lab_spec` fixture in tests/conftest.py; fault tests leave the cluster healthy
 (`wait_healthy`).
+
+Faults are slow (a stall 10 s and its recovery, a kill the 18 s ZooKeeper session and a restart), so each runs once
+a session: the stall and the kill-restart-election (`run_stall`, `run_restart`, session fixtures in conftest) record
+what ZooKeeper showed during them for the lab's tests and when they happened for the agent's; `stream_session`
+runs the fault kinds no test ran (`run_missing_faults`), then one `isrwatch run --profile agent` over everything the
+agents sent, which the agent's tests and the reality suite read.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import json
 import subprocess
 import sys
 import time
@@ -20,8 +28,12 @@ from pathlib import Path
 
 import pytest
 
+from state.config import Config
+from state.store import open_store
+from streaming.lab import faults
 from streaming.lab.cluster import (
     CHROOT,
+    EVENTS_TOPIC,
     PROJECT_AGENT,
     Lab,
     LabError,
@@ -45,6 +57,11 @@ States = dict[tuple[str, int], PartitionState]
 LAG_MS = 5000
 # The agent's counters (written, dropped, failed) in each broker's stdout.log every 10 s, not once a minute.
 AGENT_OPTIONS = (("stats.interval.ms", "10000"),)
+STALLED = 3  # the session stall's broker
+STALL_S = 10
+# After the last fault: every batch sent (linger 5 s + a run) and, for the stream, the cluster's newest event past
+# it by the lateness (5 s) plus the audit window (the lag, 5 s).
+QUIET_S = 15
 
 
 @dataclass
@@ -222,3 +239,227 @@ def led(now: States, broker: int) -> set[tuple[str, int]]:
 def active_controller(lab: Lab) -> tuple[int | None, int]:
     with zookeeper(lab.zookeeper) as zk:
         return controller(zk)
+
+
+def process_state(pid: int, until: str | None = None) -> str:
+    """The process's state letter (T: stopped), after waiting up to 5 s for `until` (signals land asynchronously)."""
+    deadline = time.monotonic() + 5
+    while True:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        if until is None or state == until or time.monotonic() > deadline:
+            return state
+        time.sleep(0.05)
+
+
+def report(what: str, seconds: float) -> None:
+    print(f"\n  {what}: {seconds:.1f} s", flush=True)
+
+
+def stall_over(lab: Lab) -> None:
+    """Until the stall's helper has sent SIGCONT and gone (on a loaded machine, later than its --seconds)."""
+    [fault] = [f for f in current(lab).faults if f.kind == "stall"]
+    fault_over(lab, "stall", timeout=(fault.ends_ms + 30_000) / 1000 - time.time())
+
+
+@dataclass
+class Stall:
+    """The session's stall of one broker for STALL_S, with what ZooKeeper showed during it (epoch ms: the brokers'
+    clocks are this machine's)."""
+
+    broker: int
+    said: str
+    state: str  # the broker's process state once SIGSTOP landed (T)
+    before: States
+    follows: set[tuple[str, int]]  # the partitions it followed
+    shrunk: States  # once every leader it follows had shrunk it
+    registered: bool  # still registered in ZooKeeper while stopped (a stall, not a crash)
+    stall_ms: tuple[int, int]  # after SIGSTOP was sent, before SIGCONT (the helper sleeps once `ends_ms` was set)
+    over_ms: int  # its helper gone
+    window: FaultWindow
+
+
+def run_stall(lab: Lab, broker: int = STALLED) -> Stall:
+    wait_healthy(lab)
+    before = states(lab)
+    follows = followed(before, broker)
+    window = fault_begins("stall")
+    said = faults.stall(Path(lab.dir), broker, STALL_S)
+    stopped_ms = int(time.time() * 1000)
+    state = process_state(current(lab).broker(broker).pid, until="T")
+    [fault] = [f for f in current(lab).faults if f.kind == "stall"]
+    took, shrunk = wait_for(
+        lab,
+        f"broker {broker} out of the ISR of the partitions it follows",
+        lambda s: all(broker not in s[k].isr for k in follows),
+        timeout=40,
+    )
+    report(f"stall: broker {broker} out of the ISR of all {len(follows)} partitions it follows after", took)
+    with zookeeper(lab.zookeeper) as zk:
+        registered = broker in registered_brokers(zk, CHROOT)
+    stall_over(lab)
+    over_ms = int(time.time() * 1000)
+    report("stall: every ISR full again after SIGCONT", wait_healthy(lab))
+    window.over()
+    return Stall(broker, said, state, before, follows, shrunk, registered, (stopped_ms, fault.ends_ms), over_ms, window)
+
+
+@dataclass
+class Restart:
+    """The session's kill of a broker (neither the controller nor the stalled one) that leads partitions, its
+    restart, and the preferred election that gave its leaderships back, with what ZooKeeper showed after each."""
+
+    broker: int
+    controller: int | None
+    before: States
+    leads: set[tuple[str, int]]
+    kill_said: str
+    killed_ms: int  # before SIGKILL was sent
+    dead: bool  # not alive right after the kill
+    moved: States  # once its leaderships moved and it left every ISR
+    registered: bool  # still registered in ZooKeeper then
+    restart_said: str
+    restarted: States  # healthy again after the restart
+    window: FaultWindow  # the kill and restart, to healthy
+    elect_said: str
+    elected: States  # as the election answered
+    healthy: States  # healthy again after the election
+
+
+def run_restart(lab: Lab, stalled: int = STALLED) -> Restart:
+    wait_healthy(lab)
+    active, _ = active_controller(lab)
+    before = states(lab)
+    broker = next(b.id for b in lab.brokers if b.id not in (stalled, active) and led(before, b.id))
+    leads = led(before, broker)
+    started = time.monotonic()
+    window = fault_begins("restart")
+    killed_ms = int(time.time() * 1000)
+    kill_said = faults.kill(Path(lab.dir), broker)
+    dead = not alive(current(lab).broker(broker))
+    took, moved = wait_for(
+        lab,
+        f"broker {broker}'s leaderships moved and it left every ISR",
+        lambda s: all(s[k].leader != broker for k in leads) and all(broker not in x.isr for x in s.values()),
+        timeout=60,
+    )
+    report(f"kill: broker {broker}'s {len(leads)} leaderships moved, out of every ISR after", took)
+    with zookeeper(lab.zookeeper) as zk:
+        registered = broker in registered_brokers(zk, CHROOT)
+    restart_said = faults.restart(Path(lab.dir), broker)
+    report(f"restart: broker {broker} back in every ISR after", wait_healthy(lab))
+    window.over()
+    restarted = states(lab)
+    report("kill to healthy", time.monotonic() - started)
+    elect_window = fault_begins("elect")
+    elect_said = faults.elect(Path(lab.dir))
+    elected = states(lab)  # the election answered once done: no waiting
+    report("elect: every ISR full after", wait_healthy(lab))
+    elect_window.over()
+    return Restart(
+        broker,
+        active,
+        before,
+        leads,
+        kill_said,
+        killed_ms,
+        dead,
+        moved,
+        registered,
+        restart_said,
+        restarted,
+        window,
+        elect_said,
+        elected,
+        states(lab),
+    )
+
+
+def _slow(lab: Lab) -> str:
+    """A follower that fell behind (stalled past the lag) is throttled as it comes back: it fetches, slowly."""
+    said = faults.stall(Path(lab.dir), 3, 8)
+    stall_over(lab)
+    said += " / " + faults.slow(Path(lab.dir), 3, 12)
+    fault_over(lab, "slow")
+    return said
+
+
+def _controller_failover(lab: Lab) -> str:
+    before = active_controller(lab)[1]
+    said = faults.controller_failover(Path(lab.dir))
+    wait_for(lab, "a new controller", lambda _: active_controller(lab)[1] > before, timeout=120)
+    return said
+
+
+def _stall(lab: Lab) -> str:
+    said = faults.stall(Path(lab.dir), 2, STALL_S)
+    stall_over(lab)
+    return said
+
+
+def _restart(lab: Lab) -> str:
+    leader = next(b.id for b in lab.brokers if led(states(lab), b.id))
+    return faults.restart(Path(lab.dir), leader)
+
+
+# Every fault kind the reality suite holds isrwatch to, as run when no test of the session ran it.
+FAULTS: dict[str, Callable[[Lab], str]] = {
+    "stall": _stall,
+    "slow": _slow,
+    "restart": _restart,
+    "elect": lambda lab: faults.elect(Path(lab.dir)),
+    "controller-failover": _controller_failover,
+}
+
+
+def run_missing_faults(lab: Lab) -> None:
+    """Every fault kind the session has not run yet, once each, on a healthy cluster, waited out."""
+    done = {w.kind for w in FAULT_LOG if w.end_ms}
+    for kind, act in FAULTS.items():
+        if kind in done:
+            continue
+        wait_healthy(current(lab))
+        window = fault_begins(kind)
+        progress(f"{kind}: {act(current(lab))}")
+        wait_healthy(current(lab), timeout=180)
+        window.over()
+
+
+@dataclass
+class Streamed:
+    """`isrwatch run --profile agent` over everything the agents sent during the session, every fault kind run."""
+
+    store: str
+    records: list[Record]
+    windows: list[FaultWindow]
+    frontier: int  # the store's event time for the lab's cluster: decided up to it
+
+    @functools.cached_property
+    def events(self) -> list[dict]:
+        return [json.loads(r.value) for r in self.records]
+
+
+def stream_session(lab: Lab, workdir: Path, kept: Path) -> Streamed:
+    """Run the missing fault kinds, wait out the last one, then stream the events topic from its start into a store
+    (SQLite in `workdir`); the events are kept in `kept` (JSONL) for `isrwatch replay --profile agent`."""
+    from streaming.job import JobOptions, StreamJob
+
+    run_missing_faults(lab)
+    time.sleep(QUIET_S)
+    started = time.monotonic()
+    url = f"sqlite:///{workdir / 'isrwatch.db'}"
+    StreamJob(
+        JobOptions(
+            source=f"kafka:{lab.monitor_bootstrap}/{EVENTS_TOPIC}",
+            store=url,
+            checkpoint=str(workdir / "checkpoint"),
+            config=Config(replica_lag_time_max_ms=LAG_MS).with_profile("agent"),
+            available_now=True,
+        )
+    ).run()
+    with open_store(url) as store:
+        frontier = store.event_time().clusters[lab.cluster]
+    records = every_record(lab)
+    with kept.open("wb") as out:
+        out.writelines(r.value + b"\n" for r in records)
+    report(f"isrwatch run over the session's {len(records):,} agent events", time.monotonic() - started)
+    return Streamed(url, records, [w for w in FAULT_LOG if w.end_ms], frontier)

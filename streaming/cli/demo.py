@@ -36,6 +36,7 @@ REPLICA_FETCH_WAIT_MAX_MS = 500  # Kafka's lower bound of replica.lag.time.max.m
 # fetch that brings new data is an agent event, so the lab's default 200 records/s makes ~300 events/s, more than
 # the streaming job keeps up with on a busy 2-core machine; 20 records/s makes the story show within seconds.
 REAL_RATE = 20
+DEFAULT_LAG_MS = 6000  # --real's replica.lag.time.max.ms: the longest the story allows (story.MAX_LAG_MS)
 REAL_MAX_PER_BATCH = 5000  # Kafka records per micro-batch: the backlog of the job's start comes in small batches
 # A short lag so the story plays in minutes: a stalled follower is removed 10-15 s after it stops.
 DEMO_KAFKA = {"replica_lag_time_max_ms": 10_000, "min_insync_replicas_by_topic": {"orders": 2, "payments": 2}}
@@ -251,6 +252,9 @@ def _narrator() -> Callable[[str], None]:
 def main(args: argparse.Namespace) -> int:
     if args.real:
         return real_main(args)
+    for name, value in (("--lag-ms", args.lag_ms), ("--lab-dir", args.lab_dir)):
+        if value is not None:
+            raise ConfigError(f"{name}: only with --real (a story on real brokers)")
     if args.speed <= 0:
         raise ConfigError("--speed: must be > 0 (the demo runs in real time, or faster)")
     workdir = Path(args.dir)
@@ -320,64 +324,104 @@ def main(args: argparse.Namespace) -> int:
     return code
 
 
+def _attached_lab(args: argparse.Namespace) -> tuple[Path, int]:
+    """--lab-dir: a running lab whose brokers run isrwatch-agent; the story plays at the lab's own lag."""
+    from streaming.lab.cluster import LAB_JSON, LabError, alive, load
+
+    if not (Path(args.lab_dir) / LAB_JSON).is_file():
+        raise ConfigError(f"--lab-dir {args.lab_dir}: no lab there (start one: isrwatch lab up --agent --dir DIR)")
+    try:
+        lab = load(Path(args.lab_dir))
+    except LabError as exc:
+        raise ConfigError(f"--lab-dir {args.lab_dir}: {exc}") from None
+    if not alive(lab.zookeeper_process):
+        raise ConfigError(f"--lab-dir {args.lab_dir}: the lab there is not running (isrwatch lab up --agent)")
+    if lab.agent is None:
+        raise ConfigError(f"--lab-dir {args.lab_dir}: its brokers run no isrwatch-agent (isrwatch lab up --agent)")
+    if args.lag_ms is not None and args.lag_ms != lab.replica_lag_time_max_ms:
+        raise ConfigError(
+            f"--lag-ms {args.lag_ms}: the lab in {args.lab_dir} runs with replica.lag.time.max.ms "
+            f"{lab.replica_lag_time_max_ms}; leave --lag-ms out with --lab-dir"
+        )
+    return Path(lab.dir), lab.replica_lag_time_max_ms
+
+
 def real_main(args: argparse.Namespace) -> int:
     """`isrwatch demo --real`: the story on the lab's real brokers, each with isrwatch-agent, read by the streaming
-    job from the monitor broker's events topic."""
+    job from the monitor broker's events topic. With --lab-dir, on a lab already running there, left running."""
     from streaming.lab import story
-    from streaming.lab.cluster import PROJECT_AGENT, ZOOKEEPER_SESSION_TIMEOUT_MS, LabError, LabSpec, down, up
+    from streaming.lab.cluster import (
+        LAB_JSON,
+        PROJECT_AGENT,
+        ZOOKEEPER_SESSION_TIMEOUT_MS,
+        LabError,
+        LabSpec,
+        down,
+        load,
+        up,
+    )
 
-    if not REPLICA_FETCH_WAIT_MAX_MS <= args.lag_ms <= story.MAX_LAG_MS:
+    workdir = Path(args.dir)
+    attached = args.lab_dir is not None
+    if attached:
+        lab_dir, lag_ms = _attached_lab(args)
+    else:
+        lab_dir, lag_ms = (workdir / "lab").resolve(), DEFAULT_LAG_MS if args.lag_ms is None else args.lag_ms
+    if not REPLICA_FETCH_WAIT_MAX_MS <= lag_ms <= story.MAX_LAG_MS:
         raise ConfigError(
-            f"--lag-ms {args.lag_ms}: must be {REPLICA_FETCH_WAIT_MAX_MS}..{story.MAX_LAG_MS}: the stall must outlast "
+            f"--lag-ms {lag_ms}{' (the lab in --lab-dir)' if attached else ''}: must be "
+            f"{REPLICA_FETCH_WAIT_MAX_MS}..{story.MAX_LAG_MS}: the stall must outlast "
             "1.5 x the lag to be shrunk, and stay within 12 s (2/3 of the brokers' ZooKeeper session)"
         )
-    workdir = Path(args.dir)
-    lab_dir = (workdir / "lab").resolve()
     base = f"http://127.0.0.1:{args.port}"
     started = time.monotonic()
     say = _narrator()
     _fresh(workdir)
     store = f"sqlite:///{(workdir / 'isrwatch.db').resolve()}"
-    spec = LabSpec(lag_ms=args.lag_ms, rate=REAL_RATE, agent=str(PROJECT_AGENT))
     print(
-        f"isrwatch demo --real: {spec.brokers} Kafka 3.9 brokers (ZooKeeper mode) on loopback, each with "
-        "isrwatch-agent, the streaming job reading the agents' events and the API, all on this machine.\n"
+        f"isrwatch demo --real: {'the lab in ' + str(lab_dir) + ': ' if attached else ''}Kafka 3.9 brokers "
+        "(ZooKeeper mode) on loopback, each with isrwatch-agent, the streaming job reading the agents' events and the "
+        "API, all on this machine.\n"
         f"  status page   {base}/\n"
         f"  API           {base}/docs   metrics {base}/metrics   broker writes {base}/v1/observed\n"
-        f"  files         {workdir}/ (lab/, isrwatch.db, job.log, api.log)\n"
-        f"The story (replica.lag.time.max.ms = {args.lag_ms / 1000:g} s; KAFKA lines are ZooKeeper's truth, "
+        f"  files         {workdir}/ ({'' if attached else 'lab/, '}isrwatch.db, job.log, api.log)\n"
+        f"The story (replica.lag.time.max.ms = {lag_ms / 1000:g} s; KAFKA lines are ZooKeeper's truth, "
         "SHRINK/EXPAND/BATCH isrwatch's view):",
         flush=True,
     )
-    for line in story.plan(args.lag_ms, ZOOKEEPER_SESSION_TIMEOUT_MS):
+    for line in story.plan(lag_ms, ZOOKEEPER_SESSION_TIMEOUT_MS):
         print(f"  {line}", flush=True)
-    print("Press Ctrl-C to stop.", flush=True)
+    print(
+        "Press Ctrl-C to stop." + (" The lab keeps running (`isrwatch lab down` stops it)." if attached else ""),
+        flush=True,
+    )
 
     stop = threading.Event()
     _stop_on_signals(stop)
     children: list[Child] = []
     teller: threading.Thread | None = None
-    summary: Summary | None = None
-    lab_up = False
+    summary = Summary(Api(base), int(time.time() * 1000), say)  # what happens from now on
     code = 0
     try:
-        say("starting the lab (30-60 s; Kafka's jars come from Maven Central on first use)...")
-        lab = up(lab_dir, spec, lambda message: say(f"lab: {message}"))
-        lab_up = True
-        summary = Summary(Api(base), lab.started_ms, say)
+        if attached:
+            lab = load(lab_dir)
+        else:
+            say("starting the lab (30-60 s; Kafka's jars come from Maven Central on first use)...")
+            spec = LabSpec(lag_ms=lag_ms, rate=REAL_RATE, agent=str(PROJECT_AGENT))
+            lab = up(lab_dir, spec, lambda message: say(f"lab: {message}"))
         source = [
             "--source",
             f"kafka:{lab.monitor_bootstrap}/{lab.events_topic}",
             "--profile",
             "agent",
             "--set",
-            f"replica_lag_time_max_ms={args.lag_ms}",
+            f"replica_lag_time_max_ms={lag_ms}",
             "--max-per-batch",
             str(REAL_MAX_PER_BATCH),
         ]
         _start_job_and_api(workdir, store, args.port, source, children)
         say("the streaming job is starting Spark (10-20 s); the story begins")
-        teller = threading.Thread(target=story.Story(lab_dir, args.lag_ms, say, stop).run, name="story", daemon=True)
+        teller = threading.Thread(target=story.Story(lab_dir, lag_ms, say, stop).run, name="story", daemon=True)
         teller.start()
         code = _watch(children, summary, say, stop, None if args.duration is None else started + args.duration)
     except KeyboardInterrupt:
@@ -387,20 +431,21 @@ def real_main(args: argparse.Namespace) -> int:
         code = 2
     finally:
         stop.set()
-        say("stopping: the story, streaming job, API, lab...")
+        say(f"stopping: the story, streaming job, API{', lab' if not attached else ''}...")
         if teller is not None:
             teller.join(timeout=30)
         for child in children:
             child.stop()
-        if lab_up:
+        # The lab this demo started (lab.json's start time is past the demo's), even if Ctrl-C came as `up` returned.
+        if not attached and (lab_dir / LAB_JSON).exists() and load(lab_dir).started_ms >= summary.start:
             down(lab_dir, lambda message: say(f"lab: {message}"))
-    if summary is not None:
-        c = summary.counts
-        say(
-            f"stopped. {c['shrink']} shrinks, {c['expand']} expands, {c['leader_and_isr']} LeaderAndIsr accepted, "
-            f"{c['batches']} ISR-change batches, {c['divergences']} divergences from the brokers. The store stays in "
-            f"{workdir}/isrwatch.db (`isrwatch serve --store {store}`), the lab's logs in {lab_dir}."
-        )
+    c = summary.counts
+    say(
+        f"stopped. {c['shrink']} shrinks, {c['expand']} expands, {c['leader_and_isr']} LeaderAndIsr accepted, "
+        f"{c['batches']} ISR-change batches, {c['divergences']} divergences from the brokers. The store stays in "
+        f"{workdir}/isrwatch.db (`isrwatch serve --store {store}`), the lab's logs in {lab_dir}"
+        + (" (still running)." if attached else ".")
+    )
     return code
 
 
@@ -434,6 +479,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--lag-ms",
         type=int,
-        default=6000,
-        help="--real: the brokers' replica.lag.time.max.ms (500..6000, default 6000)",
+        help=f"--real: the brokers' replica.lag.time.max.ms (500..6000, default {DEFAULT_LAG_MS}; with --lab-dir "
+        "the lab's own)",
+    )
+    p.add_argument(
+        "--lab-dir",
+        metavar="DIR",
+        help="--real: play the story on the lab already running in DIR (`isrwatch lab up --agent --dir DIR`) "
+        "instead of starting one in DIR/lab; its faults are real (broker 2 stalled, broker 3 restarted, an "
+        "election), the streaming job reads its events topic from the start, and the lab keeps running after "
+        "the demo stops",
     )

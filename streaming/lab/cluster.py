@@ -795,11 +795,14 @@ def _wait_for_load(lab: Lab, timeout: float) -> None:
     consumer = KafkaConsumer(bootstrap_servers=lab.bootstrap_servers.split(","), client_id="isrwatch-lab")
     try:
         partitions = [TopicPartition(t, p) for t, n in lab.topics.items() for p in range(n)]
-        wait_until(
-            "the producer's records in every partition",
-            lambda: all(offset > 0 for offset in consumer.end_offsets(partitions).values()),
-            timeout,
-        )
+
+        def loaded() -> bool:
+            try:
+                return all(offset > 0 for offset in consumer.end_offsets(partitions).values())
+            except KeyError:  # the client's metadata lacks a partition created a moment ago: ask again
+                return False
+
+        wait_until("the producer's records in every partition", loaded, timeout)
     finally:
         consumer.close()
 

@@ -9,7 +9,8 @@ fault the issue names (tests/lab.py FAULT_LOG; run alone, this module runs the m
 - a controller failover (a new controller epoch; stale epochs),
 
 then `isrwatch run` streams everything the agents sent during the session (Spark's Kafka source over
-`isrwatch.events`, `--profile agent`) into a store, and the suite holds isrwatch to what the brokers did:
+`isrwatch.events`, `--profile agent`) into a store (tests/lab.py stream_session, the `streamed` fixture the agent's
+tests share), and the suite holds isrwatch to what the brokers did:
 - its shrink/expand decisions and propagation batches equal the brokers' own (`isr_updated`,
   `isr_change_propagated`): the audit finds no divergence but `timing`;
 - at the end, the ISR and leader `GET /v1/partitions/{t}/{p}/isr` returns equal ZooKeeper's
@@ -26,9 +27,7 @@ import datetime
 import json
 import re
 import sys
-import time
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,26 +35,10 @@ import httpx
 import msgspec
 import pytest
 
-from state.config import Config
 from state.store import open_store
-from streaming.job import JobOptions, StreamJob
-from streaming.lab import faults
-from streaming.lab.cluster import EVENTS_TOPIC, Lab
+from streaming.lab.cluster import Lab
 from tests.api.test_status_page import serving
-from tests.lab import (
-    FAULT_LOG,
-    LAG_MS,
-    FaultWindow,
-    active_controller,
-    current,
-    every_record,
-    fault_begins,
-    fault_over,
-    led,
-    states,
-    wait_for,
-    wait_healthy,
-)
+from tests.lab import FAULTS, LAG_MS, FaultWindow, Streamed, current, states
 from tests.streaming.test_run import drain
 
 SHRINKING = re.compile(
@@ -63,9 +46,6 @@ SHRINKING = re.compile(
     r"Shrinking ISR from (?P<before>[\d,]+) to (?P<after>[\d,]+)\.",
     re.M,
 )
-# After the last fault: every batch sent (linger 5 s + a run) and, for the stream, the cluster's newest event past
-# it by the lateness (5 s) plus the audit window (the lag, 5 s).
-QUIET_S = 15
 
 
 @dataclass
@@ -85,86 +65,10 @@ def say(message: str) -> None:
     print(f"reality: {message}", file=sys.stderr, flush=True)
 
 
-def stall_over(lab: Lab) -> None:
-    """Until the stall's helper has sent SIGCONT and gone (on a loaded machine, later than its --seconds)."""
-    [fault] = [f for f in current(lab).faults if f.kind == "stall"]
-    fault_over(lab, "stall", timeout=(fault.ends_ms + 30_000) / 1000 - time.time())
-
-
-def _stall(lab: Lab) -> str:
-    said = faults.stall(Path(lab.dir), 2, 10)
-    stall_over(lab)
-    return said
-
-
-def _slow(lab: Lab) -> str:
-    """A follower that fell behind (stalled past the lag) is throttled as it comes back: it fetches, slowly."""
-    said = faults.stall(Path(lab.dir), 3, 8)
-    stall_over(lab)
-    said += " / " + faults.slow(Path(lab.dir), 3, 12)
-    fault_over(lab, "slow")
-    return said
-
-
-def _restart(lab: Lab) -> str:
-    leader = next(b.id for b in lab.brokers if led(states(lab), b.id))
-    return faults.restart(Path(lab.dir), leader)
-
-
-def _controller_failover(lab: Lab) -> str:
-    before = active_controller(lab)[1]
-    said = faults.controller_failover(Path(lab.dir))
-    wait_for(lab, "a new controller", lambda _: active_controller(lab)[1] > before, timeout=120)
-    return said
-
-
-FAULTS: dict[str, Callable[[Lab], str]] = {
-    "stall": _stall,
-    "slow": _slow,
-    "restart": _restart,
-    "elect": lambda lab: faults.elect(Path(lab.dir)),
-    "controller-failover": _controller_failover,
-}
-
-
-def run_missing_faults(lab: Lab) -> None:
-    """Every fault kind the session has not run yet, once each, on a healthy cluster, waited out."""
-    done = {w.kind for w in FAULT_LOG if w.end_ms}
-    for kind, act in FAULTS.items():
-        if kind in done:
-            continue
-        wait_healthy(current(lab))
-        window = fault_begins(kind)
-        say(f"{kind}: {act(current(lab))}")
-        wait_healthy(current(lab), timeout=180)
-        window.over()
-
-
 @pytest.fixture(scope="module")
-def reality(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Reality:
-    run_missing_faults(lab)
-    windows = [w for w in FAULT_LOG if w.end_ms]
-    assert {w.kind for w in windows} >= set(FAULTS), windows
-    time.sleep(QUIET_S)
-    started = time.monotonic()
-    url = f"sqlite:///{tmp_path_factory.mktemp('reality') / 'isrwatch.db'}"
-    StreamJob(
-        JobOptions(
-            source=f"kafka:{lab.monitor_bootstrap}/{EVENTS_TOPIC}",
-            store=url,
-            checkpoint=str(tmp_path_factory.mktemp("reality-checkpoint")),
-            config=Config(replica_lag_time_max_ms=LAG_MS).with_profile("agent"),
-            available_now=True,
-        )
-    ).run()
-    with open_store(url) as store:
-        frontier = store.event_time().clusters[lab.cluster]
-    # What the agents sent, for `isrwatch replay --profile agent` when a divergence needs explaining.
-    records = every_record(lab)
-    with (tmp_path_factory.getbasetemp() / "reality-events.jsonl").open("wb") as out:
-        out.writelines(r.value + b"\n" for r in records)
-    say(f"isrwatch run over the session's {len(records):,} agent events took {time.monotonic() - started:.1f} s")
-    return Reality(current(lab), url, windows, frontier)
+def reality(lab: Lab, streamed: Streamed) -> Reality:
+    assert {w.kind for w in streamed.windows} >= set(FAULTS), streamed.windows
+    return Reality(current(lab), streamed.store, streamed.windows, streamed.frontier)
 
 
 def stored(reality: Reality, what: str, **filters: object) -> list[dict]:

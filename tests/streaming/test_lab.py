@@ -30,31 +30,21 @@ from streaming.lab.cluster import (
 )
 from tests.lab import (
     LAG_MS,
+    Restart,
+    Stall,
     active_controller,
     current,
     fault_begins,
     fault_over,
     followed,
     led,
+    process_state,
     progress,
+    report,
     states,
     wait_for,
     wait_healthy,
 )
-
-
-def report(what: str, seconds: float) -> None:
-    print(f"\n  {what}: {seconds:.1f} s", flush=True)
-
-
-def process_state(pid: int, until: str | None = None) -> str:
-    """The process's state letter (T: stopped), after waiting up to 5 s for `until` (signals land asynchronously)."""
-    deadline = time.monotonic() + 5
-    while True:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        if until is None or state == until or time.monotonic() > deadline:
-            return state
-        time.sleep(0.05)
 
 
 def broker_configs(lab: Lab, broker: int, names: list[str]) -> dict[str, str | None]:
@@ -158,30 +148,17 @@ def test_up_agent_without_a_jar_takes_the_project_agent_and_names_make_agent_whe
     assert not (tmp_path / "lab").exists()  # nothing started
 
 
-def test_stall_drops_the_paused_broker_from_the_isr_of_every_partition_it_follows(lab: Lab):
-    wait_healthy(lab)
-    before = states(lab)
-    stalled = 3
-    follows = followed(before, stalled)
-    window = fault_begins("stall")
-    said = faults.stall(Path(lab.dir), stalled, 10)
-    assert "SIGSTOP" in said and "warning" not in said
-    assert process_state(current(lab).broker(stalled).pid, until="T") == "T"
-    took, now = wait_for(
-        lab,
-        f"broker {stalled} out of the ISR of the partitions it follows",
-        lambda s: all(stalled not in s[k].isr for k in follows),
-        timeout=40,
-    )
-    report(f"stall: broker {stalled} out of the ISR of all {len(follows)} partitions it follows after", took)
-    for key in follows:  # the leaders shrank their ISRs: same leader and leader epoch, a new partition epoch
+def test_stall_drops_the_paused_broker_from_the_isr_of_every_partition_it_follows(session_stall: Stall):
+    stall = session_stall  # run once for the session (tests/lab.py run_stall): the agent's tests read it too
+    assert "SIGSTOP" in stall.said and "warning" not in stall.said
+    assert stall.state == "T"
+    assert stall.follows
+    before, now = stall.before, stall.shrunk
+    for key in stall.follows:  # the leaders shrank their ISRs: same leader and leader epoch, a new partition epoch
         assert now[key].leader == before[key].leader and now[key].leader_epoch == before[key].leader_epoch
         assert now[key].leader in now[key].isr and now[key].partition_epoch > before[key].partition_epoch
-    with zookeeper(lab.zookeeper) as zk:  # a stall, not a crash: its ZooKeeper session lives on
-        assert stalled in registered_brokers(zk, CHROOT)
-    fault_over(lab, "stall")
-    report("stall: every ISR full again after SIGCONT", wait_healthy(lab))
-    window.over()
+    assert stall.registered  # a stall, not a crash: its ZooKeeper session lived on
+    assert stall.window.end_ms  # every ISR full again after SIGCONT
 
 
 def test_slow_keeps_a_follower_that_fell_behind_fetching_but_out_of_the_isr(lab: Lab):
@@ -237,45 +214,24 @@ def test_a_paused_broker_is_neither_slowed_nor_stalled_again_and_a_slow_ending_i
     report("paused broker: refusals, and a slow that ended in a stall, healthy again after", wait_healthy(lab))
 
 
-def test_kill_moves_leaderships_restart_brings_the_broker_back_and_elect_restores_leaders(lab: Lab):
-    wait_healthy(lab)
-    active, _ = active_controller(lab)
-    killed = next(b.id for b in lab.brokers if b.id != active)  # the controller's fate is the next test's
-    before = states(lab)
-    leads = led(before, killed)
+def test_kill_moves_leaderships_restart_brings_the_broker_back_and_elect_restores_leaders(session_restart: Restart):
+    run = session_restart  # run once for the session (tests/lab.py run_restart): the agent's tests read it too
+    killed, before, leads = run.broker, run.before, run.leads
+    assert killed != run.controller  # the controller's fate is the controller-failover test's
     assert leads, f"broker {killed} leads nothing: {before}"
-    started = time.monotonic()
-    window = fault_begins("restart")
-    assert "SIGKILL" in faults.kill(Path(lab.dir), killed)
-    assert not alive(current(lab).broker(killed))
-    took, now = wait_for(
-        lab,
-        f"broker {killed}'s leaderships moved and it left every ISR",
-        lambda s: all(s[k].leader != killed for k in leads) and all(killed not in x.isr for x in s.values()),
-        timeout=60,
-    )
-    report(f"kill: broker {killed}'s {len(leads)} leaderships moved, out of every ISR after", took)
+    assert "SIGKILL" in run.kill_said and run.dead
     for key in leads:  # the controller elected a new leader from the ISR, with a new leader epoch
-        assert now[key].leader in before[key].isr and now[key].leader_epoch > before[key].leader_epoch
-    with zookeeper(lab.zookeeper) as zk:
-        assert killed not in registered_brokers(zk, CHROOT)
+        assert run.moved[key].leader in before[key].isr and run.moved[key].leader_epoch > before[key].leader_epoch
+    assert all(killed not in s.isr for s in run.moved.values())
+    assert not run.registered
 
-    said = faults.restart(Path(lab.dir), killed)
-    assert "started again" in said
-    report(f"restart: broker {killed} back in every ISR after", wait_healthy(lab))
-    window.over()
-    now = states(lab)
-    assert all(now[k].leader != killed for k in leads)  # no automatic rebalance in the lab
-    report("kill to healthy", time.monotonic() - started)
+    assert "started again" in run.restart_said
+    assert all(run.restarted[k].leader != killed for k in leads)  # no automatic rebalance in the lab
+    assert all(set(s.isr) == set(s.replicas) for s in run.restarted.values())  # back in every ISR
 
-    window = fault_begins("elect")
-    said = faults.elect(Path(lab.dir))
     preferred = {k for k in leads if before[k].preferred_leader == killed}
-    assert preferred and all(f"{t}-{p} " in said for t, p in preferred), said  # named among the moved ones
-    now = states(lab)  # the election answered once done: no waiting
-    assert all(s.leader == s.preferred_leader for s in now.values()), now
-    report("elect: every ISR full after", wait_healthy(lab))
-    window.over()
+    assert preferred and all(f"{t}-{p} " in run.elect_said for t, p in preferred), run.elect_said
+    assert all(s.leader == s.preferred_leader for s in run.elected.values()), run.elected  # no waiting
 
 
 def test_controller_failover_elects_another_controller_with_a_new_epoch(lab: Lab):

@@ -8,6 +8,7 @@ import contextlib
 import signal
 import subprocess
 import sys
+import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,16 +22,11 @@ from tests.net import free_port
 LINGER, CHECK = 5000, 2500
 
 
-def start_demo(port: int, workdir: Path, *options: str) -> subprocess.Popen:
-    """`isrwatch demo` on `port` in `workdir`, its terminal output on stdout."""
-    argv = [sys.executable, "-m", "streaming.cli", "demo", "--port", str(port), "--dir", str(workdir), *options]
-    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-
-
 @contextlib.contextmanager
-def demo(port: int, workdir: Path, *options: str) -> Iterator[subprocess.Popen]:
-    """`start_demo`, killed on the way out if it still runs: a failed test leaves no demo behind."""
-    proc = start_demo(port, workdir, *options)
+def running_demo(port: int, workdir: Path, *options: str) -> Iterator[subprocess.Popen]:
+    """`isrwatch demo` on `port` in `workdir`, its terminal output on stdout; killed if still running at the end."""
+    argv = [sys.executable, "-m", "streaming.cli", "demo", "--port", str(port), "--dir", str(workdir), *options]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         yield proc
     finally:
@@ -39,16 +35,35 @@ def demo(port: int, workdir: Path, *options: str) -> Iterator[subprocess.Popen]:
             proc.wait()
 
 
-def stop_demo(proc: subprocess.Popen, port: int, out: list[str], started: dict[int, int], timeout: float) -> str:
-    """Ctrl-C: the demo must exit 0 saying where it served and that it stopped, and leave none of the processes it
-    `started` running. Returns all its terminal output (`out`, the lines read so far, first)."""
+def interrupt(proc: subprocess.Popen, port: int, timeout: float) -> tuple[dict[int, int], str]:
+    """Ctrl-C to the demo once its status page is served (the API starts within seconds of the job): the processes
+    it had started, and the rest of its output once it stopped."""
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10) as page:
+                assert b"<title>isrwatch</title>" in page.read()
+            break
+        except OSError:
+            assert time.monotonic() < deadline, "the demo's status page did not answer within 60 s"
+            time.sleep(0.5)
+    started = descendants(proc.pid)
     proc.send_signal(signal.SIGINT)
-    output = "".join(out) + proc.communicate(timeout=timeout)[0]
+    return started, proc.communicate(timeout=timeout)[0]
+
+
+def stopped_cleanly(
+    proc: subprocess.Popen, port: int, output: str, started: dict[int, int], spared: frozenset[int] = frozenset()
+) -> None:
+    """Ctrl-C stopped the demo: exit 0, its URL and `stopped.` said, nothing it started (but `spared`) left running."""
     assert proc.returncode == 0, output
     assert f"http://127.0.0.1:{port}/" in output and "stopped." in output
-    left = {pid: Path(f"/proc/{pid}/cmdline").read_bytes() for pid, at in started.items() if running(pid, at)}
+    left = {
+        pid: Path(f"/proc/{pid}/cmdline").read_bytes()
+        for pid, at in started.items()
+        if running(pid, at) and pid not in spared
+    }
     assert not left, output
-    return output
 
 
 def test_demo_shows_a_stall_becoming_a_shrink_its_batch_and_an_expand_then_stops_cleanly(tmp_path):
@@ -56,7 +71,7 @@ def test_demo_shows_a_stall_becoming_a_shrink_its_batch_and_an_expand_then_stops
     workdir = tmp_path / "demo"
     out: list[str] = []
     seen = {"shrink": False, "shrink batch": False, "expand": False, "expand batch": False}
-    with demo(port, workdir, "--speed", "2", "--duration", "170") as proc:
+    with running_demo(port, workdir, "--speed", "2", "--duration", "170") as proc:
         for line in proc.stdout:  # --duration ends the demo (and this loop) if the story never shows
             out.append(line)
             if "SHRINK" in line and "replica 2 stuck" in line:
@@ -69,11 +84,9 @@ def test_demo_shows_a_stall_becoming_a_shrink_its_batch_and_an_expand_then_stops
                 seen["expand batch"] = True
                 break
         assert all(seen.values()), "".join(out)
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10) as page:
-            assert b"<title>isrwatch</title>" in page.read()
-        started = descendants(proc.pid)
-        assert len(started) >= 3  # the job, its Spark JVM, the API
-        stop_demo(proc, port, out, started, timeout=90)
+        started, rest = interrupt(proc, port, timeout=90)
+    assert len(started) >= 3  # the job, its Spark JVM, the API
+    stopped_cleanly(proc, port, "".join(out) + rest, started)
 
     with open_store(f"sqlite:///{workdir / 'isrwatch.db'}") as store:
         decisions = msgspec.to_builtins(store.decisions(limit=1000).items)
