@@ -469,7 +469,7 @@ def _wait(what: str, check: Callable[[], bool], timeout: float, every: float = 0
 
 
 @contextlib.contextmanager
-def _isrwatch(lab_dir: Path, work: Path, trigger_s: float, lag_ms: int) -> Iterator[str]:
+def _isrwatch(lab_dir: Path, work: Path, trigger_s: float) -> Iterator[str]:
     """`isrwatch run` on the lab's events topic into a fresh SQLite store, and `isrwatch serve` over it; yields
     the API's base URL once the job has read the topic's backlog. Both stop (SIGTERM, then SIGKILL) on exit."""
     import httpx
@@ -486,12 +486,7 @@ def _isrwatch(lab_dir: Path, work: Path, trigger_s: float, lag_ms: int) -> Itera
     run = [
         *cli,
         "run",
-        "--source",
-        f"kafka:{lab.monitor_bootstrap}/{lab.events_topic}",
-        "--profile",
-        "agent",
-        "--set",
-        f"replica_lag_time_max_ms={lag_ms}",
+        *lab.stream_options(),
         "--trigger",
         f"{trigger_s:g}",
         "--store",
@@ -544,7 +539,7 @@ def measure(args: argparse.Namespace, lab_dir: Path, work: Path, trigger_s: floa
     give_up_s = LATENESS_MS / 1000 + 2 * trigger_s + 20  # far longer than a write takes to reach the API
     window_ms = args.lag_ms // 2  # the model's decision and the broker's write: at most one isr-expiration apart
     with (
-        _isrwatch(lab_dir, work, trigger_s, args.lag_ms) as api,
+        _isrwatch(lab_dir, work, trigger_s) as api,
         Watch(lab.monitor_bootstrap, lab.events_topic, api, args.poll_ms, window_ms, int(give_up_s * 1000)) as watch,
     ):
         for i in range(args.faults):

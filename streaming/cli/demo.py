@@ -409,16 +409,7 @@ def real_main(args: argparse.Namespace) -> int:
             say("starting the lab (30-60 s; Kafka's jars come from Maven Central on first use)...")
             spec = LabSpec(lag_ms=lag_ms, rate=REAL_RATE, agent=str(PROJECT_AGENT))
             lab = up(lab_dir, spec, lambda message: say(f"lab: {message}"))
-        source = [
-            "--source",
-            f"kafka:{lab.monitor_bootstrap}/{lab.events_topic}",
-            "--profile",
-            "agent",
-            "--set",
-            f"replica_lag_time_max_ms={lag_ms}",
-            "--max-per-batch",
-            str(REAL_MAX_PER_BATCH),
-        ]
+        source = [*lab.stream_options(), "--max-per-batch", str(REAL_MAX_PER_BATCH)]
         _start_job_and_api(workdir, store, args.port, source, children)
         say("the streaming job is starting Spark (10-20 s); the story begins")
         teller = threading.Thread(target=story.Story(lab_dir, lag_ms, say, stop).run, name="story", daemon=True)

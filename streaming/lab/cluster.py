@@ -199,6 +199,17 @@ class Lab:
     def processes(self) -> list[Process]:
         return [*self.brokers, self.monitor, self.zookeeper_process] + ([self.producer] if self.producer else [])
 
+    def stream_options(self) -> list[str]:
+        """`isrwatch run`'s options for the agents' events of this lab: its events topic, at its lag."""
+        return [
+            "--source",
+            f"kafka:{self.monitor_bootstrap}/{self.events_topic}",
+            "--profile",
+            "agent",
+            "--set",
+            f"replica_lag_time_max_ms={self.replica_lag_time_max_ms}",
+        ]
+
 
 # -- lab.json ------------------------------------------------------------------------------------
 
