@@ -103,7 +103,8 @@ class Lines(NamedTuple):
         origins = [
             f"{o}:{p}" for o, p in zip(rows.column("origin").to_pylist(), rows.column("part").to_pylist(), strict=True)
         ]
-        high = np.array([hash31(name) for name in origins], dtype=np.int64) << 32
+        ranks = {name: hash31(name) for name in set(origins)}  # a batch holds a few Kafka partitions: hash each once
+        high = np.array([ranks[name] for name in origins], dtype=np.int64) << 32
         return cls(
             [values[i] for i in kept],
             offsets,
@@ -206,11 +207,11 @@ def route(lines: Lines, ids: list[int], until: int | None = None) -> dict[int, R
     beacon = (dest >= 0) & ((lines.seq % BEACON_EVERY == 1) | lines.last)
     dest[dest == _BROKER] = ids[0]
     spread = np.flatnonzero(beacon | (dest == _TICK))  # lines every key receives
-    single = np.where(beacon, _TICK, dest)  # the others' one key
+    single = np.where(beacon, _TICK, dest)  # the others' one key (_TICK: none, they are spread)
     raws = np.empty(len(lines.raw), dtype=object)
     raws[:] = lines.raw
     out: dict[int, Routed] = {}
-    for bucket in [*ids, CONTROL_KEY] if len(spread) else np.unique(single[single != _TICK]).tolist():
+    for bucket in [*ids, CONTROL_KEY] if len(spread) else np.unique(single).tolist():
         mine = np.flatnonzero(single == bucket)
         at = np.concatenate([mine, spread]) if len(spread) and bucket != CONTROL_KEY else mine
         if not len(at):
