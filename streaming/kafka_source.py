@@ -18,6 +18,8 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 
+from .framing import binary_array
+
 NAME = "isrwatch_kafka"
 SCHEMA = "value binary, origin string, part int, offset long, received long"
 _ARROW = pa.schema(
@@ -179,7 +181,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 if rows:
                     yield pa.RecordBatch.from_arrays(
                         [
-                            pa.array([r.value for r in rows], pa.binary()),
+                            binary_array([r.value for r in rows]),
                             pa.array([partition.topic] * len(rows), pa.string()),
                             pa.array([partition.partition] * len(rows), pa.int32()),
                             pa.array([r.offset for r in rows], pa.int64()),
