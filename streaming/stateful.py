@@ -93,28 +93,29 @@ def state_function(
             return _control(frames, until)
         held = decode_bucket(state.get[0]) if state.exists else BucketState(BUCKET_STATE_VERSION)
         newest = held.newest
-        known_before = dict(newest)  # a line is late against what earlier calls knew: a batch arrives as a whole
+        # A line is late against what earlier calls knew (a batch arrives as a whole): at or behind these.
+        late_at = {cluster: known - lateness for cluster, known in newest.items()}
         report = Report(bucket)
         arrived: dict[str, list[Event]] = defaultdict(list)
+        event, tick, beacon = int(Role.EVENT), int(Role.TICK), int(Role.BEACON)  # ints: compared once per line
         for raw, seq, arrival, role, received in _lines(frames):
-            counted = role == Role.EVENT or (role == Role.TICK and bucket == first)
             ev = parse_event(raw, seq, arrival)
             if type(ev) is DeadLetter:
-                if counted:
-                    report.dead.append(ev)
-                continue
-            dead = None if received is None else in_future(ev, raw, received, max_future)
-            known = known_before.get(ev.cluster)
-            if dead is None and known is not None and ev.ts <= known - lateness:
-                dead = _late(ev, raw, known - lateness, lateness)
-            if dead is not None:
-                if counted:
-                    report.dead.append(dead)
-                continue
-            if ev.ts > newest.get(ev.cluster, -INF):
-                newest[ev.cluster] = ev.ts
-            if role != Role.BEACON:
-                arrived[ev.cluster].append(ev)
+                dead = ev
+            else:
+                cluster = ev.cluster
+                dead = None if received is None else in_future(ev, raw, received, max_future)
+                if dead is None:
+                    bound = late_at.get(cluster)
+                    if bound is None or ev.ts > bound:
+                        if ev.ts > newest.get(cluster, -INF):
+                            newest[cluster] = ev.ts
+                        if role != beacon:
+                            arrived[cluster].append(ev)
+                        continue
+                    dead = _late(ev, raw, bound, lateness)
+            if role == event or (role == tick and bucket == first):  # a line counts where it is counted
+                report.dead.append(dead)
         report.events, report.max_ts = count_events([ev for evs in arrived.values() for ev in evs], bucket == first)
         if bucket == first:
             held.ticked |= {ev.cluster for evs in arrived.values() for ev in evs if type(ev) is Tick}
@@ -130,14 +131,10 @@ def state_function(
                 continue
             due: list[Event] = []
             rest: list[Event] = []
-            for chunk in mine:
-                if chunk.first >= frontier:
-                    pending.append(chunk)
-                    continue
-                for ev in chunk.events():
-                    (due if ev.ts < frontier else rest).append(ev)
-            for ev in fresh:
-                (due if ev.ts < frontier else rest).append(ev)
+            for events in [c.events() for c in mine if c.first < frontier] + [fresh]:
+                due += [ev for ev in events if ev.ts < frontier]
+                rest += [ev for ev in events if ev.ts >= frontier]
+            pending += [c for c in mine if c.first >= frontier]
             if rest:
                 pending.append(Chunk.of(cluster, rest))
             engine = PartitionEngine(config, held.engines.get(cluster), emit_propagation_ticks=bucket == first)
