@@ -83,14 +83,19 @@ class Lines(NamedTuple):
         """A whole file's non-blank lines, numbered from 1 (the number is the seq); `rank` orders files for the
         arrival tie-breaker."""
         cut = value.split(b"\n")
-        kept = [n for n, raw in enumerate(cut, 1) if raw and not raw.isspace()]
-        numbers = np.array(kept, dtype=np.int64)
+        if all(cut[:-1]) and not any(map(bytes.isspace, cut)):  # no blank line (but after the final newline)
+            raws = cut if cut[-1] else cut[:-1]
+            numbers = np.arange(1, len(raws) + 1, dtype=np.int64)
+        else:
+            kept = [n for n, raw in enumerate(cut, 1) if raw and not raw.isspace()]
+            raws = [cut[n - 1] for n in kept]
+            numbers = np.array(kept, dtype=np.int64)
         return cls(
-            [cut[n - 1] for n in kept],
+            raws,
             numbers,
             numbers | (rank << 32),
-            np.full(len(kept), received, dtype=np.int64),
-            numbers >= len(cut) - 1,  # the last line before the file's final newline (or the last line, without one)
+            np.full(len(raws), received, dtype=np.int64),
+            np.arange(len(raws)) == len(raws) - 1,  # the file's last line (blank ones are no lines)
         )
 
     @classmethod

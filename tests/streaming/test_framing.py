@@ -7,6 +7,7 @@ from collections import Counter
 from typing import NamedTuple
 
 import pyarrow as pa
+import pytest
 
 from streaming.buckets import CONTROL_KEY, Layout
 from streaming.framing import BEACON_EVERY, Lines, Role, frame, frame_batches, pack, route, unpack
@@ -83,6 +84,13 @@ def test_one_event_in_beacon_every_is_also_a_beacon():
     beacons = {r.seq for r in rows if r.role == Role.BEACON}
     assert beacons == {1, BEACON_EVERY + 1, 2 * BEACON_EVERY + 1, 2 * BEACON_EVERY + 9}  # the last is the file's last
     assert len([r for r in rows if r.role == Role.EVENT]) == 2 * BEACON_EVERY + 9
+
+
+@pytest.mark.parametrize("ending", ["", "\n", "\n\n \n"], ids=["no final newline", "final newline", "blank tail"])
+def test_only_the_files_last_line_is_a_beacon_whatever_follows_it(ending):
+    # seqs 2..4 are no BEACON_EVERY beacon: a beacon among them could only be the last line's
+    rows = in_python("\n".join(fetch(t, partition=t) for t in range(1, 5)) + ending)
+    assert {r.seq for r in rows if r.role == Role.BEACON} == {1, 4}
 
 
 def test_a_byte_order_mark_is_no_data_but_stays_in_the_line():
