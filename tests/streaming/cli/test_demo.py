@@ -35,9 +35,10 @@ def running_demo(port: int, workdir: Path, *options: str) -> Iterator[subprocess
             proc.wait()
 
 
-def interrupt(proc: subprocess.Popen, port: int, timeout: float) -> tuple[dict[int, int], str]:
-    """Ctrl-C to the demo once its status page is served (the API starts within seconds of the job): the processes
-    it had started, and the rest of its output once it stopped."""
+def interrupt(proc: subprocess.Popen, port: int, timeout: float, processes: int = 1) -> tuple[dict[int, int], str]:
+    """Ctrl-C to the demo once its status page is served and it has started `processes` processes (the job's Spark
+    JVM may come up a few seconds after the API): the processes it had started, and the rest of its output once
+    it stopped."""
     deadline = time.monotonic() + 60
     while True:
         try:
@@ -47,7 +48,8 @@ def interrupt(proc: subprocess.Popen, port: int, timeout: float) -> tuple[dict[i
         except OSError:
             assert time.monotonic() < deadline, "the demo's status page did not answer within 60 s"
             time.sleep(0.5)
-    started = descendants(proc.pid)
+    while len(started := descendants(proc.pid)) < processes and time.monotonic() < deadline:
+        time.sleep(0.5)
     proc.send_signal(signal.SIGINT)
     return started, proc.communicate(timeout=timeout)[0]
 

@@ -80,7 +80,7 @@ def test_demo_real_on_a_running_lab_stops_what_it_started_and_leaves_the_lab_run
             if "the story begins" in line:
                 break
         assert f"the lab in {Path(lab.dir).resolve()}" in "".join(out), "".join(out)
-        started, rest = interrupt(proc, port, timeout=120)
+        started, rest = interrupt(proc, port, timeout=120, processes=3)
     assert len(started) >= 3  # the job, its Spark JVM, the API (and the story's fault helpers)
     # The story's fault helpers belong to the lab (lab.json): they finish their fault, and the lab runs on.
     fault_over(lab, "stall")
