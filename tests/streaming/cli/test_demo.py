@@ -35,10 +35,13 @@ def running_demo(port: int, workdir: Path, *options: str) -> Iterator[subprocess
             proc.wait()
 
 
-def interrupt(proc: subprocess.Popen, port: int, timeout: float, processes: int = 1) -> tuple[dict[int, int], str]:
-    """Ctrl-C to the demo once its status page is served and it has started `processes` processes (the job's Spark
-    JVM may come up a few seconds after the API): the processes it had started, and the rest of its output once
-    it stopped."""
+DEMO_PROCESSES = 3  # the streaming job, its Spark JVM and the API, at the least
+
+
+def interrupt(proc: subprocess.Popen, port: int, timeout: float) -> tuple[dict[int, int], str]:
+    """Ctrl-C to the demo once its status page is served and it has started its DEMO_PROCESSES (the job's Spark JVM
+    may come up a few seconds after the API; all must be known to check that none is left): the processes it had
+    started, and the rest of its output once it stopped."""
     deadline = time.monotonic() + 60
     while True:
         try:
@@ -48,7 +51,7 @@ def interrupt(proc: subprocess.Popen, port: int, timeout: float, processes: int 
         except OSError:
             assert time.monotonic() < deadline, "the demo's status page did not answer within 60 s"
             time.sleep(0.5)
-    while len(started := descendants(proc.pid)) < processes and time.monotonic() < deadline:
+    while len(started := descendants(proc.pid)) < DEMO_PROCESSES and time.monotonic() < deadline:
         time.sleep(0.5)
     proc.send_signal(signal.SIGINT)
     return started, proc.communicate(timeout=timeout)[0]
@@ -87,7 +90,7 @@ def test_demo_shows_a_stall_becoming_a_shrink_its_batch_and_an_expand_then_stops
                 break
         assert all(seen.values()), "".join(out)
         started, rest = interrupt(proc, port, timeout=90)
-    assert len(started) >= 3  # the job, its Spark JVM, the API
+    assert len(started) >= DEMO_PROCESSES
     stopped_cleanly(proc, port, "".join(out) + rest, started)
 
     with open_store(f"sqlite:///{workdir / 'isrwatch.db'}") as store:
