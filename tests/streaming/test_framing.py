@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 from streaming.buckets import CONTROL_KEY, Layout
-from streaming.framing import BEACON_EVERY, Lines, Role, frame, frame_batches, pack, route, unpack
+from streaming.framing import BEACON_EVERY, Lines, Role, binary_array, frame, frame_batches, pack, route, unpack
 
 LAYOUT = Layout.create(16, 2)
 IDS = list(LAYOUT.ids)
@@ -141,3 +141,12 @@ def test_partitions_spread_over_every_bucket():
     lines = "\n".join(fetch(1, partition=p, cluster=f"c{p % 3}") for p in range(3000))
     counts = Counter(r.bucket for r in in_python(lines) if r.role == Role.EVENT)
     assert sorted(counts) == sorted(LAYOUT.ids) and max(counts.values()) < 1.3 * min(counts.values())
+
+
+@pytest.mark.parametrize(
+    "values", [[b"a", None, b"", b"bc"], [], [None], [b"x" * 100] * 3, [None] * 9 + [b"q"]], ids=repr
+)
+def test_binary_array_holds_the_values_and_nulls_pyarrow_would(values):
+    array = binary_array(values)
+    array.validate(full=True)
+    assert array.type == pa.binary() and array.equals(pa.array(values, pa.binary())) and array.to_pylist() == values
