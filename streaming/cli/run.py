@@ -2,8 +2,9 @@
 
 A Spark Structured Streaming query. It validates every event (invalid ones go to the
 dead-letter table), keeps the partitions' replica state in applyInPandasWithState (hashed
-into --buckets state keys) and applies events and checks once the watermark (newest event
-time - allowed_lateness_ms) has passed them; events at or behind it are counted as late.
+into --buckets state keys) and applies each cluster's events and checks once that cluster's
+frontier (its newest event time - allowed_lateness_ms) has passed them; events at or behind it
+are counted as late.
 ISR changes are propagated per broker, and each micro-batch is committed to the store in
 one transaction, idempotently by batch id: restart with the same --checkpoint to resume.
 """
