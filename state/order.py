@@ -8,7 +8,9 @@ without a task runs both halves, isr-expiration first.
 from __future__ import annotations
 
 from enum import IntEnum
-from typing import NamedTuple, Protocol
+from typing import NamedTuple
+
+from .events import Event, sorts_at
 
 
 class Phase(IntEnum):
@@ -24,15 +26,6 @@ class Half(IntEnum):
     PROPAGATION = 1
 
 
-class Sequenced(Protocol):
-    @property
-    def ts(self) -> int: ...
-    @property
-    def seq(self) -> int | None: ...
-    @property
-    def arrival(self) -> int: ...
-
-
 class Order(NamedTuple):
     """(ts, phase, seq, arrival, half): sorts changes and ticks the way one pass over the events would."""
 
@@ -43,8 +36,12 @@ class Order(NamedTuple):
     half: int = Half.EXPIRATION
 
     @classmethod
-    def of_event(cls, ev: Sequenced, half: Half = Half.EXPIRATION) -> Order:
-        return cls(ev.ts, Phase.EVENT, ev.seq or 0, ev.arrival, half)
+    def of_event(cls, ev: Event, half: Half = Half.EXPIRATION) -> Order:
+        """Where the engine applies `ev` (`sorts_at`): an agent's append at its check's clock, an isr-expiration
+        tick at the end of its run. A change made there is pending for the propagation book from there, not from
+        the run's start: Kafka adds a partition to isrChangeSet only after its check's ZooKeeper write
+        (ZkAlterPartitionManager.scala 3.9 L70-79), so a propagation run during the check run cannot take it."""
+        return cls(sorts_at(ev), Phase.EVENT, ev.seq or 0, ev.arrival, half)
 
     @classmethod
     def scheduled_expiration(cls, at: int) -> Order:

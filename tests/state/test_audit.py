@@ -135,6 +135,26 @@ def test_a_slow_run_checks_its_partitions_up_to_its_end(run: Run) -> None:
     assert kinds(run(story(RUNS_AT_0, *acts), END, **AGENT)) == [("isr", "unexplained_by_model")]
 
 
+def test_a_change_is_pending_from_its_check_not_from_its_runs_start(run: Run) -> None:
+    """Found on the lab (CI): broker 3 resumed from a stall and its scheduler caught up at once, so a propagation
+    run (15100) fell inside an isr-expiration run (15000-15300) before that run's check of t-0 (15200). Kafka
+    adds a partition to isrChangeSet only once the check's ZooKeeper write commits (ZkAlterPartitionManager.scala
+    3.9 L70-79): the batch of 15100 cannot carry it, the next run's (17500, past the max delay) does. The model
+    took the change at the run's start and sent it at 15100."""
+    acts = (
+        tick(15_000, "isr-expiration", broker=1, end_ms=15_300),
+        tick(15_100, "isr-change-propagation", broker=1),
+        append(15_000, 200, broker=1, check_ms=15_200),
+        isr_updated(15_220, [1, 2], 1, check_ms=15_200),
+        propagated(17_500),
+    )
+    outcome = run(story([10_000, 20_000, 25_000, 30_000, 35_000], *acts), END, **AGENT, isr_change_max_delay_ms=10_000)
+    assert [(p["ts"], p["trigger"], p["first_change_ts"]) for p in outcome.propagations] == [
+        (17_500, "max_delay", 15_200)
+    ]
+    assert outcome.divergences == []
+
+
 def test_after_a_write_the_model_missed_the_next_writes_still_pair_across_the_epoch_drift(run: Run) -> None:
     """The broker shrank follower 2 and took it back (epochs 1 and 2), which the model never saw; its epochs now
     run one write behind the broker's. Its shrink of 3 (its epoch 1) is the broker's epoch 3: the same partition,
