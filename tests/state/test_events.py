@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 
+import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from state import events
 from state.config import Config
 from state.events import Append, DeadLetter, Fetch, LeaderAndIsr, Tick, parse_event
 from state.replay import replay
@@ -35,6 +37,10 @@ def test_valid_events_parse_with_defaults(raw: dict) -> None:
         (fetch(1, 2, -1, 0), "fetch_offset", "out_of_range"),
         (fetch(1, 2, 0, 0) | {"partition": -1}, "partition", "out_of_range"),
         (fetch(1, 2, 0, 0) | {"topic": "bad topic!"}, "topic", "invalid_value"),
+        # Two errors: the first in the line's order is named, as one strict decode names it (the topic's pattern
+        # is checked after a fast decode that stops at the offset: the reason must not change with that).
+        (fetch(1, 2, -1, 0) | {"topic": "bad topic!"}, "topic", "invalid_value"),
+        ({"cluster": "east\u0000"} | fetch(1, 2, 0, 0) | {"topic": ""}, "cluster", "invalid_value"),
         (fetch(1, 2, 0, 0) | {"topic": "x" * 250}, "topic", "out_of_range"),
         (fetch(1, 2, 0, 0) | {"ts": True}, "ts", "wrong_type"),
         (fetch(1, 2, 0, 0) | {"ts": 1.5}, "ts", "wrong_type"),
@@ -96,6 +102,44 @@ def test_any_field_with_a_wrong_value_is_dead_or_valid_never_raises(base: dict, 
     if isinstance(parsed, DeadLetter):
         assert parsed.field in (key, None) or parsed.category == "invalid_value"
         assert parsed.reason
+
+
+PROPAGATED = {"type": "isr_change_propagated", "ts": 1, "broker": 1, "partitions": [{"topic": "t", "partition": 0}]}
+NAMES = st.sampled_from(["t", "orders.v2_x-1", "bad topic!", "", "x" * 250, "east\u0000", "\u00fcber", "a\u007f", 5])
+
+
+@settings(max_examples=400, deadline=None)
+@given(base=st.sampled_from([*VALID, PROPAGATED]), cluster=NAMES, topic=NAMES, bad_ts=st.booleans(), data=st.data())
+def test_names_are_held_to_their_patterns_as_one_strict_decode_would(
+    base: dict, cluster: object, topic: object, bad_ts: bool, data: st.DataObject
+) -> None:
+    """Topic and cluster patterns are checked after decoding, once per distinct name; whatever the names and the
+    order of the keys, the outcome is the one decode with the patterns gives: the same event or the same reason."""
+    raw = base | {"cluster": cluster} | ({"ts": -1} if bad_ts else {})
+    if "topic" in raw:
+        raw["topic"] = topic
+    else:
+        raw["partitions"] = [{"topic": "t", "partition": 0}, {"topic": topic, "partition": 1}]
+    keys = data.draw(st.permutations(sorted(raw)))
+    line = json.dumps({k: raw[k] for k in keys})
+    for _ in range(2):  # the second time, every valid name is known
+        got = parse_event(line, seq=1)
+        try:
+            want = events._strict_decoder.decode(line)
+        except msgspec.ValidationError as exc:
+            assert isinstance(got, DeadLetter) and got.reason == str(exc)
+        else:
+            assert not isinstance(got, DeadLetter), got
+            assert msgspec.json.encode(got) == msgspec.json.encode(msgspec.structs.replace(want, seq=1))
+
+
+def test_the_known_names_stay_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(events, "_TOPICS", set())
+    monkeypatch.setattr(events, "_NAMES_KEPT", 2)
+    for name in ("a", "b", "c", "bad topic!"):
+        parse_event(json.dumps(fetch(1, 2, 0, 0) | {"topic": name}), seq=1)
+    assert {"a", "b", "c"} >= events._TOPICS and len(events._TOPICS) <= 2
+    assert isinstance(parse_event(json.dumps(fetch(1, 2, 0, 0) | {"topic": "bad topic!"}), seq=1), DeadLetter)
 
 
 def test_replay_routes_bad_lines_to_the_dead_letter_and_keeps_the_rest() -> None:
