@@ -147,9 +147,11 @@ def _with_patterns(tp: Any) -> Any:
     if isinstance(tp, type) and issubclass(tp, Struct):
         return _strict_struct(tp)
     origin, args = get_origin(tp), get_args(tp)
+    if origin is Annotated:  # its constraints stay; a name or struct inside it gets its patterns
+        return Annotated[(_with_patterns(args[0]), *tp.__metadata__)]
     if origin is list:
         return list[_with_patterns(args[0])]  # type: ignore[misc]
-    if args and origin not in (Literal, Annotated):  # a union
+    if args and origin is not Literal:  # a union
         return functools.reduce(operator.or_, map(_with_patterns, args))
     return tp
 
@@ -158,8 +160,9 @@ def _with_patterns(tp: Any) -> Any:
 def _strict_struct(cls: type[Struct]) -> type[Struct]:
     """`cls` with its names' patterns: the same fields, wire names, tag and defaults."""
     config = cls.__struct_config__
+    originals = msgspec.structs.fields(cls)
     fields: list[tuple[str, Any] | tuple[str, Any, Any]] = []
-    for f in msgspec.structs.fields(cls):
+    for f in originals:
         if f.default_factory is not msgspec.NODEFAULT:
             fields.append((f.name, _with_patterns(f.type), msgspec.field(default_factory=f.default_factory)))
         elif f.default is not msgspec.NODEFAULT:
@@ -173,7 +176,7 @@ def _strict_struct(cls: type[Struct]) -> type[Struct]:
         tag_field=config.tag_field,
         tag=config.tag,
         omit_defaults=config.omit_defaults,
-        rename={f.name: f.encode_name for f in msgspec.structs.fields(cls)},
+        rename={f.name: f.encode_name for f in originals},
     )
 
 
