@@ -449,10 +449,11 @@ class Audit:
         self.spans.setdefault(write[:4], []).append((lo, hi))
 
     def _shifted(self, at: int, spans: list[tuple[int, int]]) -> bool:
-        """Whether a batch at `at` may carry a change or not depending on which side's time of it counts: after
-        the change on one side and not yet by the next propagation run past its linger deadline on the other
-        (a batch forced by the max delay takes it at once)."""
-        return any(lo < at <= hi + self.linger + self.propagation_period for lo, hi in spans)
+        """Whether a batch at `at` may carry a change or not depending on which side's time of it counts: at or
+        after the change on one side (a run in the same ms as the model's decision may come after it) and not yet
+        by the next propagation run past its linger deadline on the other (a batch forced by the max delay takes
+        it at once)."""
+        return any(lo <= at <= hi + self.linger + self.propagation_period for lo, hi in spans)
 
     def _split(self, partition: tuple[str, str, int], ts: int) -> None:
         """A timing divergence at `ts`: from there the two sides' views of the partition's ISR may differ."""

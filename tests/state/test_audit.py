@@ -155,6 +155,23 @@ def test_a_change_is_pending_from_its_check_not_from_its_runs_start(run: Run) ->
     assert outcome.divergences == []
 
 
+def test_a_batch_in_the_same_ms_as_the_check_that_changed_it_is_timing(run: Run) -> None:
+    """Found on the lab (CI): a resumed broker's propagation run read the same millisecond as a check of its
+    isr-expiration run. The model applies the check first (the agent captured it first) and sends the change in
+    that run's batch; Kafka had the change only once the check's ZooKeeper write committed (15220), so its batch
+    came a run later. Either side's time of the change explains the difference: timing, both batches."""
+    acts = (
+        tick(15_000, "isr-expiration", broker=1, end_ms=15_300),
+        append(15_000, 200, broker=1, check_ms=15_200),
+        tick(15_200, "isr-change-propagation", broker=1),
+        isr_updated(15_220, [1, 2], 1, check_ms=15_200),
+        propagated(17_500),
+    )
+    outcome = run(story([10_000, 20_000, 25_000, 30_000, 35_000], *acts), END, **AGENT, isr_change_max_delay_ms=10_000)
+    assert [(p["ts"], p["first_change_ts"]) for p in outcome.propagations] == [(15_200, 15_200)]
+    assert [(d["ts"], d["kind"]) for d in outcome.divergences] == [(15_200, "timing"), (17_500, "timing")]
+
+
 def test_after_a_write_the_model_missed_the_next_writes_still_pair_across_the_epoch_drift(run: Run) -> None:
     """The broker shrank follower 2 and took it back (epochs 1 and 2), which the model never saw; its epochs now
     run one write behind the broker's. Its shrink of 3 (its epoch 1) is the broker's epoch 3: the same partition,
