@@ -19,11 +19,11 @@ the margin):
 - the model takes an ISR write as done when decided; Kafka's ZooKeeper write takes time, and until it
   commits no other ISR change of the partition starts (Partition.scala `isInflight`), so a model write
   decided before the broker's previous write of that partition committed may differ;
-- a broker stamps `lastIsrChangeMs` when its write commits (ZkAlterPartitionManager.scala L78), so a
-  batch may go one propagation run earlier or later than the model's when the linger deadline falls
-  between the model's and the broker's time of a change in it. Like the engine and the
-book, the audit advances "up to W" per cluster and serialises, so any cut of the input gives the
-same divergences.
+- a broker puts a change in its batch set when its write commits (ZkAlterPartitionManager.scala L74-79); the
+  book follows the broker's reported clocks at each run, but a commit may still fall on the other side of a run
+  than the model's view of it, so a change may go one batch earlier or later.
+Like the engine and the book, the audit advances "up to W" per cluster and serialises, so any cut of the input
+gives the same divergences.
 """
 
 from __future__ import annotations

@@ -91,12 +91,18 @@ class Ordered(Struct, array_like=True, frozen=True):
 
 
 class IsrChange(Ordered, frozen=True, tag="c"):
-    """A leader ISR write (expand or shrink) to propagate."""
+    """A leader ISR write (expand or shrink) to propagate, pending from `ts`; `decided_ms` is when the leader
+    decided it, earlier for a check inside an isr-expiration run that sorts at the run's end (None: at `ts`)."""
 
     cluster: str
     broker: int
     topic: str
     partition: int
+    decided_ms: int | None = None
+
+    @property
+    def decided(self) -> int:
+        return self.ts if self.decided_ms is None else self.decided_ms
 
 
 class PropagationTick(Ordered, frozen=True, tag="t"):
@@ -234,13 +240,15 @@ def effective_min_isr(p: Partition, config: Config) -> int:
     return min(config.min_isr(p.topic) if p.min_isr is None else p.min_isr, len(p.replicas) or 1)
 
 
-def update_isr(p: Partition, isr: tuple[int, ...], at: Order, out: Outputs) -> None:
-    """Partition.updateIsr (ZooKeeper mode): the leader writes the new ISR, the write bumps the zkVersion
-    (`partition_epoch`), and ReplicaManager.recordIsrChange puts the partition in the leader's pending set."""
+def update_isr(p: Partition, isr: tuple[int, ...], now: int, at: Order, out: Outputs) -> None:
+    """Partition.updateIsr (ZooKeeper mode): the leader writes the new ISR, decided at `now`, the write bumps the
+    zkVersion (`partition_epoch`), and ReplicaManager.recordIsrChange puts the partition in the leader's pending set
+    (from `at`)."""
     assert p.leader is not None
     p.isr = isr
     p.partition_epoch += 1
-    out.changes.append(IsrChange(*at, p.cluster, p.leader, p.topic, p.partition))
+    decided = None if now == at.ts else now
+    out.changes.append(IsrChange(*at, p.cluster, p.leader, p.topic, p.partition, decided))
 
 
 def become_leader_or_follower(p: Partition, ev: LeaderAndIsr, config: Config, out: Outputs) -> None:
@@ -391,7 +399,7 @@ def maybe_expand_isr(p: Partition, f: Follower, ev: Fetch, config: Config, out: 
     start = p.leader_epoch_start_offset
     if f.replica in isr or f.leo < p.hw or start is None or f.leo < start:
         return None
-    update_isr(p, tuple(sorted([*isr, f.replica])), Order.of_event(ev), out)
+    update_isr(p, tuple(sorted([*isr, f.replica])), ev.ts, Order.of_event(ev), out)
     if config.rules.hw_after_isr_update:  # 3.1: handleAlterPartitionUpdate (Partition@3.9.0-rc3 L1980)
         maybe_increment_leader_hw(p, ev.ts, config)
     return isr
@@ -436,7 +444,7 @@ def maybe_shrink_isr(
             next_eligible = eligible
     if expired:
         isr_before = p.isr
-        update_isr(p, tuple(r for r in isr_before if str(r) not in expired), at, out)
+        update_isr(p, tuple(r for r in isr_before if str(r) not in expired), now, at, out)
         maybe_increment_leader_hw(p, now, config)
         changed = sorted(int(r) for r in expired)
         out.decide(p, now, DecisionKind.SHRINK, isr_before, changed, reasons=expired, run_end_ms=run_end_ms)

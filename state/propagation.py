@@ -151,7 +151,7 @@ class PropagationBook:
             broker = book.brokers[change.broker] = Broker(
                 change.cluster, change.broker, {}, None, self.origin, self.origin
             )
-        broker.pending[(change.topic, change.partition)] = change.ts
+        broker.pending[(change.topic, change.partition)] = change.decided
         if broker.first_change_ts is None:
             broker.first_change_ts = change.ts
         broker.last_isr_change_ms = change.ts
@@ -182,40 +182,64 @@ class PropagationBook:
         """An explicit run: the cluster's, or one broker's (the agent's tick). A broker the model has not seen yet
         starts from the throttle state its run reported; so does a broker that restarted since the model's last
         view of it: Kafka keeps the pending set in memory (ReplicaManager's `isrChangeSet`), so a crash loses it,
-        and a new broker starts both times at its start, which its first runs report."""
-        if tick.broker is not None and tick.last_propagation_ms is not None:
-            known = book.brokers.get(tick.broker)
-            started = tick.last_propagation_ms
-            if known is None:
-                changed = started if tick.last_isr_change_ms is None else tick.last_isr_change_ms
-                book.brokers[tick.broker] = Broker(book.cluster, tick.broker, {}, None, changed, started)
-            elif tick.last_isr_change_ms == started < tick.ts and started > known.last_propagation_ms:
-                _restart(known, started)
-        self._check(book, tick.ts, out, tick.broker)
+        and a new broker starts both times at its start, which its first runs report. Every run of a broker that
+        reports its throttle is judged on the broker's own clocks (`_propagate`)."""
+        if tick.broker is None or tick.last_propagation_ms is None:
+            self._check(book, tick.ts, out, tick.broker)
+            return
+        known = book.brokers.get(tick.broker)
+        propagated, changed = tick.last_propagation_ms, tick.last_isr_change_ms
+        if known is None:
+            known = book.brokers[tick.broker] = Broker(
+                book.cluster, tick.broker, {}, None, propagated if changed is None else changed, propagated
+            )
+        elif changed == propagated < tick.ts and propagated > known.last_propagation_ms:
+            _restart(known, propagated)
+        if known.pending:
+            # A stamp at or after the run's clock is of a write that committed after the run read its clocks.
+            self._propagate(known, tick.ts, out, changed if changed is not None and changed < tick.ts else None)
+        # The report is the state after the run: whether the broker sent a batch at it, whatever the model did.
+        known.last_propagation_ms = propagated
 
     def _check(self, book: ClusterBook, now: int, out: list[Propagation], only: int | None = None) -> None:
         """ReplicaManager.maybePropagateIsrChanges at `now` for every broker of the cluster (or only `only`)."""
-        c = self.config
         for _, broker in sorted(book.brokers.items()):
-            if not broker.pending or only not in (None, broker.broker):
-                continue
-            quiet = broker.last_isr_change_ms + c.isr_change_linger_ms < now
-            overdue = broker.last_propagation_ms + c.isr_change_max_delay_ms < now
-            if quiet or overdue:
-                out.append(
-                    Propagation(
-                        ts=now,
-                        cluster=broker.cluster,
-                        broker=broker.broker,
-                        partitions=_partitions(broker.pending),
-                        trigger=Trigger.LINGER if quiet else Trigger.MAX_DELAY,
-                        first_change_ts=broker.first_change_ts,
-                        last_change_ts=broker.last_isr_change_ms,
-                    )
+            if broker.pending and only in (None, broker.broker):
+                self._propagate(broker, now, out)
+
+    def _propagate(self, broker: Broker, now: int, out: list[Propagation], committed: int | None = None) -> None:
+        """ZkAlterPartitionManager.maybePropagateIsrChanges (3.9 L99-109) for one broker at `now`.
+
+        `committed`: the lastIsrChangeMs the broker's run reported. Kafka stamps it when a write commits (L78), a
+        write's latency after the model's decision, so the broker's stamp replaces the model's; and a change the
+        model decided after it is a write still in flight at the run: not in Kafka's isrChangeSet yet (L74-79), it
+        waits for the next batch."""
+        c = self.config
+        ready, waiting = broker.pending, {}
+        last_change = broker.last_isr_change_ms
+        if committed is not None:
+            ready = {tp: at for tp, at in broker.pending.items() if at <= committed}
+            waiting = {tp: at for tp, at in broker.pending.items() if at > committed}
+            last_change = committed
+        quiet = last_change + c.isr_change_linger_ms < now
+        overdue = broker.last_propagation_ms + c.isr_change_max_delay_ms < now
+        if ready and (quiet or overdue):
+            out.append(
+                Propagation(
+                    ts=now,
+                    cluster=broker.cluster,
+                    broker=broker.broker,
+                    partitions=_partitions(ready),
+                    trigger=Trigger.LINGER if quiet else Trigger.MAX_DELAY,
+                    first_change_ts=broker.first_change_ts,
+                    last_change_ts=last_change,
                 )
-                broker.pending = {}
-                broker.first_change_ts = None
-                broker.last_propagation_ms = now
+            )
+            broker.pending = waiting
+            broker.first_change_ts = min(waiting.values(), default=None)
+            broker.last_propagation_ms = now
+        if committed is not None:
+            broker.last_isr_change_ms = max([committed, *waiting.values()])
 
 
 def _restart(broker: Broker, started: int) -> None:

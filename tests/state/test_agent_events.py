@@ -119,6 +119,74 @@ def test_a_restarted_broker_forgets_the_changes_it_had_not_sent(run: Run) -> Non
     assert outcome.summary["partitions_pending_propagation"] == 0
 
 
+def test_the_linger_runs_from_the_brokers_stamp_of_the_write(run: Run) -> None:
+    """Kafka stamps lastIsrChangeMs when the ZooKeeper write commits (ZkAlterPartitionManager.scala 3.9 L78), here
+    10 ms after the check that decided the shrink at 15 s: at 20005 the broker has not been quiet for the linger
+    (15010 + 5000), so the batch goes at the next run, with the broker's stamp."""
+    events = [
+        *two_leaders(),
+        propagation_tick(2500, 1, 1000, 1000),
+        tick(15_000, "isr-expiration", broker=1),
+        propagation_tick(17_500, 1, 15_010, 1000),
+        propagation_tick(20_005, 1, 15_010, 1000),
+        propagation_tick(22_505, 1, 15_010, 22_505),
+    ]
+    outcome = run(events, 25_000, **AGENT)
+    assert [(p["ts"], p["trigger"], p["last_change_ts"]) for p in outcome.propagations] == [(22_505, "linger", 15_010)]
+
+
+def test_a_write_still_in_flight_at_a_run_waits_for_the_next_batch(run: Run) -> None:
+    """Kafka puts a partition in isrChangeSet when its write commits (ZkAlterPartitionManager.scala 3.9 L74-79).
+    Broker 1 shrank t-0 at 15 s (committed at 15003) and expands t-2 at 19990; at the run at 20005 that write is
+    in flight (the run reports 15003): t-0 goes alone, quiet since its commit, and t-2 with the next batch."""
+    events = [
+        *two_leaders(),
+        lai(1000, 1, [1, 2], [1, 2, 3], 0, partition=2, leader_leo=100, hw=100, broker=1),
+        fetch(14_000, 2, 100, 100, partition=2, broker=1),
+        propagation_tick(2500, 1, 1000, 1000),
+        tick(15_000, "isr-expiration", broker=1),
+        propagation_tick(17_500, 1, 15_003, 1000),
+        fetch(19_990, 3, 100, 100, partition=2, broker=1),  # replica 3 catches up: the expand
+        propagation_tick(20_005, 1, 15_003, 20_005),
+        propagation_tick(22_505, 1, 19_994, 20_005),
+        propagation_tick(25_005, 1, 19_994, 25_005),
+    ]
+    outcome = run(events, 26_000, **AGENT)
+    assert [d["partition"] for d in outcome.decisions if d["kind"] in ("shrink", "expand")] == [0, 2]
+    batches = [(p["ts"], [q["partition"] for q in p["partitions"]], p["last_change_ts"]) for p in outcome.propagations]
+    assert batches == [(20_005, [0], 15_003), (25_005, [2], 19_994)]
+
+
+def test_a_check_inside_a_slow_run_commits_before_the_run_ends(run: Run) -> None:
+    """The isr-expiration run 15000-15300 checked t-0 at some clock inside it and its write committed at 15150,
+    before the run ended: the broker's stamp covers the change (decided at the run's start at the latest), so the
+    change is not taken for a write in flight and goes with the broker's batch."""
+    events = [
+        *two_leaders(),
+        propagation_tick(2500, 1, 1000, 1000),
+        tick(15_000, "isr-expiration", broker=1, end_ms=15_300),
+        *(propagation_tick(ts, 1, 15_150, 1000) for ts in (17_500, 20_005)),
+        propagation_tick(22_505, 1, 15_150, 22_505),
+    ]
+    outcome = run(events, 23_000, **AGENT)
+    assert [(p["ts"], p["last_change_ts"]) for p in outcome.propagations] == [(22_505, 15_150)]
+
+
+def test_the_max_delay_runs_from_the_brokers_last_batch(run: Run) -> None:
+    """Each run reports when the broker last sent a batch (here at 10 s, of a change the model did not see): 60 s
+    after it, not after the model's last batch, a change is forced out at once; before, it waits for the linger."""
+    events = [
+        *two_leaders(),
+        propagation_tick(2500, 1, 1000, 1000),
+        propagation_tick(10_000, 1, 4000, 10_000),
+        tick(65_000, "isr-expiration", broker=1),
+        *(propagation_tick(ts, 1, 65_002, 10_000) for ts in (65_500, 68_000)),
+        propagation_tick(70_500, 1, 65_002, 70_500),
+    ]
+    outcome = run(events, 71_000, **AGENT)
+    assert [(p["ts"], p["trigger"]) for p in outcome.propagations] == [(70_500, "linger")]
+
+
 def test_what_brokers_did_must_name_the_broker() -> None:
     for raw in (
         {"type": "isr_change_propagated", "ts": 5, "partitions": []},
