@@ -141,6 +141,7 @@ class _AuditState(Struct, array_like=True):
     reporting: list[tuple[str, int]]  # (cluster, broker): leaders whose writes are audited (the agent's)
     splits: list[tuple[str, str, int, int]] = []  # (cluster, topic, partition, ts): see `splits`
     resyncs: list[tuple[str, str, int, int]] = []  # (cluster, topic, partition, ts): see `resyncs`
+    sent: list[tuple[str, int, str, int, int, bool]] = []  # (cluster, broker, topic, partition, ts, by broker)
 
 
 _encoder = msgspec.msgpack.Encoder()
@@ -220,7 +221,8 @@ class Audit:
         # sets no period of the model's own.
         self.propagation_period = config.isr_change_check_interval_ms or 2500
         # A batch carries a change at most the max delay after it; the batch is judged a window later.
-        self.kept = config.isr_change_max_delay_ms + self.window
+        self.max_delay = config.isr_change_max_delay_ms
+        self.kept = self.max_delay + self.window
         self.writes: dict[IsrKey, IsrWrite] = {}
         self.observed: dict[IsrKey, Observation] = {}
         self.batches: dict[BatchKey, Propagation] = {}
@@ -235,6 +237,8 @@ class Audit:
         # writes follow different ISRs, and a divergence there is a consequence of the split (timing).
         self.splits: dict[tuple[str, str, int], int] = {}
         self.resyncs: dict[tuple[str, str, int], list[int]] = {}
+        # Per partition, the batches each side sent it in (ts, by the broker): see `_displaced`.
+        self.sent: dict[PartitionKey, list[tuple[int, bool]]] = {}
         if blob is not None:
             state = _decoder.decode(blob)
             if state.version != STATE_VERSION:
@@ -250,6 +254,8 @@ class Audit:
             self.splits = {t[:3]: t[3] for t in state.splits}
             for cluster, topic, partition, ts in state.resyncs:
                 self.resyncs.setdefault((cluster, topic, partition), []).append(ts)
+            for cluster, broker, topic, partition, ts, by_broker in state.sent:
+                self.sent.setdefault((cluster, broker, topic, partition), []).append((ts, by_broker))
 
     def to_bytes(self) -> bytes:
         return _encoder.encode(
@@ -264,6 +270,7 @@ class Audit:
                 sorted(self.reporting),
                 [(*k, ts) for k, ts in self.splits.items()],
                 [(*k, ts) for k, times in self.resyncs.items() for ts in times],
+                [(*k, ts, by_broker) for k, sends in self.sent.items() for ts, by_broker in sends],
             )
         )
 
@@ -293,6 +300,7 @@ class Audit:
             if isinstance(o, IsrChangePropagated):
                 self.propagated[_batch_key(o)] = o
                 self.reporting.add(_batch_key(o)[:2])
+                self._record_sent(o, by_broker=True)
                 continue
             key = _observed_key(o)
             self.reporting.add(key[:2])
@@ -303,7 +311,13 @@ class Audit:
         for b in batches:
             if (b.cluster, b.broker) in self.reporting:
                 self.batches[_batch_key(b)] = b
+                self._record_sent(b, by_broker=False)
         return out
+
+    def _record_sent(self, batch: Propagation | IsrChangePropagated, by_broker: bool) -> None:
+        for tp in batch.partitions:
+            key = (batch.cluster, batch.broker, tp.topic, tp.partition)
+            self.sent.setdefault(key, []).append((batch.ts, by_broker))
 
     def advance(self, until: int | Mapping[str, int]) -> list[Divergence]:
         """Judge every side its cluster's time (`until`: one for all, or one per cluster) has passed by the
@@ -351,6 +365,12 @@ class Audit:
         for write, ts in list(self.commits.items()):
             if due(write[0], ts + self.kept):
                 del self.commits[write]
+        for partition, sends in list(self.sent.items()):
+            kept_sends = [send for send in sends if not due(partition[0], send[0] + self.kept)]
+            if kept_sends:
+                self.sent[partition] = kept_sends
+            else:
+                del self.sent[partition]
         return out
 
     def _partner(
@@ -455,6 +475,19 @@ class Audit:
         it at once)."""
         return any(lo <= at <= hi + self.linger + self.propagation_period for lo, hi in spans)
 
+    def _displaced(self, partition: PartitionKey, at: int, by_broker: bool) -> bool:
+        """Whether a batch at `at` (the broker's, or the model's) carries a change of the partition the other side
+        sent in an earlier batch, within the max delay, with no send of it by this side since: the same change in
+        another run. A change committed during a slow isr-expiration run goes in the broker's batch of a
+        propagation run inside it; the model, which has it from the run's end, sends it with its next batch, which
+        later changes can keep back past the linger deadline `_shifted` allows for."""
+        sends = self.sent.get(partition, [])
+        earlier = [ts for ts, side in sends if side != by_broker and at - self.max_delay <= ts < at]
+        if not earlier:
+            return False
+        twin = max(earlier)
+        return not any(side == by_broker and twin <= ts < at for ts, side in sends)
+
     def _split(self, partition: tuple[str, str, int], ts: int) -> None:
         """A timing divergence at `ts`: from there the two sides' views of the partition's ISR may differ."""
         self.splits[partition] = min(ts, self.splits.get(partition, ts))
@@ -506,7 +539,9 @@ class Audit:
         cluster, who, ts = key
         differ = model ^ broker
         if all(
-            self._shifted(ts, self.spans.get((cluster, who, t, n), [])) or self._split_at((cluster, t, n), ts)
+            self._shifted(ts, self.spans.get((cluster, who, t, n), []))
+            or self._split_at((cluster, t, n), ts)
+            or self._displaced((cluster, who, t, n), ts, by_broker=(t, n) in broker)
             for t, n in differ
         ):
             kind = DivergenceKind.TIMING

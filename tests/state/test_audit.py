@@ -334,3 +334,63 @@ def test_a_write_made_while_the_brokers_previous_one_was_in_flight_splits_the_vi
     audit.add(writes=[model(10_636, 7, [1, 2, 3])])  # the broker never took 1 back within the window
     got = [(d.partition_epoch, str(d.kind)) for d in audit.advance(100_000)]
     assert sorted(got) == [(5, "timing"), (7, "timing")]  # the broker's shrink alone: within the split too
+
+
+def test_a_change_the_broker_sent_a_batch_earlier_is_the_same_change_displaced() -> None:
+    """A resumed broker's isr-expiration run (15000-15300) committed t-0's shrink at 15150 and a propagation run
+    inside it (15200) sent it; the model, which has the change from the run's end, sent it with its next batch, which
+    t-1's later changes kept back to 25200: past the linger deadline of t-0's change, but the same change in another
+    run (timing). A model that also sent it at 15200 sent it twice: that is a divergence."""
+    from state.audit import Audit, Observation
+    from state.config import Config
+    from state.events import IsrChangePropagated, IsrUpdated, PartitionName
+    from state.records import Propagation, TopicPartition, Trigger
+
+    def writes(partition: int, decided: int, committed: int, epoch: int) -> tuple[IsrWrite, Observation]:
+        model = IsrWrite(
+            ts=decided,
+            cluster="c",
+            broker=1,
+            topic="t",
+            partition=partition,
+            partition_epoch=epoch,
+            kind=DecisionKind.EXPAND,
+            isr_before=[1, 2],
+            isr=[1, 2, 3],
+        )
+        event = IsrUpdated(
+            ts=committed,
+            cluster="c",
+            broker=1,
+            topic="t",
+            partition=partition,
+            leader=1,
+            isr=[1, 2, 3],
+            partition_epoch=epoch,
+            kind="expand",
+        )
+        return model, Observation(event=event)
+
+    def broker_batch(ts: int, *partitions: int) -> IsrChangePropagated:
+        return IsrChangePropagated(ts=ts, cluster="c", broker=1, partitions=[PartitionName("t", p) for p in partitions])
+
+    def model_batch(ts: int, *partitions: int) -> Propagation:
+        return Propagation(
+            ts=ts,
+            cluster="c",
+            broker=1,
+            partitions=[TopicPartition("t", p) for p in partitions],
+            trigger=Trigger.LINGER,
+            first_change_ts=15_000,
+            last_change_ts=19_002,
+        )
+
+    def audited(*model_batches: Propagation) -> list[tuple[int, str]]:
+        audit = Audit(Config(replica_lag_time_max_ms=10_000))
+        for model, broker in (writes(0, 15_000, 15_150, 1), writes(1, 17_000, 17_002, 1), writes(1, 19_000, 19_002, 2)):
+            audit.add(writes=[model], observed=[broker])
+        audit.add(observed=[broker_batch(15_200, 0), broker_batch(25_200, 1)], batches=model_batches)
+        return [(d.ts, str(d.kind)) for d in audit.advance(100_000) if d.subject == "propagation"]
+
+    assert audited(model_batch(25_200, 0, 1)) == [(15_200, "timing"), (25_200, "timing")]
+    assert audited(model_batch(15_200, 0), model_batch(25_200, 0, 1)) == [(25_200, "different_batch")]
