@@ -24,7 +24,8 @@ STATE_VERSION = 3
 
 
 class Broker(Struct, array_like=True):
-    """One leader broker's throttle state; `pending` maps (topic, partition) to the time of its last change."""
+    """One leader broker's throttle state; `pending` maps (topic, partition) to when the model decided its last
+    change (`IsrChange.decided`)."""
 
     cluster: str
     broker: int
