@@ -170,7 +170,11 @@ def test_slow_keeps_a_follower_that_fell_behind_fetching_but_out_of_the_isr(lab:
     window = fault_begins("slow")
     said = faults.slow(Path(lab.dir), slowed, 25, rate=8192)
     assert "8192 B/s" in said
-    assert broker_configs(lab, slowed, [faults.THROTTLED_RATE]) == {faults.THROTTLED_RATE: "8192"}
+    # The broker applies a dynamic config when ZooKeeper's change notification reaches it: soon, not at once.
+    deadline = time.monotonic() + 30
+    while (rate := broker_configs(lab, slowed, [faults.THROTTLED_RATE])) != {faults.THROTTLED_RATE: "8192"}:
+        assert time.monotonic() < deadline, rate
+        time.sleep(0.2)
     [slow] = current(lab).faults
     # Kafka throttles only a follower outside the ISR: a short stall puts this one behind.
     faults.stall(Path(lab.dir), slowed, 10)
