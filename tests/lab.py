@@ -312,6 +312,7 @@ class Restart:
     controller: int | None
     before: States
     leads: set[tuple[str, int]]
+    slow_said: str  # a slow fault begun before the kill, ending while the broker is dead
     kill_said: str
     killed_ms: int  # before SIGKILL was sent
     dead: bool  # not alive right after the kill
@@ -333,6 +334,8 @@ def run_restart(lab: Lab, stalled: int = STALLED) -> Restart:
     leads = led(before, broker)
     started = time.monotonic()
     window = fault_begins("restart")
+    # Its rate binds nothing (the producer sends ~20 KB/s): only its end, while the broker is dead, is tested.
+    slow_said = faults.slow(Path(lab.dir), broker, 1, rate=100 * 1024 * 1024)
     killed_ms = int(time.time() * 1000)
     kill_said = faults.kill(Path(lab.dir), broker)
     dead = not alive(current(lab).broker(broker))
@@ -360,6 +363,7 @@ def run_restart(lab: Lab, stalled: int = STALLED) -> Restart:
         active,
         before,
         leads,
+        slow_said,
         kill_said,
         killed_ms,
         dead,

@@ -322,14 +322,23 @@ def helper_main(argv: list[str] | None = None) -> int:
         _finish(args.dir, args.id, lambda lab: send(lab.broker(args.broker), signal.SIGCONT))
         print(f"broker {args.broker} continued (SIGCONT)", flush=True)
     else:
-        # A stall may have paused the broker meanwhile: its throttle can only be removed once it answers again.
+        # A stall may have paused the broker meanwhile, a kill stopped it: its throttle can only be removed once it
+        # answers again, and a reset given up would hold it back for good (the config lives in ZooKeeper).
         wait_until(f"broker {args.broker} resuming", lambda: not paused(load(args.dir).broker(args.broker)), 600, 0.2)
 
         def end(lab: Lab) -> None:
             others = [f for f in lab.faults if f.kind == "slow" and f.id != args.id and alive(f.helper)]
             _unthrottle(lab, args.broker, topics_too=not others)
 
-        _finish(args.dir, args.id, end)
+        def ended() -> bool:
+            try:
+                _finish(args.dir, args.id, end)
+            except LabError as exc:
+                print(f"broker {args.broker}'s replication throttle not removed yet, retrying: {exc}", flush=True)
+                return False
+            return True
+
+        wait_until(f"broker {args.broker}'s replication throttle removed", ended, 600, 2)
         print(f"broker {args.broker}'s replication throttle removed", flush=True)
     return 0
 
