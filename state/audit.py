@@ -28,7 +28,7 @@ gives the same divergences.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from enum import StrEnum
 from typing import TypeVar
 
@@ -150,6 +150,7 @@ IsrKey = tuple[str, int, str, int, int]  # (cluster, leader, topic, partition, p
 PartitionKey = tuple[str, int, str, int]  # (cluster, leader, topic, partition)
 BatchKey = tuple[str, int, int]  # (cluster, broker, ts)
 K = TypeVar("K")
+T = TypeVar("T")
 A = TypeVar("A", bound="IsrWrite | Observation")
 B = TypeVar("B", bound="IsrWrite | Observation")
 
@@ -347,12 +348,7 @@ class Audit:
         for batch in sorted(set(self.batches) | set(self.propagated)):
             if due(batch[0], batch[2]):
                 self._judge_batch(batch, self.batches.pop(batch, None), self.propagated.pop(batch, None), out)
-        for partition, spans in list(self.spans.items()):
-            kept = [span for span in spans if not due(partition[0], span[1] + self.kept)]
-            if kept:
-                self.spans[partition] = kept
-            else:
-                del self.spans[partition]
+        _prune(self.spans, lambda partition, span: not due(partition[0], span[1] + self.kept))
         for where, times in list(self.resyncs.items()):
             kept_times = [ts for ts in times if not due(where[0], ts + self.kept)]
             if kept_times:
@@ -365,12 +361,7 @@ class Audit:
         for write, ts in list(self.commits.items()):
             if due(write[0], ts + self.kept):
                 del self.commits[write]
-        for partition, sends in list(self.sent.items()):
-            kept_sends = [send for send in sends if not due(partition[0], send[0] + self.kept)]
-            if kept_sends:
-                self.sent[partition] = kept_sends
-            else:
-                del self.sent[partition]
+        _prune(self.sent, lambda partition, send: not due(partition[0], send[0] + self.kept))
         return out
 
     def _partner(
@@ -554,6 +545,16 @@ class Audit:
         out.append(
             Divergence(ts=ts, cluster=cluster, broker=who, kind=kind, subject="propagation", model=b, observed=p)
         )
+
+
+def _prune(by_key: dict[K, list[T]], keep: Callable[[K, T], bool]) -> None:
+    """Keep, per key, the items `keep` accepts; a key left without any goes."""
+    for key, items in list(by_key.items()):
+        kept = [item for item in items if keep(key, item)]
+        if kept:
+            by_key[key] = kept
+        else:
+            del by_key[key]
 
 
 def sorted_divergences(divergences: Iterable[Divergence]) -> list[Divergence]:

@@ -62,15 +62,23 @@ def propagated(ts: int) -> dict:
 
 
 def model_write(
-    ts: int, epoch: int, broker: int, kind: DecisionKind, isr_before: list[int], isr: list[int], **rest: Any
+    ts: int,
+    epoch: int,
+    broker: int,
+    kind: DecisionKind,
+    isr_before: list[int],
+    isr: list[int],
+    partition: int = 0,
+    **rest: Any,
 ) -> IsrWrite:
-    """The model's ISR write of t-0 in cluster c, for the tests that feed the audit directly."""
+    """The model's ISR write of t-0 (or another partition of t) in cluster c, for the tests that feed the audit
+    directly."""
     return IsrWrite(
         ts=ts,
         cluster="c",
         broker=broker,
         topic="t",
-        partition=0,
+        partition=partition,
         partition_epoch=epoch,
         kind=kind,
         isr_before=isr_before,
@@ -347,17 +355,7 @@ def test_a_change_the_broker_sent_a_batch_earlier_is_the_same_change_displaced()
     from state.records import Propagation, TopicPartition, Trigger
 
     def writes(partition: int, decided: int, committed: int, epoch: int) -> tuple[IsrWrite, Observation]:
-        model = IsrWrite(
-            ts=decided,
-            cluster="c",
-            broker=1,
-            topic="t",
-            partition=partition,
-            partition_epoch=epoch,
-            kind=DecisionKind.EXPAND,
-            isr_before=[1, 2],
-            isr=[1, 2, 3],
-        )
+        model = model_write(decided, epoch, 1, DecisionKind.EXPAND, [1, 2], [1, 2, 3], partition=partition)
         event = IsrUpdated(
             ts=committed,
             cluster="c",
