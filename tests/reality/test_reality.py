@@ -88,10 +88,10 @@ def around(reality: Reality, divergence: dict, before_ms: int = 15_000, after_ms
     lo, hi = divergence["ts"] - before_ms, divergence["ts"] + after_ms
     broker, where = divergence["broker"], (divergence["topic"], divergence["partition"])
 
-    def concerned(record: dict, leader: str) -> bool:
+    def concerned(write: dict) -> bool:  # a broker's or the model's ISR write: of the partition, or of the broker
         if divergence["subject"] == "isr":
-            return (record.get("topic"), record.get("partition")) == where
-        return record.get(leader) == broker
+            return (write["topic"], write["partition"]) == where
+        return write["leader"] == broker
 
     lines = [f"-- around {divergence['kind']} {divergence['subject']} at {divergence['ts']} (broker {broker}):"]
     for ev in reality.events:
@@ -99,7 +99,7 @@ def around(reality: Reality, divergence: dict, before_ms: int = 15_000, after_ms
             continue
         if ev["type"] == "tick" and ev.get("task") == "isr-change-propagation" and ev.get("broker") == broker:
             lines.append(f"  {ev['ts']} broker run: L {ev.get('last_isr_change_ms')} P {ev.get('last_propagation_ms')}")
-        elif ev["type"] == "isr_updated" and concerned(ev, "leader"):
+        elif ev["type"] == "isr_updated" and concerned(ev):
             lines.append(
                 f"  {ev['ts']} broker commit {ev['topic']}-{ev['partition']} {ev['kind']} {ev['isr']} "
                 f"epoch {ev['partition_epoch']} check {ev.get('check_ms')}"
@@ -107,7 +107,7 @@ def around(reality: Reality, divergence: dict, before_ms: int = 15_000, after_ms
         elif ev["type"] == "isr_change_propagated" and ev["broker"] == broker:
             lines.append(f"  {ev['ts']} broker batch {[(p['topic'], p['partition']) for p in ev['partitions']]}")
     for d in stored(reality, "decisions"):
-        if lo <= d["ts"] <= hi and d["kind"] in ("shrink", "expand") and concerned(d, "leader"):
+        if lo <= d["ts"] <= hi and d["kind"] in ("shrink", "expand") and concerned(d):
             lines.append(f"  {d['ts']} model {d['kind']} {d['topic']}-{d['partition']} {d['isr_after']}")
     for b in stored(reality, "propagations"):
         if lo <= b["ts"] <= hi and b["broker"] == broker:
