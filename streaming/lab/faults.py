@@ -144,14 +144,46 @@ def stall_warning(seconds: float, session_timeout_ms: int) -> str | None:
 
 
 def _throttle(lab: Lab, broker_id: int, rate: int) -> None:
+    """Write the throttle: the topics' first. A broker applies dynamic configs as ZooKeeper's change notifications
+    reach it, in the order they were written, so once it shows its rate (`_applied`) it throttles the topics too."""
     from kafka.admin import ConfigResource, ConfigResourceType
 
     with admin(lab.bootstrap_servers) as client:
         client.alter_configs(
-            [ConfigResource(ConfigResourceType.BROKER, str(broker_id), {THROTTLED_RATE: str(rate)})]
-            + [ConfigResource(ConfigResourceType.TOPIC, t, {THROTTLED_REPLICAS: "*"}) for t in lab.topics],
+            [ConfigResource(ConfigResourceType.TOPIC, t, {THROTTLED_REPLICAS: "*"}) for t in lab.topics],
             raise_on_unknown=False,
         )
+        client.alter_configs(
+            [ConfigResource(ConfigResourceType.BROKER, str(broker_id), {THROTTLED_RATE: str(rate)})],
+            raise_on_unknown=False,
+        )
+
+
+def _applied(lab: Lab, broker_id: int, rate: int, ends_ms: int) -> None:
+    """Wait until the broker applies its throttle, or the throttle's end: a stall right after could otherwise pause
+    the broker before it read the notifications, and it would come back unthrottled."""
+    applied = {THROTTLED_RATE: str(rate)}
+    with admin(lab.bootstrap_servers) as client:
+        wait_until(
+            f"broker {broker_id} applying {THROTTLED_RATE}={rate}",
+            lambda: time.time() * 1000 >= ends_ms or _broker_configs(client, broker_id, [THROTTLED_RATE]) == applied,
+            30,
+            0.2,
+        )
+
+
+def broker_configs(lab: Lab, broker_id: int, names: list[str]) -> dict[str, str | None]:
+    """The broker's values of its dynamic configs as it applies them (None: not set)."""
+    with admin(lab.bootstrap_servers) as client:
+        return _broker_configs(client, broker_id, names)
+
+
+def _broker_configs(client: Any, broker_id: int, names: list[str]) -> dict[str, str | None]:
+    from kafka.admin import ConfigResource, ConfigResourceType
+
+    resource = ConfigResource(ConfigResourceType.BROKER, str(broker_id), names)
+    got = client.describe_configs([resource], config_filter="all")["broker"][str(broker_id)]
+    return {name: got[name]["value"] if name in got else None for name in names}
 
 
 def _unthrottle(lab: Lab, broker_id: int, topics_too: bool) -> None:
@@ -175,6 +207,7 @@ def slow(directory: Path, broker_id: int, seconds: float, rate: int = SLOW_RATE)
         _throttle(lab, broker_id, rate)
         ends = int((time.time() + seconds) * 1000)
         _helper(lab, "slow", broker_id, ends, "end-slow", "--broker", str(broker_id), "--seconds", str(seconds))
+    _applied(lab, broker_id, rate, ends)
     return (
         f"broker {broker_id}'s replication as a follower throttled to {rate} B/s until {_clock(ends)} "
         f"(in {seconds:g} s): {THROTTLED_RATE}={rate} on broker {broker_id}, {THROTTLED_REPLICAS}=* on "
