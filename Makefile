@@ -6,6 +6,8 @@ LAB_DIR ?= var/lab
 # Maven keeps its cache under .tools/ like every other provisioned tool.
 MVN := mvn -q -B -Dstyle.color=never -Dmaven.repo.local=$(CURDIR)/.tools/m2
 export PATH := $(CURDIR)/.tools/bin:$(CURDIR)/$(VENV)/bin:$(PATH)
+# Jars, the agent's Maven cache and other provisioned tools stay in this clone (an installed wheel uses ~/.cache).
+export ISRWATCH_TOOLS := $(CURDIR)/.tools
 export PYTHONWARNINGS := ignore::FutureWarning
 
 .PHONY: demo demo-real test check lint bench setup lab lab-down agent

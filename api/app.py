@@ -11,7 +11,7 @@ from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.staticfiles import StaticFiles
 
-from state.store import open_store
+from isrwatch.store import open_store
 
 from . import errors
 from .metrics import registry_for

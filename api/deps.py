@@ -12,7 +12,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from state.store import EventTime, Store
+from isrwatch.store import EventTime, Store
 
 from .errors import ApiError
 from .params import ERRORS

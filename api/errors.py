@@ -11,7 +11,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from state.store import StoreError
+from isrwatch.store import StoreError
 
 log = logging.getLogger("isrwatch.api")
 

@@ -16,8 +16,8 @@ from collections.abc import Iterator
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from state import metrics as m
-from state.store import EventTime, Store, StreamPosition
+from isrwatch.state import metrics as m
+from isrwatch.store import EventTime, Store, StreamPosition
 
 from .settings import Settings
 

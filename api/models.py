@@ -2,7 +2,7 @@
 
 The routes build plain dicts and render them directly; these models are the contract those dicts
 must meet, not a conversion step on the hot path. The SPEC §5 records are not retyped here: their
-models are built from the core's structs (`state.records`), field for field.
+models are built from the core's structs (`isrwatch.state.records`), field for field.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any, Literal, Union, get_args, get_origin
 import msgspec
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from state import audit, events, records
+from isrwatch.state import audit, events, records
 
 
 def _example(example: dict) -> ConfigDict:

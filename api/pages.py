@@ -16,7 +16,7 @@ from fastapi import Query
 from fastapi.responses import Response
 from pydantic import BaseModel
 
-from state.store import Key, Page
+from isrwatch.store import Key, Page
 
 from .errors import invalid
 from .params import JSON

@@ -1,5 +1,5 @@
 """What the routers share: the JSON response, the documented error replies, and the validated parameters
-(patterns and bounds come from the event contract in `state.events`, not retyped here)."""
+(patterns and bounds come from the event contract in `isrwatch.state.events`, not retyped here)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import msgspec
 from fastapi import Path, Query
 from fastapi.responses import JSONResponse
 
-from state.events import CLUSTER_MAX_LENGTH, CLUSTER_PATTERN, MAX_ID, MAX_MS, TOPIC_MAX_LENGTH, TOPIC_PATTERN
+from isrwatch.state.events import CLUSTER_MAX_LENGTH, CLUSTER_PATTERN, MAX_ID, MAX_MS, TOPIC_MAX_LENGTH, TOPIC_PATTERN
 
 from .errors import invalid, not_found
 from .models import ErrorBody

@@ -7,8 +7,8 @@ from typing import Any
 
 import msgspec
 
-from state.records import FollowerRecord, PartitionRecord, Propagation, shrink_predicted
-from state.store import EventTime
+from isrwatch.state.records import FollowerRecord, PartitionRecord, Propagation, shrink_predicted
+from isrwatch.store import EventTime
 
 
 def _since(now_ms: int | None, then_ms: int | None) -> int | None:

@@ -33,16 +33,16 @@ from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
-from streaming.lab import faults
-from streaming.lab.cluster import (
+from isrwatch.lab import faults
+from isrwatch.lab.cluster import (
     CHROOT,
-    PROJECT_AGENT,
     Broker,
     Lab,
     LabError,
     LabSpec,
     Topic,
     alive,
+    default_agent,
     down,
     editing,
     load,
@@ -128,7 +128,7 @@ def cmd_record(args: argparse.Namespace) -> int:
         lag_ms=lag,
         topics=(Topic("orders", 3),),
         rate=0,
-        agent=str(PROJECT_AGENT),
+        agent=str(default_agent()),
         agent_options=_agent_options(raw=True),
     )
     with _workdir("record", args.keep) as work:
@@ -191,8 +191,8 @@ def _copy_recording(brokers: list[Broker], out: Path, lag_ms: int) -> int:
 
 def _compare(directory: Path, lag_ms: int) -> bool:
     """Replays the coalesced and the raw streams of a recording (all brokers together); True when equal."""
-    from state.config import Config
-    from state.replay import replay
+    from isrwatch.state.config import Config
+    from isrwatch.state.replay import replay
 
     config = Config(replica_lag_time_max_ms=lag_ms, isr_expiration_interval_ms=0, isr_change_check_interval_ms=0)
     for f in sorted(directory.glob("broker*.jsonl")):
@@ -331,7 +331,7 @@ def _load_spec(args: argparse.Namespace, agent: bool, raw: bool) -> LabSpec:
         lag_ms=args.lag,
         topics=(Topic("perf", args.partitions),),
         rate=0,
-        agent=str(PROJECT_AGENT) if agent else None,
+        agent=str(default_agent()) if agent else None,
         agent_options=_agent_options(raw) if agent else (),
         start_timeout_s=900,
         broker_heap=args.heap,
@@ -436,7 +436,7 @@ def cmd_volume(args: argparse.Namespace) -> int:
 
 def cmd_hookcost(args: argparse.Namespace) -> int:
     """Runs RecorderBench (agent test classes): ns per captured fetch through lock, coalescer and queue."""
-    target = PROJECT_AGENT.parent
+    target = default_agent().parent
     cp = f"{target / 'classes'}:{target / 'test-classes'}"
     if not (target / "test-classes" / "io" / "isrwatch" / "agent" / "RecorderBench.class").exists():
         sys.exit(f"isrwatch bench agent: {target}/test-classes is missing: run `make agent` first")
@@ -488,8 +488,8 @@ def main(argv: list[str] | None = None) -> int:
             p.add_argument("--keep", action="store_true", help="keep the lab's directory")
         p.set_defaults(func=func)
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
-    if args.cmd != "compare" and not PROJECT_AGENT.exists():
-        parser.error(f"{PROJECT_AGENT} is missing: run `make agent` first")
+    if args.cmd != "compare" and not default_agent().exists():
+        parser.error(f"{default_agent()} is missing: run `make agent` first")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the labs on the way out
     try:
         return args.func(args)

@@ -25,10 +25,10 @@ import time
 import httpx
 import msgspec
 
-from state.config import Config
-from state.replay import replay
-from state.store import open_store
-from streaming.sim.synthetic import StreamShape, generate
+from isrwatch.sim.synthetic import StreamShape, generate
+from isrwatch.state.config import Config
+from isrwatch.state.replay import replay
+from isrwatch.store import open_store
 
 
 def fill(url: str, partitions: int, seed: int) -> tuple[list[tuple[str, int]], int]:
@@ -79,7 +79,7 @@ def _free_port() -> int:
 
 def _serve(url: str, port: int) -> subprocess.Popen:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "streaming.cli", "serve", "--store", url, "--port", str(port), "--log-level", "warning"]
+        [sys.executable, "-m", "isrwatch.cli", "serve", "--store", url, "--port", str(port), "--log-level", "warning"]
     )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:

@@ -17,11 +17,11 @@ import tracemalloc
 
 import msgspec
 
-from state.config import Config
-from state.engine import PartitionEngine
-from state.propagation import PropagationBook
-from state.replay import parse_lines, replay
-from streaming.sim.synthetic import StreamShape, generate
+from isrwatch.sim.synthetic import StreamShape, generate
+from isrwatch.state.config import Config
+from isrwatch.state.engine import PartitionEngine
+from isrwatch.state.propagation import PropagationBook
+from isrwatch.state.replay import parse_lines, replay
 
 
 def _rss_mb() -> float:

@@ -51,7 +51,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from state.config import Config
+from isrwatch.state.config import Config
 
 DEFAULT_TRIGGERS = ("1s", "5s")
 LATENESS_MS = Config().allowed_lateness_ms  # the job runs with the default lateness
@@ -474,15 +474,15 @@ def _isrwatch(lab_dir: Path, work: Path, trigger_s: float) -> Iterator[str]:
     the API's base URL once the job has read the topic's backlog. Both stop (SIGTERM, then SIGKILL) on exit."""
     import httpx
 
-    from streaming.lab.cluster import load
-    from streaming.sim.processes import Child
+    from isrwatch.lab.cluster import load
+    from isrwatch.sim.processes import Child
 
     lab = load(lab_dir)
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     store = f"sqlite:///{work / 'isrwatch.db'}"
     port = _free_port()
-    cli = [sys.executable, "-m", "streaming.cli"]
+    cli = [sys.executable, "-m", "isrwatch.cli"]
     run = [
         *cli,
         "run",
@@ -522,7 +522,7 @@ def _isrwatch(lab_dir: Path, work: Path, trigger_s: float) -> Iterator[str]:
 
 
 def _zk_full(lab_dir: Path) -> bool:
-    from streaming.lab.cluster import load, partition_states, zookeeper
+    from isrwatch.lab.cluster import load, partition_states, zookeeper
 
     lab = load(lab_dir)
     with zookeeper(lab.zookeeper) as zk:
@@ -532,8 +532,8 @@ def _zk_full(lab_dir: Path) -> bool:
 
 def measure(args: argparse.Namespace, lab_dir: Path, work: Path, trigger_s: float) -> Report:
     """One trigger: the job and the API on the running lab, --faults stalls, and what the API showed when."""
-    from streaming.lab.cluster import load
-    from streaming.lab.faults import stall
+    from isrwatch.lab.cluster import load
+    from isrwatch.lab.faults import stall
 
     lab = load(lab_dir)
     give_up_s = LATENESS_MS / 1000 + 2 * trigger_s + 20  # far longer than a write takes to reach the API
@@ -575,17 +575,17 @@ def measure(args: argparse.Namespace, lab_dir: Path, work: Path, trigger_s: floa
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    from streaming.lab.cluster import PROJECT_AGENT, LabError, LabSpec, down, up
+    from isrwatch.lab.cluster import LabError, LabSpec, default_agent, down, up
 
-    if not PROJECT_AGENT.is_file():
-        log(f"error: {PROJECT_AGENT} is missing: run `make agent` first")
+    if not default_agent().is_file():
+        log(f"error: {default_agent()} is missing: run `make agent` first")
         return 2
     work = args.dir.resolve() if args.dir else Path(tempfile.mkdtemp(prefix="isrwatch-bench-latency-"))
     lab_dir = work / "lab"
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop everything on the way out
     reports = []
     try:
-        up(lab_dir, LabSpec(brokers=args.brokers, lag_ms=args.lag_ms, agent=str(PROJECT_AGENT)), log)
+        up(lab_dir, LabSpec(brokers=args.brokers, lag_ms=args.lag_ms, agent=str(default_agent())), log)
         for trigger_s in args.trigger:
             reports.append(measure(args, lab_dir, work / f"trigger-{trigger_s:g}s", trigger_s))
             log("; ".join(reports[-1].lines()[:2]))

@@ -6,9 +6,9 @@ and Python workers; (issue 3) p99 decision latency <= trigger + 2 s (from its cl
 a decision's time, its time + allowed_lateness_ms in real time, to its row being committed to the store),
 memory flat over a 10-minute run.
 
-Two modes, over one of two event shapes (--shape): `synthetic` (`streaming.sim.synthetic`: 10,000
+Two modes, over one of two event shapes (--shape): `synthetic` (`isrwatch.sim.synthetic`: 10,000
 partitions x RF 3, every follower fetching every 500 ms, appends every second, scheduled checks) or
-`agent` (`streaming.sim.agent_shape`: what isrwatch-agent sends — per-broker ticks, caught-up fetches
+`agent` (`isrwatch.sim.agent_shape`: what isrwatch-agent sends — per-broker ticks, caught-up fetches
 coalesced to one per follower per isr-expiration run, appends read by the checks; --profile agent):
 - backlog (default): --events pre-generated into --files files, consumed --files-per-batch files
   per micro-batch as fast as the job goes; the local one-process replay runs on the same files first.
@@ -49,16 +49,17 @@ from pathlib import Path
 
 import msgspec
 
-from state.config import Config
-from state.replay import parse_lines, replay, replay_events
-from state.step import Settled
-from streaming.job import JobOptions, StreamJob
-from streaming.progress import input_lines, iso_ms
-from streaming.sim.agent_shape import AgentShape, generate_agent
-from streaming.sim.processes import descendants
-from streaming.sim.sinks import PendingFile
-from streaming.sim.synthetic import StreamShape, generate
-from streaming.spark import SparkSettings
+from isrwatch.lab.jars import spark_kafka_jars
+from isrwatch.sim.agent_shape import AgentShape, generate_agent
+from isrwatch.sim.processes import descendants
+from isrwatch.sim.sinks import PendingFile
+from isrwatch.sim.synthetic import StreamShape, generate
+from isrwatch.state.config import Config
+from isrwatch.state.replay import parse_lines, replay, replay_events
+from isrwatch.state.step import Settled
+from isrwatch.streaming.job import JobOptions, StreamJob
+from isrwatch.streaming.progress import input_lines, iso_ms
+from isrwatch.streaming.spark import SparkSettings
 
 CONFIG = Config(replica_lag_time_max_ms=10_000)  # the engine benchmark's configuration
 AGENT_CONFIG = CONFIG.with_profile("agent")  # the brokers' own ticks run the checks
@@ -171,7 +172,7 @@ def _pct(values: list[float], q: float) -> float:
 
 
 def _job(args: argparse.Namespace, work: Path, recorder: _Recorder, **overrides: object) -> StreamJob:
-    spark = SparkSettings.from_args(args)
+    spark = SparkSettings.from_args(args, spark_kafka_jars())
     if args.stages:  # Spark's REST API (on a free port) keeps every stage of the run
         extra = {
             "spark.ui.enabled": "true",

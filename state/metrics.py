@@ -14,8 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from .audit import Divergence
-from .records import Decision, DecisionKind, Propagation
+from .records import Decision, DecisionKind, Divergence, Propagation
 
 
 class Kind(StrEnum):

@@ -14,11 +14,21 @@ from collections import Counter
 
 from msgspec import Struct
 
-from .audit import IsrWrite, Observation, ReplicaView
 from .config import Config
 from .events import Append, Fetch, IsrChangePropagated, IsrUpdated, LeaderAndIsr
 from .order import Order
-from .records import Decision, DecisionKind, FollowerRecord, PartitionRecord, ShrinkReason
+from .records import (
+    Decision,
+    DecisionKind,
+    FollowerRecord,
+    IsrChange,
+    IsrWrite,
+    Observation,
+    PartitionRecord,
+    PropagationTick,
+    ReplicaView,
+    ShrinkReason,
+)
 from .schedule import INF, first_at_or_after
 
 PartitionKey = tuple[str, str, int]  # (cluster, topic, partition)
@@ -74,45 +84,6 @@ class Partition(Struct, array_like=True, gc=False):
     @property
     def has_leader(self) -> bool:
         return self.leader is not None and self.leader >= 0
-
-
-class Ordered(Struct, array_like=True, frozen=True):
-    """What the propagation book receives from the engine: its first five fields are its `Order`."""
-
-    ts: int
-    phase: int
-    seq: int
-    arrival: int
-    half: int
-
-    @property
-    def order(self) -> Order:
-        return Order(self.ts, self.phase, self.seq, self.arrival, self.half)
-
-
-class IsrChange(Ordered, frozen=True, tag="c"):
-    """A leader ISR write (expand or shrink) to propagate, pending from `ts`; `decided_ms` is when the leader
-    decided it, earlier for a check inside an isr-expiration run that sorts at the run's end (None: at `ts`)."""
-
-    cluster: str
-    broker: int
-    topic: str
-    partition: int
-    decided_ms: int | None = None
-
-    @property
-    def decided(self) -> int:
-        return self.ts if self.decided_ms is None else self.decided_ms
-
-
-class PropagationTick(Ordered, frozen=True, tag="t"):
-    """An explicit isr-change-propagation run for one cluster, or for one broker of it (the agent's, with the
-    broker's throttle state after the run: what the model starts a broker it has not seen from)."""
-
-    cluster: str
-    broker: int | None = None
-    last_isr_change_ms: int | None = None
-    last_propagation_ms: int | None = None
 
 
 class Outputs:

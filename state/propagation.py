@@ -16,8 +16,7 @@ import msgspec
 from msgspec import Struct
 
 from .config import Config
-from .partition import IsrChange, PropagationTick
-from .records import BrokerRecord, Propagation, TopicPartition, Trigger
+from .records import BrokerRecord, IsrChange, Propagation, PropagationTick, TopicPartition, Trigger
 from .schedule import INF, first_at_or_after
 
 STATE_VERSION = 3

@@ -11,6 +11,9 @@ from enum import StrEnum
 
 from msgspec import Struct
 
+from .events import IsrChangePropagated, IsrUpdated
+from .order import Order
+
 
 class DecisionKind(StrEnum):
     """What a decision records: a leader's ISR write (shrink, expand) or a LeaderAndIsr outcome."""
@@ -147,3 +150,133 @@ def shrink_predicted(
     if eligible_ms is None or now_ms is None:
         return False
     return shrink_warning_at(eligible_ms, last_caught_up_ms, window_ms) <= now_ms
+
+
+# What the rules hand the audit and the propagation book, and what the audit finds.
+
+
+class DivergenceKind(StrEnum):
+    """How the model and a broker disagreed."""
+
+    MISSED_BY_MODEL = "missed_by_model"  # the broker wrote an ISR or sent a batch the model did not decide
+    UNEXPLAINED_BY_MODEL = "unexplained_by_model"  # the model decided a write or batch no broker act explains
+    DIFFERENT_ISR = "different_isr"  # both wrote the same partition epoch, with different ISRs (or kinds)
+    DIFFERENT_BATCH = "different_batch"  # both sent a batch in the same run, with different partitions
+    TIMING = "timing"  # it hinges on the broker's clock reads or its ZooKeeper write's latency (`margin_ms`)
+
+
+class ReplicaView(Struct, kw_only=True):
+    """A follower as the model knew it: the evidence a shrink or expand is judged on."""
+
+    replica: int
+    leo: int
+    last_caught_up_ms: int
+    last_fetch_ms: int
+
+
+# The fields an ISR write takes from the decision that makes it, as they are.
+_SHARED_WITH_DECISION = ("ts", "cluster", "topic", "partition", "kind", "isr_before", "reasons")
+
+
+class IsrWrite(Struct, kw_only=True):
+    """One ISR write of the model (a shrink or expand), with the followers it concerned as they were."""
+
+    ts: int
+    cluster: str
+    broker: int  # the leader that writes it
+    topic: str
+    partition: int
+    partition_epoch: int  # the zkVersion the write creates
+    kind: DecisionKind
+    isr_before: list[int]
+    isr: list[int]
+    reasons: dict[str, ShrinkReason] = {}
+    evidence: list[ReplicaView] = []
+    # A shrink of the broker's own isr-expiration run: when that run ended (the agent's `end_ms`). Kafka checked the
+    # partition at some clock in [ts, run_end_ms] (SPEC §4.7), so a broker check in it is the same run's.
+    run_end_ms: int | None = None
+
+    @classmethod
+    def of(
+        cls, d: Decision, partition_epoch: int, evidence: list[ReplicaView], run_end_ms: int | None = None
+    ) -> IsrWrite:
+        """The write a shrink or expand decides: its leader writes the decision's ISR as `partition_epoch`."""
+        assert d.leader is not None, "only a partition with a leader writes its ISR"
+        shared = {name: getattr(d, name) for name in _SHARED_WITH_DECISION}
+        return cls(
+            broker=d.leader,
+            partition_epoch=partition_epoch,
+            isr=d.isr_after,
+            evidence=evidence,
+            run_end_ms=run_end_ms,
+            **shared,
+        )
+
+
+class Observation(Struct, kw_only=True, tag_field="type", tag="observation"):
+    """A broker's ISR write, with the model's view of the partition when it happened (tagged, to travel in one
+    list with `IsrChangePropagated`)."""
+
+    event: IsrUpdated
+    model_leader: int | None = None
+    model_isr: list[int] = []
+    model_partition_epoch: int | None = None
+    evidence: list[ReplicaView] = []  # the model's record of the replicas the broker's write concerned
+
+
+class Divergence(Struct, kw_only=True):
+    """A disagreement between the model and a broker, with both sides and the model's evidence."""
+
+    ts: int  # the earlier side's time
+    cluster: str
+    broker: int
+    kind: DivergenceKind
+    subject: str  # "isr" (a partition's ISR write) or "propagation" (a batch)
+    topic: str | None = None
+    partition: int | None = None
+    partition_epoch: int | None = None
+    model: IsrWrite | Propagation | None = None
+    observed: IsrUpdated | IsrChangePropagated | None = None
+    evidence: list[ReplicaView] = []
+    # A shrink: how far past (+) or short of (-) the lag limit the deciding follower was. A write the model made
+    # while the broker's previous write of the partition was in flight: how long before it committed (-).
+    margin_ms: int | None = None
+
+
+class Ordered(Struct, array_like=True, frozen=True):
+    """What the propagation book receives from the engine: its first five fields are its `Order`."""
+
+    ts: int
+    phase: int
+    seq: int
+    arrival: int
+    half: int
+
+    @property
+    def order(self) -> Order:
+        return Order(self.ts, self.phase, self.seq, self.arrival, self.half)
+
+
+class IsrChange(Ordered, frozen=True, tag="c"):
+    """A leader ISR write (expand or shrink) to propagate, pending from `ts`; `decided_ms` is when the leader
+    decided it, earlier for a check inside an isr-expiration run that sorts at the run's end (None: at `ts`)."""
+
+    cluster: str
+    broker: int
+    topic: str
+    partition: int
+    decided_ms: int | None = None
+
+    @property
+    def decided(self) -> int:
+        return self.ts if self.decided_ms is None else self.decided_ms
+
+
+class PropagationTick(Ordered, frozen=True, tag="t"):
+    """An explicit isr-change-propagation run for one cluster, or for one broker of it (the agent's, with the
+    broker's throttle state after the run: what the model starts a broker it has not seen from)."""
+
+    cluster: str
+    broker: int | None = None
+    last_isr_change_ms: int | None = None
+    last_propagation_ms: int | None = None

@@ -15,11 +15,21 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from .audit import Audit, Divergence, IsrWrite, Observation, sorted_divergences
+from .audit import Audit, sorted_divergences
 from .events import DeadLetter, IsrChangePropagated, Observed
-from .partition import IsrChange, PropagationTick
 from .propagation import PropagationBook
-from .records import BrokerRecord, Decision, DecisionKind, PartitionRecord, Propagation
+from .records import (
+    BrokerRecord,
+    Decision,
+    DecisionKind,
+    Divergence,
+    IsrChange,
+    IsrWrite,
+    Observation,
+    PartitionRecord,
+    Propagation,
+    PropagationTick,
+)
 
 
 class StepOutputs(Protocol):

@@ -11,7 +11,7 @@ import json
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
-from state.config import ConfigError
+from isrwatch.state.config import ConfigError
 
 if TYPE_CHECKING:
     from .checkpoint import Checkpoint

@@ -1,6 +1,6 @@
 """A replay through the stream's shell: each micro-batch's reports settled and kept, then finished at --until.
 
-`isrwatch replay --engine spark` feeds it from a real query; `streaming.testing.run_stateful` from the
+`isrwatch replay --engine spark` feeds it from a real query; `isrwatch.streaming.testing.run_stateful` from the
 state function called directly. When the input is drained, every bucket's final state is advanced to
 --until + 1 with the same engine, and the propagation book likewise, exactly as the local replay ends
 (SPEC §6): the result has the local replay's shape and summary keys.
@@ -11,14 +11,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from state.audit import Audit, sorted_divergences
-from state.config import Config
-from state.engine import PartitionEngine
-from state.events import Event
-from state.partition import partition_record
-from state.propagation import PropagationBook
-from state.replay import ReplayResult
-from state.step import Settled, settle, summarize
+from isrwatch.state.audit import Audit, sorted_divergences
+from isrwatch.state.config import Config
+from isrwatch.state.engine import PartitionEngine
+from isrwatch.state.events import Event
+from isrwatch.state.partition import partition_record
+from isrwatch.state.propagation import PropagationBook
+from isrwatch.state.replay import ReplayResult
+from isrwatch.state.step import Settled, settle, summarize
 
 from .reports import Report, decode_bucket
 from .sink import AUDIT_BLOB, BOOK_BLOB, settle_reports

@@ -1,7 +1,7 @@
 """Framing, in Python before the shuffle: cut input into lines, route each line, pack each state key's lines.
 
 Only what routing needs is read here (type, ts, cluster, topic, partition); the full validation is
-`state.events.parse_event` in the stateful function, the one the replay uses. A partition event goes
+`isrwatch.state.events.parse_event` in the stateful function, the one the replay uses. A partition event goes
 to its partition's bucket; a tick, which every partition of its cluster obeys, to every bucket; a
 broker's `isr_change_propagated` to the first bucket; anything without a usable time or key to the
 control key, which dead-letters it. A missing `seq` is the line number in its file or the Kafka
@@ -33,7 +33,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from state.events import DEFAULT_CLUSTER
+from isrwatch.state.events import DEFAULT_CLUSTER
 
 from .buckets import CONTROL_KEY, Layout
 

@@ -17,8 +17,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from state.config import Config, ConfigError
-from state.step import Settled
+from isrwatch.state.config import Config, ConfigError
+from isrwatch.state.step import Settled
 
 from .buckets import Layout
 from .checkpoint import Checkpoint
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
-    from state.store import Store
+    from isrwatch.store import Store
 
 Echo = Callable[[str], None]
 ProgressHook = Callable[[dict[str, Any]], None]
@@ -98,7 +98,7 @@ class StreamJob:
         self._stopping = threading.Event()
 
     def start(self) -> StreamingQuery:
-        from state.store import open_store
+        from isrwatch.store import open_store
 
         o = self.options
         if "://" not in o.checkpoint:  # with the defaults, ./var: the store's directory too

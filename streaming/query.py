@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from state.config import Config
+from isrwatch.state.config import Config
 
 from .buckets import Layout
 from .framing import frame

@@ -15,8 +15,8 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from state.config import Config
-from state.replay import ReplayResult
+from isrwatch.state.config import Config
+from isrwatch.state.replay import ReplayResult
 
 from .buckets import DEFAULT_BUCKETS, Layout
 from .collect import ReplayCollector

@@ -6,14 +6,12 @@ import msgspec
 import pyarrow as pa
 from msgspec import Struct
 
-from state.audit import IsrWrite, Observation
-from state.events import DeadLetter, Event, IsrChangePropagated
-from state.partition import IsrChange, PropagationTick
-from state.records import Decision, PartitionRecord
+from isrwatch.state.events import DeadLetter, Event, IsrChangePropagated
+from isrwatch.state.records import Decision, IsrChange, IsrWrite, Observation, PartitionRecord, PropagationTick
 
 REPORT_SCHEMA = "bucket int, report binary"
 STATE_SCHEMA = "blob binary"  # one msgpack blob (version inside): array fields crash PySpark's state schema
-BUCKET_STATE_VERSION = 3  # 3: partitions hash to buckets in Python (streaming.framing), not Spark SQL
+BUCKET_STATE_VERSION = 3  # 3: partitions hash to buckets in Python (isrwatch.streaming.framing), not Spark SQL
 
 
 _CODEC = "zstd"  # pyarrow's: ~6x on event streams at ~600 MB/s; the JVM then moves a sixth of the bytes

@@ -20,12 +20,12 @@ from typing import TYPE_CHECKING, TypeVar
 import msgspec
 import psycopg
 
-from state.audit import Audit
-from state.config import Config
-from state.propagation import PropagationBook
-from state.schedule import INF
-from state.step import Settled, settle
-from state.store import StoreError
+from isrwatch.state.audit import Audit
+from isrwatch.state.config import Config
+from isrwatch.state.propagation import PropagationBook
+from isrwatch.state.schedule import INF
+from isrwatch.state.step import Settled, settle
+from isrwatch.store import StoreError
 
 from .producer import JsonProducer
 from .reports import Report, decode_report
@@ -33,7 +33,7 @@ from .reports import Report, decode_report
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from state.store import Store
+    from isrwatch.store import Store
 
 BOOK_BLOB = "propagation_book"
 AUDIT_BLOB = "audit"

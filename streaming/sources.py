@@ -11,7 +11,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from state.config import ConfigError
+from isrwatch.state.config import ConfigError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -27,7 +27,7 @@ SOURCE_HELP = f"""sources (--source):
                                   A file is read whole (its line numbers are the default seq): keep files to
                                   tens of MB.
   kafka:BOOTSTRAP/TOPICS          Spark's Kafka source; needs the connector on the classpath. In a clone it
-                                  is provisioned into .tools/jars/spark-kafka (python -m streaming.lab.jars;
+                                  is provisioned into .tools/jars/spark-kafka (python -m isrwatch.lab.jars;
                                   make test and make lab run it) and added by itself; else --spark-conf
                                   spark.jars.packages={KAFKA_PACKAGE}
                                   (or spark-submit --packages {KAFKA_PACKAGE}).
@@ -128,7 +128,7 @@ def _spark_kafka(spark: SparkSession, source: Source, max_per_batch: int | None,
             raise
         raise SourceError(
             f"--source {source}: Spark's Kafka connector is not on the classpath. Provision it into "
-            f".tools/jars/spark-kafka (python -m streaming.lab.jars, which make test and make lab run), add it "
+            f".tools/jars/spark-kafka (python -m isrwatch.lab.jars, which make test and make lab run), add it "
             f"with --spark-conf spark.jars.packages={KAFKA_PACKAGE} (spark-submit --packages {KAFKA_PACKAGE}), "
             f"or use --source kafka-python:{source.location}/{','.join(source.topics)}, which needs no connector."
         ) from None

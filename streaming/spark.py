@@ -1,18 +1,18 @@
 """The Spark session isrwatch runs in: local by default, quiet, with the state store provider chosen by name
-and Spark's Kafka connector from .tools/jars/spark-kafka when it was provisioned."""
+and Spark's Kafka connector jars when the caller found them provisioned (`isrwatch.lab.jars`, the command line's
+concern: this room does not provision)."""
 
 from __future__ import annotations
 
 import argparse
 import os
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from state.config import ConfigError
-
-from .lab.jars import spark_kafka_jars
+from isrwatch.state.config import ConfigError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -33,6 +33,7 @@ class SparkSettings:
     state_store: str = "hdfs"
     driver_memory: str = "2g"
     extra: dict[str, str] = field(default_factory=dict)
+    kafka_jars: tuple[str, ...] = ()  # Spark's Kafka connector and its dependencies, put on spark.jars
 
     @staticmethod
     def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -61,7 +62,7 @@ class SparkSettings:
         )
 
     @classmethod
-    def from_args(cls, args: argparse.Namespace) -> SparkSettings:
+    def from_args(cls, args: argparse.Namespace, kafka_jars: Sequence[Path] = ()) -> SparkSettings:
         """The settings the options of `add_arguments` give; a --spark-conf not of the form spark.KEY=VALUE is a
         ConfigError naming it."""
         extra = {}
@@ -76,6 +77,7 @@ class SparkSettings:
             state_store=args.state_store,
             driver_memory=args.driver_memory,
             extra=extra,
+            kafka_jars=tuple(str(p) for p in kafka_jars),
         )
 
     def conf(self) -> dict[str, str]:
@@ -102,7 +104,7 @@ class SparkSettings:
             **self.extra,
         }
         # Spark's Kafka source from the provisioned jars (nothing downloaded at run time); --spark-conf spark.jars adds.
-        local = ",".join(str(p) for p in spark_kafka_jars())
+        local = ",".join(self.kafka_jars)
         if local:
             conf["spark.jars"] = ",".join(filter(None, [local, self.extra.get("spark.jars")]))
         # Under spark-submit (a JVM gateway is already up) the master is the submitter's to choose.

@@ -22,11 +22,11 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from state.config import Config
-from state.engine import PartitionEngine
-from state.events import DeadLetter, Event, PartitionEvent, Tick, in_future, parse_event
-from state.partition import partition_record
-from state.schedule import INF
+from isrwatch.state.config import Config
+from isrwatch.state.engine import PartitionEngine
+from isrwatch.state.events import DeadLetter, Event, PartitionEvent, Tick, in_future, parse_event
+from isrwatch.state.partition import partition_record
+from isrwatch.state.schedule import INF
 
 from .buckets import CONTROL_KEY
 from .framing import Role, unpack
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming.state import GroupState
 
 StateFunction = Callable[[tuple, Iterator[pd.DataFrame], "GroupState"], Iterator[pd.DataFrame]]
-UNREADABLE = "the stream could not read its type, ts, topic or partition (streaming.framing)"
+UNREADABLE = "the stream could not read its type, ts, topic or partition (isrwatch.streaming.framing)"
 
 
 def _lines(frames: Iterator[pd.DataFrame]) -> Iterator[tuple[bytes, int, int, int, int | None]]:

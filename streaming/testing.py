@@ -3,7 +3,7 @@
 Like bytewax's testing harness, this runs a stateful operator without its cluster runtime, so
 property tests can try thousands of micro-batch cuts at Python speed. What it reproduces of
 `applyInPandasWithState` without timeouts (PySpark 4.x): in each micro-batch every key with rows is
-called once with its rows, its lines packed by the real framer (`streaming.framing.route`) in no particular
+called once with its rows, its lines packed by the real framer (`isrwatch.streaming.framing.route`) in no particular
 order (here: reversed, the least convenient), its state round-tripping through bytes
 between calls. The Spark parity tests remain the final judge.
 """
@@ -15,8 +15,8 @@ from collections.abc import Iterable
 import numpy as np
 import pandas as pd
 
-from state.config import Config
-from state.replay import ReplayResult
+from isrwatch.state.config import Config
+from isrwatch.state.replay import ReplayResult
 
 from .collect import ReplayCollector
 from .framing import NOT_RECEIVED, Lines, pack, route

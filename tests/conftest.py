@@ -1,6 +1,6 @@
 """Fixtures shared by every test room: one Spark session, a private PostgreSQL server, a store URL on each
 backend, and one real Kafka lab (ZooKeeper, 3 brokers, a monitor broker) for the session, with its shared fault
-runs and the one stream over its events topic (tests/lab.py)."""
+runs and the one stream over its events topic (tests/lab/session.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from streaming.lab.cluster import Lab, LabSpec
-from tests.lab import (
+from isrwatch.lab.cluster import Lab, LabSpec
+from tests.lab.session import (
     Restart,
     Stall,
     Streamed,
@@ -27,9 +27,11 @@ from tests.pg import fresh_database, postgres_server
 @pytest.fixture(scope="session")
 def spark():
     """The process's Spark session (local[2], UI off): every in-process query of the suite shares it."""
-    from streaming.spark import SparkSettings, session
+    from isrwatch.lab.jars import spark_kafka_jars
+    from isrwatch.streaming.spark import SparkSettings, session
 
-    return session(SparkSettings(shuffle_partitions=2, driver_memory="1g"))
+    jars = tuple(str(p) for p in spark_kafka_jars())
+    return session(SparkSettings(shuffle_partitions=2, driver_memory="1g", kafka_jars=jars))
 
 
 @pytest.fixture(scope="session")
@@ -57,7 +59,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Tests on the Kafka lab run last: the lab (four brokers, ZooKeeper, a producer: about half a core) is started
     on first use and runs until the session ends, so every other test runs before it exists. Tests on the
     session's stream (the agent's tests, the reality suite) run after every other lab test: it covers the faults
-    they ran (tests/lab.py FAULT_LOG)."""
+    they ran (tests/lab/session.py FAULT_LOG)."""
 
     def order(item: pytest.Item) -> tuple[bool, bool]:
         uses = getattr(item, "fixturenames", ())
@@ -68,7 +70,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def lab_spec() -> LabSpec:
-    """The session lab's settings (tests/lab.py session_spec): a 5 s lag and isrwatch-agent on every broker."""
+    """The session lab's settings (tests/lab/session.py session_spec): a 5 s lag and isrwatch-agent on every broker."""
     return session_spec(project_agent())
 
 
@@ -84,13 +86,13 @@ def lab(lab_spec: LabSpec, tmp_path_factory: pytest.TempPathFactory) -> Iterator
 
 @pytest.fixture(scope="session")
 def session_stall(lab: Lab) -> Stall:
-    """The session's one stall (tests/lab.py run_stall), for the lab's and the agent's tests."""
+    """The session's one stall (tests/lab/session.py run_stall), for the lab's and the agent's tests."""
     return run_stall(lab)
 
 
 @pytest.fixture(scope="session")
 def session_restart(lab: Lab) -> Restart:
-    """The session's one kill, restart and preferred election (tests/lab.py run_restart)."""
+    """The session's one kill, restart and preferred election (tests/lab/session.py run_restart)."""
     return run_restart(lab)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from streaming.cli import main as isrwatch
+from isrwatch.cli import main as isrwatch
 
 SCENARIOS = Path(__file__).parent / "scenarios"
 

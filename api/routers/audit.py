@@ -7,8 +7,8 @@ from typing import Annotated, Literal
 from fastapi import Query
 from pydantic import BaseModel
 
-from state.audit import DivergenceKind
-from state.events import MAX_ID
+from isrwatch.state.events import MAX_ID
+from isrwatch.state.records import DivergenceKind
 
 from ..deps import data_router
 from ..listing import list_route

@@ -7,8 +7,8 @@ from typing import Annotated
 from fastapi import Query
 from pydantic import BaseModel
 
-from state.events import MAX_ID, TOPIC_MAX_LENGTH, TOPIC_PATTERN
-from state.records import DecisionKind, Trigger
+from isrwatch.state.events import MAX_ID, TOPIC_MAX_LENGTH, TOPIC_PATTERN
+from isrwatch.state.records import DecisionKind, Trigger
 
 from ..deps import data_router
 from ..listing import list_route

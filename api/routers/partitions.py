@@ -7,8 +7,8 @@ from typing import Annotated
 from fastapi import Query
 from fastapi.responses import Response
 
-from state.events import MAX_ID
-from state.records import PartitionState
+from isrwatch.state.events import MAX_ID
+from isrwatch.state.records import PartitionState
 
 from .. import views
 from ..deps import NowDep, SettingsDep, StoreDep, data_router

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from api.app import create_app
-from state.store import open_store
+from isrwatch.api.app import create_app
+from isrwatch.store import open_store
 from tests.api.fleet import Streamed, fleet_lines, stream_into
 from tests.pg import fresh_database
 from tests.replays import replay_scenario

@@ -15,15 +15,15 @@ from dataclasses import dataclass, field
 import msgspec
 from fastapi.testclient import TestClient
 
-from state.config import Config
-from state.engine import PartitionEngine
-from state.events import DeadLetter, Event, parse_event
-from state.partition import partition_record
-from state.propagation import PropagationBook
-from state.records import shrink_predicted
-from state.step import by_reason, settle
-from state.store import Store
-from streaming.sim.synthetic import StreamShape, generate
+from isrwatch.sim.synthetic import StreamShape, generate
+from isrwatch.state.config import Config
+from isrwatch.state.engine import PartitionEngine
+from isrwatch.state.events import DeadLetter, Event, parse_event
+from isrwatch.state.partition import partition_record
+from isrwatch.state.propagation import PropagationBook
+from isrwatch.state.records import shrink_predicted
+from isrwatch.state.step import by_reason, settle
+from isrwatch.store import Store
 
 S = 1_700_000_000_000
 CONFIG = Config(replica_lag_time_max_ms=10_000, min_insync_replicas=2, schedule_origin_ms=S)
@@ -139,7 +139,7 @@ def stream_into(store: Store, lines: list[bytes], cuts: tuple[int, ...] = CUTS, 
 
 
 def follower_shrink_predicted(follower: dict, now_ms: int | None, window_ms: int | None) -> bool:
-    """`state.records.shrink_predicted` on a follower's JSON form."""
+    """`isrwatch.state.records.shrink_predicted` on a follower's JSON form."""
     return shrink_predicted(follower["shrink_eligible_at_ms"], follower["last_caught_up_ms"], now_ms, window_ms)
 
 

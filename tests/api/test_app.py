@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi.testclient import TestClient
 
-from api.app import create_app
+from isrwatch.api.app import create_app
 
 
 def test_openapi_documents_every_route_with_examples(client: TestClient) -> None:

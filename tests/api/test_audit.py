@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from api.app import create_app
-from api.models import DivergencePage, ObservedPage
-from streaming.cli import main as isrwatch
+from isrwatch.api.app import create_app
+from isrwatch.api.models import DivergencePage, ObservedPage
+from isrwatch.cli import main as isrwatch
 from tests.api.fleet import pages
 from tests.pg import fresh_database
 from tests.state.test_audit import END, RUNS_AT_0, isr_updated, propagated, story

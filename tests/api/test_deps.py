@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from api.app import create_app
+from isrwatch.api.app import create_app
 
 DATA_ROUTES = [
     "/v1/partitions",

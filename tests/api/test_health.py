@@ -8,8 +8,8 @@ from pathlib import Path
 import psycopg
 from fastapi.testclient import TestClient
 
-from api.app import create_app
-from state.store import open_store
+from isrwatch.api.app import create_app
+from isrwatch.store import open_store
 from tests.pg import fresh_database
 
 

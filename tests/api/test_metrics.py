@@ -13,8 +13,8 @@ import pytest
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
-from api.app import create_app
-from state.store import open_store
+from isrwatch.api.app import create_app
+from isrwatch.store import open_store
 from tests.api.fleet import END, S, Streamed, follower_shrink_predicted
 
 CONTRACT = Path(__file__).parents[2] / "docs" / "CONTRACTS.md"

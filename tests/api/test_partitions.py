@@ -7,7 +7,7 @@ from collections.abc import Callable
 import pytest
 from fastapi.testclient import TestClient
 
-from api.app import create_app
+from isrwatch.api.app import create_app
 from tests.api.fleet import NOW, OFFLINE, REELECTED, Streamed, follower_shrink_predicted, key, pages, state_record
 
 

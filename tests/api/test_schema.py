@@ -15,7 +15,7 @@ from schemathesis import GenerationMode
 from schemathesis.checks import positive_data_acceptance
 from schemathesis.config import SchemathesisConfig
 
-from api.app import create_app
+from isrwatch.api.app import create_app
 from tests.api.fleet import Streamed
 
 TOKEN = "s3cret"

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import httpx
 
-from streaming.cli import main
+from isrwatch.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 PLAYWRIGHT_CORE = ROOT / ".tools" / "node" / "node_modules" / "playwright-core"
@@ -28,7 +28,7 @@ RED = "rgb(198, 40, 40)"  # --bad in style.css
 def serving(store_url: str, *options: str) -> Iterator[str]:
     """`isrwatch serve` on a loopback port the kernel picks; yields its base URL."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "streaming.cli", "serve", "--store", store_url, "--port", "0", *options],
+        [sys.executable, "-m", "isrwatch.cli", "serve", "--store", store_url, "--port", "0", *options],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.latency import (
+from isrwatch.bench.latency import (
     LATENESS_MS,
     Batch,
     IsrWrite,
@@ -25,7 +25,7 @@ from bench.latency import (
     percentile,
     split,
 )
-from streaming.cli import build_parser
+from isrwatch.cli import build_parser
 
 AGENT_DATA = Path(__file__).parents[1] / "agent" / "data"
 WITHIN_MS = 20_000  # how long the run awaits a write

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.spark
 def test_a_backlog_run_prints_the_ratio_against_the_replay_and_cpu_per_event(tmp_path):
     args = ["--events", "40000", "--partitions", "300", "--files", "4", "--files-per-batch", "1", "--warmup", "1"]
     done = subprocess.run(
-        [sys.executable, "-m", "streaming.cli", "bench", "stream", *args, "--keep", str(tmp_path)],
+        [sys.executable, "-m", "isrwatch.cli", "bench", "stream", *args, "--keep", str(tmp_path)],
         capture_output=True,
         text=True,
         timeout=600,

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import yaml
 
-from state.audit import Divergence, DivergenceKind
-from state.step import Settled
-from state.store import open_store
+from isrwatch.state.records import Divergence, DivergenceKind
+from isrwatch.state.step import Settled
+from isrwatch.store import open_store
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "helm" / "isrwatch"

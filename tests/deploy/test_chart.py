@@ -13,8 +13,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from state.config import Config
-from streaming.cli import build_parser
+from isrwatch.cli import build_parser
+from isrwatch.state.config import Config
 from tests.deploy.support import (
     BIN,
     CHART,

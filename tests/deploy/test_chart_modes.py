@@ -12,9 +12,9 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from state.config import Config
-from streaming.cli import build_parser
-from streaming.sim.faults import SCENARIOS
+from isrwatch.cli import build_parser
+from isrwatch.sim.faults import SCENARIOS
+from isrwatch.state.config import Config
 from tests.deploy.support import CHART, HELM, VALUES, assert_schema_refuses, helm_template, render, run
 
 SCHEMA = json.loads((CHART / "values.schema.json").read_text())

@@ -1,6 +1,6 @@
 """The reality suite (docs/SPEC.md §7): isrwatch against a real Kafka 3.9 cluster with isrwatch-agent on every
 broker. It runs last on the session lab, after the lab's and the agent's tests have put the cluster through every
-fault the issue names (tests/lab.py FAULT_LOG; run alone, this module runs the missing ones itself):
+fault the issue names (tests/lab/session.py FAULT_LOG; run alone, this module runs the missing ones itself):
 
 - a stalled broker (its followers are shrunk as stuck),
 - a throttled follower (a follower that fell behind catches up slowly: slow),
@@ -9,8 +9,8 @@ fault the issue names (tests/lab.py FAULT_LOG; run alone, this module runs the m
 - a controller failover (a new controller epoch; stale epochs),
 
 then `isrwatch run` streams everything the agents sent during the session (Spark's Kafka source over
-`isrwatch.events`, `--profile agent`) into a store (tests/lab.py stream_session, the `streamed` fixture the agent's
-tests share), and the suite holds isrwatch to what the brokers did:
+`isrwatch.events`, `--profile agent`) into a store (tests/lab/session.py stream_session, the `streamed` fixture the
+agent's tests share), and the suite holds isrwatch to what the brokers did:
 - its shrink/expand decisions and propagation batches equal the brokers' own (`isr_updated`,
   `isr_change_propagated`): the audit finds no divergence but `timing`;
 - at the end, the ISR and leader `GET /v1/partitions/{t}/{p}/isr` returns equal ZooKeeper's
@@ -35,10 +35,10 @@ import httpx
 import msgspec
 import pytest
 
-from state.store import open_store
-from streaming.lab.cluster import Lab
+from isrwatch.lab.cluster import Lab
+from isrwatch.store import open_store
 from tests.api.test_status_page import serving
-from tests.lab import FAULTS, LAG_MS, FaultWindow, Streamed, current, states
+from tests.lab.session import FAULTS, LAG_MS, FaultWindow, Streamed, current, states
 from tests.streaming.test_run import drain
 
 SHRINKING = re.compile(

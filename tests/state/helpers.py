@@ -10,9 +10,9 @@ from typing import Any
 
 import msgspec
 
-from state.config import Config
-from state.events import DeadLetter, parse_event
-from state.replay import ReplayResult, replay_events
+from isrwatch.state.config import Config
+from isrwatch.state.events import DeadLetter, parse_event
+from isrwatch.state.replay import ReplayResult, replay_events
 
 
 def lai(
@@ -128,7 +128,7 @@ def run_local(events: list[dict], until: int | None = None, **config) -> Outcome
 
 def run_stateful(events: list[dict], until: int | None = None, **config) -> Outcome:
     """The streaming shell without Spark: every line its own micro-batch, four buckets."""
-    from streaming.testing import run_stateful as stateful
+    from isrwatch.streaming.testing import run_stateful as stateful
 
     lines = lines_of(events)
     return Outcome.of(stateful(lines, range(len(lines)), stream_config(events, config), buckets=4, until=until))
@@ -136,7 +136,7 @@ def run_stateful(events: list[dict], until: int | None = None, **config) -> Outc
 
 def run_spark(events: list[dict], until: int | None = None, *, tmp: Path, **config) -> Outcome:
     """The real streaming query (`isrwatch replay --engine spark`): the lines in three files, one per micro-batch."""
-    from streaming.replay_spark import replay_spark
+    from isrwatch.streaming.replay_spark import replay_spark
 
     lines = lines_of(events)
     size = -(-len(lines) // 3)

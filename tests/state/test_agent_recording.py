@@ -15,8 +15,8 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from state.config import Config
-from state.replay import ReplayResult, replay
+from isrwatch.state.config import Config
+from isrwatch.state.replay import ReplayResult, replay
 
 DATA = Path(__file__).parents[1] / "agent" / "data"
 BROKERS = (1, 2, 3)

@@ -11,8 +11,7 @@ from typing import Any
 
 import pytest
 
-from state.audit import IsrWrite
-from state.records import DecisionKind
+from isrwatch.state.records import DecisionKind, IsrWrite
 from tests.state.helpers import Outcome, Run, append, fetch, lai, tick
 
 AGENT = {
@@ -292,9 +291,9 @@ def test_after_a_timing_divergence_the_partition_is_split_until_a_leader_and_isr
     follower at once (timing: in flight), the broker another one after the commit, and from there the two sides'
     ISRs followed different followers for a minute. Those later divergences are consequences of the first one
     (timing) until a LeaderAndIsr gives both sides the controller's state again; after it, a divergence counts."""
-    from state.audit import Audit, ReplicaView
-    from state.config import Config
-    from state.records import ShrinkReason
+    from isrwatch.state.audit import Audit
+    from isrwatch.state.config import Config
+    from isrwatch.state.records import ReplicaView, ShrinkReason
 
     def write(ts: int, epoch: int, *, lcu: int) -> IsrWrite:
         view = ReplicaView(replica=3, leo=5, last_caught_up_ms=lcu, last_fetch_ms=lcu)
@@ -314,9 +313,10 @@ def test_a_write_made_while_the_brokers_previous_one_was_in_flight_splits_the_vi
     """Found on the lab (tests/reality): a resumed leader's shrink took 1.2 s to commit; the model re-added a
     follower at once (the same write as the broker's after the commit: no divergence) and another one the broker
     only took back 26 s later. From the in-flight write on, the partition's views are split (timing)."""
-    from state.audit import Audit, Observation
-    from state.config import Config
-    from state.events import IsrUpdated
+    from isrwatch.state.audit import Audit
+    from isrwatch.state.config import Config
+    from isrwatch.state.events import IsrUpdated
+    from isrwatch.state.records import Observation
 
     def broker(ts: int, epoch: int, kind: str, isr: list[int]) -> Observation:
         return Observation(
@@ -349,10 +349,10 @@ def test_a_change_the_broker_sent_a_batch_earlier_is_the_same_change_displaced()
     inside it (15200) sent it; the model, which has the change from the run's end, sent it with its next batch, which
     t-1's later changes kept back to 25200: past the linger deadline of t-0's change, but the same change in another
     run (timing). A model that also sent it at 15200 sent it twice: that is a divergence."""
-    from state.audit import Audit, Observation
-    from state.config import Config
-    from state.events import IsrChangePropagated, IsrUpdated, PartitionName
-    from state.records import Propagation, TopicPartition, Trigger
+    from isrwatch.state.audit import Audit
+    from isrwatch.state.config import Config
+    from isrwatch.state.events import IsrChangePropagated, IsrUpdated, PartitionName
+    from isrwatch.state.records import Observation, Propagation, TopicPartition, Trigger
 
     def writes(partition: int, decided: int, committed: int, epoch: int) -> tuple[IsrWrite, Observation]:
         model = model_write(decided, epoch, 1, DecisionKind.EXPAND, [1, 2], [1, 2, 3], partition=partition)

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from state.config import Config, ConfigError, KafkaRules, kafka_rules
-from state.engine import STATE_VERSION, PartitionEngine
-from state.partition import Outputs
+from isrwatch.state.config import Config, ConfigError, KafkaRules, kafka_rules
+from isrwatch.state.engine import STATE_VERSION, PartitionEngine
+from isrwatch.state.partition import Outputs
 from tests.state.helpers import Run, append, fetch, follower, kinds, lai, parse_all, state_of, tick
 
 LAG = 10_000

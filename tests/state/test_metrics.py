@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from state.metrics import CATALOGUE, TALLIED, Kind
+from isrwatch.state.metrics import CATALOGUE, TALLIED, Kind
 
 CONTRACTS = Path(__file__).parents[2] / "docs" / "CONTRACTS.md"
 

@@ -7,13 +7,13 @@ import json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from state.config import Config
-from state.engine import PartitionEngine
-from state.events import parse_event
-from state.partition import Outputs
-from state.replay import replay_events
-from state.schedule import INF
-from streaming.testing import run_stateful
+from isrwatch.state.config import Config
+from isrwatch.state.engine import PartitionEngine
+from isrwatch.state.events import parse_event
+from isrwatch.state.partition import Outputs
+from isrwatch.state.replay import replay_events
+from isrwatch.state.schedule import INF
+from isrwatch.streaming.testing import run_stateful
 from tests.state.helpers import canonical, lines_of
 
 BROKERS = [0, 1, 2, 3]

@@ -50,7 +50,7 @@ def test_scenario_replay_matches_expected(name: str, tmp_path: Path) -> None:
     cmd = [
         sys.executable,
         "-m",
-        "streaming.cli",
+        "isrwatch.cli",
         "replay",
         str(SCENARIOS / f"{name}.events.jsonl"),
         "--config",

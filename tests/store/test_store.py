@@ -14,10 +14,10 @@ from types import SimpleNamespace
 import msgspec
 import pytest
 
-from state.events import DeadLetter
-from state.records import Decision, PartitionRecord
-from state.step import Settled
-from state.store import StoreError, open_store
+from isrwatch.state.events import DeadLetter
+from isrwatch.state.records import Decision, PartitionRecord
+from isrwatch.state.step import Settled
+from isrwatch.store import StoreError, open_store
 from tests.api.fleet import END, S, Streamed, fleet_lines, follower_shrink_predicted, stream_into
 
 j = msgspec.to_builtins  # typed records as the JSON the engine's records are compared in

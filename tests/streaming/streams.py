@@ -1,4 +1,4 @@
-"""Generated input for the streaming tests: the simulator's realistic stream (`streaming.sim.synthetic`), made harder
+"""Generated input for the streaming tests: the simulator's realistic stream (`isrwatch.sim.synthetic`), made harder
 and cut into files.
 
 On top of the steady fetch/append cadence with stuck and slow followers, a stream gets a second
@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from streaming.sim.synthetic import StreamShape, generate
+from isrwatch.sim.synthetic import StreamShape, generate
 
 START_MS = 1_700_000_000_000
 INVALID = [

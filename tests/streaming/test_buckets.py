@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from streaming.buckets import CONTROL_KEY, bucket_ids, shuffle_partition, spark_hash_int
+from isrwatch.streaming.buckets import CONTROL_KEY, bucket_ids, shuffle_partition, spark_hash_int
 
 
 def test_our_murmur3_is_sparks_hash_of_an_int(spark):

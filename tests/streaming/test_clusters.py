@@ -14,9 +14,9 @@ from pathlib import Path
 
 import msgspec
 
-from state.config import Config
-from state.store import open_store
-from streaming.sim.synthetic import StreamShape, generate
+from isrwatch.sim.synthetic import StreamShape, generate
+from isrwatch.state.config import Config
+from isrwatch.store import open_store
 from tests.state.helpers import canonical
 from tests.streaming.streams import START_MS, in_order
 from tests.streaming.test_run import dump, replay_of, run_job

@@ -9,8 +9,18 @@ from typing import NamedTuple
 import pyarrow as pa
 import pytest
 
-from streaming.buckets import CONTROL_KEY, Layout
-from streaming.framing import BEACON_EVERY, Lines, Role, binary_array, frame, frame_batches, pack, route, unpack
+from isrwatch.streaming.buckets import CONTROL_KEY, Layout
+from isrwatch.streaming.framing import (
+    BEACON_EVERY,
+    Lines,
+    Role,
+    binary_array,
+    frame,
+    frame_batches,
+    pack,
+    route,
+    unpack,
+)
 
 LAYOUT = Layout.create(16, 2)
 IDS = list(LAYOUT.ids)

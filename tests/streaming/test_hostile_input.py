@@ -13,9 +13,9 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from state.config import Config
-from state.store import open_store
-from streaming.cli import main
+from isrwatch.cli import main
+from isrwatch.state.config import Config
+from isrwatch.store import open_store
 from tests.streaming.test_run import dump, replay_of, run_job
 
 SCENARIO = Path(__file__).parents[1] / "scenarios" / "02-slow-follower-shrink"
@@ -91,7 +91,7 @@ def test_memory_stays_bounded_on_a_line_of_many_megabytes(tmp_path: Path) -> Non
         "done = subprocess.run(sys.argv[1:])\n"
         "print(done.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"
     )
-    argv = [sys.executable, "-m", "streaming.cli", "replay", str(path), "--out", str(tmp_path / "out")]
+    argv = [sys.executable, "-m", "isrwatch.cli", "replay", str(path), "--out", str(tmp_path / "out")]
     proc = subprocess.run([sys.executable, "-c", measure, *argv], capture_output=True, text=True, timeout=300)
     code, peak_kb = map(int, proc.stdout.split())
     assert code == 0, proc.stderr

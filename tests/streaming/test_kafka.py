@@ -2,7 +2,7 @@
 the Kafka output topics. Events go to a topic with replication factor 3 on the monitored cluster; outputs
 go to the monitor broker, as in production (isrwatch's own traffic off the brokers it watches).
 
-In each test the store equals `state.replay` of the same events up to the times the store says it settled.
+In each test the store equals `isrwatch.state.replay` of the same events up to the times the store says it settled.
 """
 
 from __future__ import annotations
@@ -23,11 +23,11 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from state.config import Config
-from state.store import open_store
-from streaming.lab import faults
-from streaming.lab.cluster import Lab
-from streaming.lab.jars import artifacts_in, ensure, kafka_set, pyspark_jars, spark_kafka_jars
+from isrwatch.lab import faults
+from isrwatch.lab.cluster import Lab
+from isrwatch.lab.jars import artifacts_in, ensure, kafka_set, pyspark_jars, spark_kafka_jars
+from isrwatch.state.config import Config
+from isrwatch.store import open_store
 from tests.net import free_port
 from tests.state.helpers import canonical
 from tests.streaming.streams import Mix, events
@@ -175,7 +175,7 @@ def test_without_provisioned_connector_the_kafka_source_says_how_to_add_it(tmp_p
         [
             sys.executable,
             "-m",
-            "streaming.cli",
+            "isrwatch.cli",
             "run",
             "--source",
             "kafka:127.0.0.1:9/events",
@@ -291,7 +291,7 @@ def test_kafka_python_source_waits_for_an_unreachable_kafka_and_loses_nothing(tm
     url = f"sqlite:///{tmp_path / 'store.db'}"
     config = tmp_path / "config.json"
     config.write_bytes(json.dumps(CONFIG.to_dict()).encode())
-    argv = [sys.executable, "-m", "streaming.cli", "run", "--source", f"kafka-python:127.0.0.1:{outage.port}/{topic}",
+    argv = [sys.executable, "-m", "isrwatch.cli", "run", "--source", f"kafka-python:127.0.0.1:{outage.port}/{topic}",
             "--store", url, "--checkpoint", str(tmp_path / "cp"), "--config", str(config), "--available-now",
             "--driver-memory", "512m"]  # fmt: skip
     stderr = tmp_path / "stderr.txt"

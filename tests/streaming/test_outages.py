@@ -11,7 +11,7 @@ from pathlib import Path
 
 import httpx
 
-from streaming.cli import main
+from isrwatch.cli import main
 from tests.net import free_port
 from tests.pg import PrivatePostgres, fresh_database
 from tests.streaming.streams import Mix, events, in_order, write_files
@@ -31,7 +31,7 @@ def _wait(predicate, what: str, timeout: float, log: Path | None = None) -> None
 
 
 def _committed(url: str) -> int:
-    from state.store import open_store
+    from isrwatch.store import open_store
 
     try:
         with open_store(url) as store:
@@ -82,7 +82,7 @@ def test_postgres_down_for_20_s_mid_stream_the_store_ends_as_if_nothing_happened
                 [
                     sys.executable,
                     "-m",
-                    "streaming.cli",
+                    "isrwatch.cli",
                     "serve",
                     "--store",
                     url,

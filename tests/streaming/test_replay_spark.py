@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from state.config import Config
-from state.events import DeadLetter
-from state.replay import ReplayResult, replay
-from streaming.cli import main
-from streaming.replay_spark import replay_spark
+from isrwatch.cli import main
+from isrwatch.state.config import Config
+from isrwatch.state.events import DeadLetter
+from isrwatch.state.replay import ReplayResult, replay
+from isrwatch.streaming.replay_spark import replay_spark
 from tests.state.helpers import append, canonical, fetch, lai
 from tests.streaming.streams import START_MS, Mix, events, write_files
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from streaming.reports import BUCKET_STATE_VERSION, BucketState, decode_bucket, encode
+from isrwatch.streaming.reports import BUCKET_STATE_VERSION, BucketState, decode_bucket, encode
 
 
 def test_a_bucket_state_round_trips():

@@ -12,7 +12,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from state.store import open_store
+from isrwatch.store import open_store
 from tests.streaming.streams import Mix, events, in_order, write_files
 from tests.streaming.test_run import CONFIG, dump, run_command, run_job
 

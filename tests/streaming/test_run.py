@@ -1,7 +1,7 @@
 """`isrwatch run` in process: what the job commits to the store equals the local replay up to what it settled.
 
 Each cluster keeps its own event time and each state key applies a cluster as far as it knows the
-cluster's time (SPEC §6), so the job's store holds exactly what `state.replay` gives for the same
+cluster's time (SPEC §6), so the job's store holds exactly what `isrwatch.state.replay` gives for the same
 events: every partition's state and decisions up to the event time its record is exact at, each
 cluster's propagation batches and brokers' pending sets up to that cluster's settled frontier, all
 dead letters and counters — on SQLite and on PostgreSQL.
@@ -20,16 +20,16 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from state.config import Config, ConfigError
-from state.replay import ReplayResult, replay
-from state.store import Page, open_store
-from streaming.buckets import LAYOUT_FILE
-from streaming.cli import build_parser
-from streaming.cli.common import load_config
-from streaming.cli.run import job_options
-from streaming.job import JobOptions, StreamJob, describe_failure
-from streaming.sources import SourceError, parse_source
-from streaming.spark import SparkSettings
+from isrwatch.cli import build_parser
+from isrwatch.cli.common import load_config
+from isrwatch.cli.run import job_options
+from isrwatch.state.config import Config, ConfigError
+from isrwatch.state.replay import ReplayResult, replay
+from isrwatch.store import Page, open_store
+from isrwatch.streaming.buckets import LAYOUT_FILE
+from isrwatch.streaming.job import JobOptions, StreamJob, describe_failure
+from isrwatch.streaming.sources import SourceError, parse_source
+from isrwatch.streaming.spark import SparkSettings
 from tests.state.helpers import canonical, fetch, lai, tick
 from tests.streaming.streams import START_MS, Mix, events, in_order, write_files
 
@@ -93,7 +93,7 @@ def run_command(inbox: Path, store: str, checkpoint: Path, *options: str) -> lis
     return [
         sys.executable,
         "-m",
-        "streaming.cli",
+        "isrwatch.cli",
         "run",
         "--source",
         f"files:{inbox}",

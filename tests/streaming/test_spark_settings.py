@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from streaming.cli import build_parser
-from streaming.spark import STATE_STORES, SparkSettings
+from isrwatch.cli import build_parser
+from isrwatch.streaming.spark import STATE_STORES, SparkSettings
 
 
 def test_local_master_by_default_and_quiet() -> None:

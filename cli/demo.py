@@ -1,0 +1,483 @@
+"""`isrwatch demo`: the whole pipeline on one machine, in one command.
+
+A simulated cluster plays a scripted fault story in real time into rotating JSONL files; the
+streaming job (`isrwatch run`, local Spark, SQLite store) judges it; the API (`isrwatch serve`)
+serves the status page. The terminal shows the URLs and a live summary read from the API. Ctrl-C
+(or --duration) stops the simulator, then the job, then the API; the children run in their own
+sessions and die with the demo even if it is killed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import signal
+import sys
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from isrwatch.sim.config import SimConfig
+from isrwatch.sim.faults import Fault, scenario
+from isrwatch.sim.model import simulate_events
+from isrwatch.sim.pacing import Pacer, run
+from isrwatch.sim.processes import Child
+from isrwatch.sim.sinks import DirectorySink
+from isrwatch.state.config import Config, ConfigError
+
+REPLICA_FETCH_WAIT_MAX_MS = 500  # Kafka's lower bound of replica.lag.time.max.ms
+# --real: a light producer load, enough that a follower that stops fetching falls behind on every partition. Each
+# fetch that brings new data is an agent event, so the lab's default 200 records/s makes ~300 events/s, more than
+# the streaming job keeps up with on a busy 2-core machine; 20 records/s makes the story show within seconds.
+REAL_RATE = 20
+DEFAULT_LAG_MS = 6000  # --real's replica.lag.time.max.ms: the longest the story allows (story.MAX_LAG_MS)
+REAL_MAX_PER_BATCH = 5000  # Kafka records per micro-batch: the backlog of the job's start comes in small batches
+# A short lag so the story plays in minutes: a stalled follower is removed 10-15 s after it stops.
+DEMO_KAFKA = {"replica_lag_time_max_ms": 10_000, "min_insync_replicas_by_topic": {"orders": 2, "payments": 2}}
+
+
+class Api:
+    """The JSON API as the terminal summary reads it (stdlib HTTP: nothing to install)."""
+
+    def __init__(self, base: str) -> None:
+        self.base = base
+
+    def get(self, path: str, **params: Any) -> dict | None:
+        query = urllib.parse.urlencode({k: v for k, v in params.items() if v is not None})
+        try:
+            with urllib.request.urlopen(f"{self.base}{path}{'?' + query if query else ''}", timeout=5) as r:
+                return json.load(r)
+        except (urllib.error.URLError, OSError, ValueError):
+            return None
+
+
+def _offset(ms: int | None, start: int) -> str:
+    if ms is None:
+        return "-"
+    s = (ms - start) / 1000
+    return f"+{int(s // 60)}:{s % 60:04.1f}"
+
+
+def story_lines(faults: list[Fault], kafka: Config, session_timeout_ms: int) -> list[str]:
+    """What the audience will see, in event time from the start."""
+    lag = kafka.replica_lag_time_max_ms / 1000
+    shrink = (
+        f"shrink ({{}}) {lag:g}-{lag * 1.5:g} s later; its leader's ISR-change batch 5-7.5 s after that "
+        "(linger), or at its next 2.5 s check if it sent none for 60 s (max_delay)"
+    )
+    lines = []
+    for f in faults:
+        at = _offset(f.start_ms, 0)
+        until = _offset(f.end_ms, 0) if f.end_ms is not None else None
+        if f.kind == "stall":
+            lines.append(f"{at}  broker {f.broker} stalls: its followers stop fetching -> {shrink.format('stuck')}")
+            lines.append(f"{until}  broker {f.broker} resumes fetching: its followers catch up -> expand, batch")
+        elif f.kind == "slow":
+            lines.append(f"{at}  broker {f.broker} turns slow: it fetches but falls behind -> {shrink.format('slow')}")
+            lines.append(f"{until}  broker {f.broker} keeps up again -> expand, batch")
+        elif f.kind == "crash":
+            lines.append(
+                f"{at}  broker {f.broker} crashes; {session_timeout_ms / 1000:g} s later the controller "
+                "moves its leaderships and drops it from every ISR (LeaderAndIsr)"
+            )
+            lines.append(f"{until}  broker {f.broker} restarts and catches up -> expand")
+        elif f.kind == "elect":
+            lines.append(f"{at}  preferred leader election: leadership goes back (LeaderAndIsr)")
+        elif f.kind == "failover":
+            lines.append(
+                f"{at}  controller failover: every leader rejects the new controller's re-sent state "
+                f"and {f.stale} late requests of the old one (STALE_CONTROLLER_EPOCH)"
+            )
+    return lines
+
+
+class Summary:
+    """Prints what changed since the last look: ISR decisions, batches, partition health."""
+
+    def __init__(self, api: Api, start_ms: int, say: Callable[[str], None]) -> None:
+        self.api = api
+        self.start = start_ms
+        self.say = say
+        self.last_decision_ts = start_ms
+        self.last_batch_ts = start_ms
+        self.last_divergence_ts = start_ms
+        self.health: tuple | None = None
+        self.said_health_at = 0.0
+        self.ready = False
+        self.counts = {"shrink": 0, "expand": 0, "leader_and_isr": 0, "rejected": 0, "batches": 0, "divergences": 0}
+
+    def tick(self) -> None:
+        page = self.api.get("/v1/partitions", page_size=1000)
+        if page is None or not page["partitions"]:
+            return  # no micro-batch has applied the controller's first LeaderAndIsr yet
+        if not self.ready:
+            self.ready = True
+            self.say("the streaming job committed its first micro-batch; the status page is live")
+        self._news()
+        parts = page["partitions"]
+        health = tuple(sum(p[flag] for p in parts) for flag in ("under_replicated", "under_min_isr", "offline"))
+        if health != self.health or time.monotonic() - self.said_health_at > 30:
+            self.health = health
+            self.said_health_at = time.monotonic()
+            self.say(
+                f"watermark {_offset(page['as_of_ms'], self.start)}: {len(parts)} partitions, "
+                f"{health[0]} under-replicated, {health[1]} under min ISR, {health[2]} offline"
+            )
+
+    def _news(self) -> None:
+        """New decisions and batches, told in event-time order (a batch after the changes it carries)."""
+        decisions = self.api.get("/v1/decisions", since=self.last_decision_ts + 1, page_size=500) or {}
+        batches = self.api.get("/v1/propagations", since=self.last_batch_ts + 1, page_size=500) or {}
+        news = sorted(
+            [(d["ts"], 0, d) for d in decisions.get("decisions", [])]
+            + [(b["ts"], 1, b) for b in batches.get("propagations", [])],
+            key=lambda n: n[:2],
+        )
+        controller: dict[str, list[str]] = {}
+        for ts, is_batch, item in news:
+            if is_batch:
+                self.last_batch_ts = ts
+                self._batch(item)
+                continue
+            self.last_decision_ts = ts
+            self.counts[item["kind"]] += 1
+            if item["kind"] in ("shrink", "expand"):
+                self._isr_change(item)
+            else:
+                what = f"rejected ({item['error']})" if item["error"] else "accepted"
+                controller.setdefault(what, []).append(f"{item['topic']}-{item['partition']}")
+        for what, names in controller.items():
+            listed = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
+            self.say(f"  LEADER_AND_ISR  {len(names)} {what}: {listed}")
+        self._divergences()
+
+    def _divergences(self) -> None:
+        """Where the model and a broker disagreed (only with broker-reported input: `demo --real`)."""
+        page = self.api.get("/v1/divergences", since=self.last_divergence_ts + 1, page_size=500) or {}
+        for d in sorted(page.get("divergences", []), key=lambda d: d["ts"]):
+            self.last_divergence_ts = max(self.last_divergence_ts, d["ts"])
+            self.counts["divergences"] += 1
+            where = f"{d['topic']}-{d['partition']}" if d["topic"] is not None else "its batch"
+            self.say(
+                f"  AUDIT   broker {d['broker']} {d['subject']} {where}: {d['kind']} "
+                f"(at {_offset(d['ts'], self.start)}; /v1/divergences)"
+            )
+
+    def _isr_change(self, d: dict) -> None:
+        name = f"{d['topic']}-{d['partition']}"
+        isr = f"[{','.join(map(str, d['isr_before']))}] -> [{','.join(map(str, d['isr_after']))}]"
+        if d["kind"] == "shrink":
+            what = "SHRINK", ", ".join(f"replica {r} {reason}" for r, reason in d["reasons"].items())
+        else:
+            what = "EXPAND", f"replica {d['replicas_changed'][0]} caught up"
+        self.say(
+            f"  {what[0]}  {name:<12} {isr:<18} {what[1]}  (leader {d['leader']}, at {_offset(d['ts'], self.start)})"
+        )
+
+    def _batch(self, b: dict) -> None:
+        self.counts["batches"] += 1
+        names = ", ".join(f"{p['topic']}-{p['partition']}" for p in b["partitions"])
+        delay = (
+            ""
+            if b["first_change_ts"] is None
+            else f", {(b['ts'] - b['first_change_ts']) / 1000:.1f} s after the first change"
+        )
+        self.say(
+            f"  BATCH   broker {b['broker']} propagated {names} ({b['trigger']}{delay}, at "
+            f"{_offset(b['ts'], self.start)})"
+        )
+
+
+def _fresh(workdir: Path) -> None:
+    """A fresh run every time: the story starts now, so old events, state and decisions would only confuse it."""
+    for name in ("events", "checkpoint"):
+        shutil.rmtree(workdir / name, ignore_errors=True)
+    for name in ("isrwatch.db", "isrwatch.db-wal", "isrwatch.db-shm"):
+        (workdir / name).unlink(missing_ok=True)
+    workdir.mkdir(parents=True, exist_ok=True)
+
+
+def _start_job_and_api(workdir: Path, store: str, port: int, source: list[str], children: list[Child]) -> None:
+    """`isrwatch run` (2 s micro-batches) on `source` into the store, and `isrwatch serve` over it."""
+    cli = [sys.executable, "-m", "isrwatch.cli"]  # the children run the same isrwatch
+    job = [*cli, "run", *source, "--store", store, "--checkpoint", str(workdir / "checkpoint"), "--trigger", "2"]
+    children.append(Child("streaming job", job, workdir / "job.log"))
+    api = [*cli, "serve", "--store", store, "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
+    children.append(Child("API", api, workdir / "api.log"))
+
+
+def _watch(
+    children: list[Child], summary: Summary, say: Callable[[str], None], stop: threading.Event, deadline: float | None
+) -> int:
+    """The live summary every 2 s until Ctrl-C, a stop signal, --duration or a child that died (exit 1)."""
+    code = 0
+    while not stop.is_set():
+        for child in children:
+            if not child.alive():
+                say(
+                    f"the {child.name} stopped unexpectedly (exit {child.proc.returncode}); "
+                    f"last lines of {child.log_path}:\n{child.tail()}"
+                )
+                code = 1
+                stop.set()
+        if stop.is_set() or (deadline is not None and time.monotonic() >= deadline):
+            break
+        summary.tick()
+        stop.wait(2.0)
+    return code
+
+
+def _stop_on_signals(stop: threading.Event) -> None:
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, lambda *_: stop.set())
+
+
+def _narrator() -> Callable[[str], None]:
+    """Print each line with the time since the demo started, as [m:ss.s]."""
+    started = time.monotonic()
+
+    def say(message: str) -> None:
+        elapsed = time.monotonic() - started
+        print(f"[{int(elapsed // 60)}:{elapsed % 60:04.1f}] {message}", flush=True)
+
+    return say
+
+
+def main(args: argparse.Namespace) -> int:
+    if args.real:
+        return real_main(args)
+    for name, value in (("--lag-ms", args.lag_ms), ("--lab-dir", args.lab_dir)):
+        if value is not None:
+            raise ConfigError(f"{name}: only with --real (a story on real brokers)")
+    if args.speed <= 0:
+        raise ConfigError("--speed: must be > 0 (the demo runs in real time, or faster)")
+    workdir = Path(args.dir)
+    base = f"http://127.0.0.1:{args.port}"
+    started = time.monotonic()
+    say = _narrator()
+    _fresh(workdir)
+    (workdir / "events").mkdir(parents=True)
+    start = int(time.time() * 1000)
+    kafka = Config.from_dict({**DEMO_KAFKA, "schedule_origin_ms": start})
+    (workdir / "config.json").write_text(kafka.to_json() + "\n")
+    story = scenario("story", kafka)
+    sim = SimConfig(kafka=kafka, start_ms=start, duration_ms=None)
+    store = f"sqlite:///{(workdir / 'isrwatch.db').resolve()}"
+
+    print(
+        f"isrwatch demo: a simulated {sim.brokers}-broker Kafka cluster, the streaming job and the API, "
+        "all on this machine.\n"
+        f"  status page   {base}/\n"
+        f"  API           {base}/docs   metrics {base}/metrics\n"
+        f"  files         {workdir}/ (events/, isrwatch.db, job.log, api.log)\n"
+        f"The story (event time from now{f', played {args.speed:g}x faster' if args.speed != 1 else ''}; "
+        f"replica.lag.time.max.ms = {kafka.replica_lag_time_max_ms / 1000:g} s):",
+        flush=True,
+    )
+    for line in story_lines(list(story.faults), kafka, sim.zookeeper_session_timeout_ms):
+        print(f"  {line}", flush=True)
+    print("Press Ctrl-C to stop.", flush=True)
+
+    stop = threading.Event()
+    _stop_on_signals(stop)
+    children: list[Child] = []
+    feeder = threading.Thread(
+        target=run,
+        name="simulator",
+        daemon=True,
+        args=(
+            simulate_events(sim, story.faults, args.seed),
+            DirectorySink(workdir / "events", 1000),
+            Pacer(args.speed, None, start),
+            stop.is_set,
+        ),
+    )
+    summary = Summary(Api(base), start, say)
+    code = 0
+    try:
+        source = ["--source", f"files:{workdir / 'events'}", "--config", str(workdir / "config.json")]
+        _start_job_and_api(workdir, store, args.port, source, children)
+        feeder.start()
+        say("simulator started; the streaming job is starting Spark (10-20 s)...")
+        code = _watch(children, summary, say, stop, None if args.duration is None else started + args.duration)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        stop.set()
+        say("stopping: simulator, streaming job, API...")
+        if feeder.is_alive():
+            feeder.join(timeout=10)
+        for child in children:  # the job first, so the page keeps answering while it stops
+            child.stop()
+    c = summary.counts
+    say(
+        f"stopped. {c['shrink']} shrinks, {c['expand']} expands, {c['leader_and_isr']} LeaderAndIsr accepted, "
+        f"{c['rejected']} rejected, {c['batches']} ISR-change batches. The store stays in {workdir}/isrwatch.db: "
+        f"browse it again with `isrwatch serve --store {store}`."
+    )
+    return code
+
+
+def _attached_lab(args: argparse.Namespace) -> tuple[Path, int]:
+    """--lab-dir: a running lab whose brokers run isrwatch-agent; the story plays at the lab's own lag."""
+    from isrwatch.lab.cluster import LAB_JSON, LabError, alive, load
+
+    if not (Path(args.lab_dir) / LAB_JSON).is_file():
+        raise ConfigError(f"--lab-dir {args.lab_dir}: no lab there (start one: isrwatch lab up --agent --dir DIR)")
+    try:
+        lab = load(Path(args.lab_dir))
+    except LabError as exc:
+        raise ConfigError(f"--lab-dir {args.lab_dir}: {exc}") from None
+    if not alive(lab.zookeeper_process):
+        raise ConfigError(f"--lab-dir {args.lab_dir}: the lab there is not running (isrwatch lab up --agent)")
+    if lab.agent is None:
+        raise ConfigError(f"--lab-dir {args.lab_dir}: its brokers run no isrwatch-agent (isrwatch lab up --agent)")
+    if args.lag_ms is not None and args.lag_ms != lab.replica_lag_time_max_ms:
+        raise ConfigError(
+            f"--lag-ms {args.lag_ms}: the lab in {args.lab_dir} runs with replica.lag.time.max.ms "
+            f"{lab.replica_lag_time_max_ms}; leave --lag-ms out with --lab-dir"
+        )
+    return Path(lab.dir), lab.replica_lag_time_max_ms
+
+
+def real_main(args: argparse.Namespace) -> int:
+    """`isrwatch demo --real`: the story on the lab's real brokers, each with isrwatch-agent, read by the streaming
+    job from the monitor broker's events topic. With --lab-dir, on a lab already running there, left running."""
+    from isrwatch.lab import story
+    from isrwatch.lab.cluster import (
+        LAB_JSON,
+        ZOOKEEPER_SESSION_TIMEOUT_MS,
+        LabError,
+        LabSpec,
+        default_agent,
+        down,
+        load,
+        up,
+    )
+
+    workdir = Path(args.dir)
+    attached = args.lab_dir is not None
+    if attached:
+        lab_dir, lag_ms = _attached_lab(args)
+    else:
+        lab_dir, lag_ms = (workdir / "lab").resolve(), DEFAULT_LAG_MS if args.lag_ms is None else args.lag_ms
+    if not REPLICA_FETCH_WAIT_MAX_MS <= lag_ms <= story.MAX_LAG_MS:
+        raise ConfigError(
+            f"--lag-ms {lag_ms}{' (the lab in --lab-dir)' if attached else ''}: must be "
+            f"{REPLICA_FETCH_WAIT_MAX_MS}..{story.MAX_LAG_MS}: the stall must outlast "
+            "1.5 x the lag to be shrunk, and stay within 12 s (2/3 of the brokers' ZooKeeper session)"
+        )
+    base = f"http://127.0.0.1:{args.port}"
+    started = time.monotonic()
+    say = _narrator()
+    _fresh(workdir)
+    store = f"sqlite:///{(workdir / 'isrwatch.db').resolve()}"
+    print(
+        f"isrwatch demo --real: {'the lab in ' + str(lab_dir) + ': ' if attached else ''}Kafka 3.9 brokers "
+        "(ZooKeeper mode) on loopback, each with isrwatch-agent, the streaming job reading the agents' events and the "
+        "API, all on this machine.\n"
+        f"  status page   {base}/\n"
+        f"  API           {base}/docs   metrics {base}/metrics   broker writes {base}/v1/observed\n"
+        f"  files         {workdir}/ ({'' if attached else 'lab/, '}isrwatch.db, job.log, api.log)\n"
+        f"The story (replica.lag.time.max.ms = {lag_ms / 1000:g} s; KAFKA lines are ZooKeeper's truth, "
+        "SHRINK/EXPAND/BATCH isrwatch's view):",
+        flush=True,
+    )
+    for line in story.plan(lag_ms, ZOOKEEPER_SESSION_TIMEOUT_MS):
+        print(f"  {line}", flush=True)
+    print(
+        "Press Ctrl-C to stop." + (" The lab keeps running (`isrwatch lab down` stops it)." if attached else ""),
+        flush=True,
+    )
+
+    stop = threading.Event()
+    _stop_on_signals(stop)
+    children: list[Child] = []
+    teller: threading.Thread | None = None
+    summary = Summary(Api(base), int(time.time() * 1000), say)  # what happens from now on
+    code = 0
+    try:
+        if attached:
+            lab = load(lab_dir)
+        else:
+            say("starting the lab (30-60 s; Kafka's jars come from Maven Central on first use)...")
+            spec = LabSpec(lag_ms=lag_ms, rate=REAL_RATE, agent=str(default_agent()))
+            lab = up(lab_dir, spec, lambda message: say(f"lab: {message}"))
+        source = [*lab.stream_options(), "--max-per-batch", str(REAL_MAX_PER_BATCH)]
+        _start_job_and_api(workdir, store, args.port, source, children)
+        say("the streaming job is starting Spark (10-20 s); the story begins")
+        teller = threading.Thread(target=story.Story(lab_dir, lag_ms, say, stop).run, name="story", daemon=True)
+        teller.start()
+        code = _watch(children, summary, say, stop, None if args.duration is None else started + args.duration)
+    except KeyboardInterrupt:
+        pass
+    except LabError as exc:
+        say(f"error: {exc}")
+        code = 2
+    finally:
+        stop.set()
+        say(f"stopping: the story, streaming job, API{', lab' if not attached else ''}...")
+        if teller is not None:
+            teller.join(timeout=30)
+        for child in children:
+            child.stop()
+        # The lab this demo started (lab.json's start time is past the demo's), even if Ctrl-C came as `up` returned.
+        if not attached and (lab_dir / LAB_JSON).exists() and load(lab_dir).started_ms >= summary.start:
+            down(lab_dir, lambda message: say(f"lab: {message}"))
+    c = summary.counts
+    say(
+        f"stopped. {c['shrink']} shrinks, {c['expand']} expands, {c['leader_and_isr']} LeaderAndIsr accepted, "
+        f"{c['batches']} ISR-change batches, {c['divergences']} divergences from the brokers. The store stays in "
+        f"{workdir}/isrwatch.db (`isrwatch serve --store {store}`), the lab's logs in {lab_dir}"
+        + (" (still running)." if attached else ".")
+    )
+    return code
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "demo",
+        help="see it work: a simulated cluster's fault story, the streaming job and the API, live",
+        description="Starts the simulator playing a scripted fault story in real time, the streaming job on the "
+        "embedded default (file source, SQLite store, local Spark) and the API with its status "
+        "page; prints the URLs and a live summary. Ctrl-C stops everything. With --real, the story is "
+        "played on real Kafka brokers (`isrwatch lab`) that run isrwatch-agent.",
+    )
+    p.set_defaults(func=main)
+    p.add_argument("--port", type=int, default=8000, help="the API's port on 127.0.0.1 (default 8000)")
+    p.add_argument(
+        "--duration", type=float, metavar="SECONDS", help="stop by itself after this long (default: run until Ctrl-C)"
+    )
+    p.add_argument(
+        "--speed", type=float, default=1.0, help="play the story this many times faster than real time (default 1)"
+    )
+    p.add_argument("--seed", type=int, default=0, help="the simulator's seed (default 0)")
+    p.add_argument("--dir", default="var/demo", help="working directory, emptied at start (default var/demo)")
+    p.add_argument(
+        "--real",
+        action="store_true",
+        help="the story on real Kafka 3.9 brokers instead of the simulator: `isrwatch lab up --agent` in DIR/lab "
+        "(Java 17, Maven on first use, `make agent`), the streaming job reading the agents' events topic with "
+        "--profile agent; real faults (a stall, a restart, a preferred election). Ctrl-C or --duration (counted "
+        "from the start, the lab's 30-60 s included) stops everything, the lab too",
+    )
+    p.add_argument(
+        "--lag-ms",
+        type=int,
+        help=f"--real: the brokers' replica.lag.time.max.ms (500..6000, default {DEFAULT_LAG_MS}; with --lab-dir "
+        "the lab's own)",
+    )
+    p.add_argument(
+        "--lab-dir",
+        metavar="DIR",
+        help="--real: play the story on the lab already running in DIR (`isrwatch lab up --agent --dir DIR`) "
+        "instead of starting one in DIR/lab; its faults are real (broker 2 stalled, broker 3 restarted, an "
+        "election), the streaming job reads its events topic from the start, and the lab keeps running after "
+        "the demo stops",
+    )

@@ -1,0 +1,960 @@
+"""The lab cluster: ZooKeeper, N Kafka 3.9 brokers in ZooKeeper mode, a monitor broker and a steady producer.
+
+The brokers run `inter.broker.protocol.version=2.6`, so ISR changes go through ZooKeeper and are
+propagated the ZooKeeper-era way isrwatch models (2.5 s checks, 5 s linger, 60 s max delay). The
+monitor broker (id 100) is a one-broker cluster of its own under another ZooKeeper chroot: faults
+never touch it, so isrwatch's own traffic (`isrwatch.events`, output topics) survives them.
+
+Everything lives under one directory: configs, data, logs, and `lab.json`, the record every command
+(and every detached fault helper) reads and updates under a file lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .jars import JarsError, default_agent, ensure, kafka_set
+
+if TYPE_CHECKING:
+    from kazoo.client import KazooClient
+
+Progress = Callable[[str], None]
+
+LAB_JSON = "lab.json"
+CHROOT = "/lab"
+MONITOR_CHROOT = "/monitor"
+MONITOR_ID = 100
+CLUSTER_NAME = "lab"
+EVENTS_TOPIC = "isrwatch.events"
+# isrwatch's own traffic, on the monitor broker: the agent's events and `isrwatch run --kafka-output`'s topics.
+MONITOR_TOPICS = {EVENTS_TOPIC: 3, "isrwatch.decisions": 3, "isrwatch.propagations": 3}
+INTER_BROKER_PROTOCOL_VERSION = "2.6"  # below 2.7-IV2: the ZooKeeper ISR writer and its throttled propagation
+ZOOKEEPER_SESSION_TIMEOUT_MS = 18_000  # Kafka 3.9's default zookeeper.session.timeout.ms
+REPLICA_FETCH_WAIT_MAX_MS = 500  # Kafka's default; replica.lag.time.max.ms may not be smaller
+REPLICA_FETCH_MAX_BYTES = 8192
+DEFAULT_TOPICS = "orders:6,payments:3"
+REPLICATION_FACTOR = 3
+# Sized for a 2-core, 24 GiB machine shared with Spark: small heaps, the serial collector (no GC
+# threads competing for the two cores), two JIT threads, and small Kafka thread pools below.
+JVM_FLAGS = ("-XX:+UseSerialGC", "-XX:CICompilerCount=2", "-XX:+ExitOnOutOfMemoryError", "-Djava.awt.headless=true")
+BROKER_HEAP_MAX = "512m"
+ZOOKEEPER_HEAP = ("-Xms32m", "-Xmx128m")
+BROKER_THREADS = {
+    "num.network.threads": 2,
+    "num.io.threads": 2,
+    "num.replica.fetchers": 1,
+    "background.threads": 2,
+    "num.recovery.threads.per.data.dir": 1,
+    "log.cleaner.threads": 1,
+    "log.cleaner.dedupe.buffer.size": 16 * 2**20,
+}
+
+
+# Agent option values may name the broker they are given to: `{broker}` (its id) and `{logs}` (its
+# kafka_logs_dir), e.g. `file={logs}/agent.events.jsonl` for one events file per broker.
+AGENT_PLACEHOLDERS = ("{broker}", "{logs}")
+
+
+class LabError(RuntimeError):
+    """The lab cannot do what was asked; the message says why (with the last log lines of a failed start)."""
+
+
+@dataclass(frozen=True)
+class Topic:
+    name: str
+    partitions: int
+
+
+def parse_topics(spec: str) -> tuple[Topic, ...]:
+    """`orders:6,payments:3` -> topics; each NAME:PARTITIONS."""
+    topics = []
+    for item in filter(None, (s.strip() for s in spec.split(","))):
+        name, sep, count = item.partition(":")
+        if not sep or not name or not count.isdigit() or int(count) < 1:
+            raise LabError(f"--topics {spec!r}: expected NAME:PARTITIONS[,NAME:PARTITIONS...], got {item!r}")
+        topics.append(Topic(name, int(count)))
+    if not topics:
+        raise LabError("--topics: give at least one NAME:PARTITIONS")
+    if len({t.name for t in topics}) != len(topics):
+        raise LabError(f"--topics {spec!r}: a topic is named twice")
+    return tuple(topics)
+
+
+@dataclass(frozen=True)
+class LabSpec:
+    """What `isrwatch lab up` starts."""
+
+    brokers: int = 3
+    lag_ms: int = 10_000  # replica.lag.time.max.ms
+    topics: tuple[Topic, ...] = parse_topics(DEFAULT_TOPICS)
+    rate: int = 200  # producer records per second over all lab topics; 0 = no producer
+    agent: str | None = None  # a -javaagent jar for every monitored broker
+    agent_options: tuple[tuple[str, str], ...] = ()  # values may hold AGENT_PLACEHOLDERS
+    start_timeout_s: float = 180.0  # for the brokers to register, and again for the topics to get full ISRs
+    broker_heap: str = BROKER_HEAP_MAX  # -Xmx of every monitored broker
+    broker_config: tuple[tuple[str, str], ...] = ()  # more server.properties for every monitored broker
+
+    def check(self) -> None:
+        if not 3 <= self.brokers <= 9:
+            raise LabError(f"--brokers {self.brokers}: must be 3..9 (topics have replication factor 3)")
+        if self.lag_ms < REPLICA_FETCH_WAIT_MAX_MS:
+            raise LabError(
+                f"--lag-ms {self.lag_ms}: must be >= replica.fetch.wait.max.ms "
+                f"({REPLICA_FETCH_WAIT_MAX_MS}), as Kafka requires"
+            )
+        if self.rate < 0:
+            raise LabError(f"--rate {self.rate}: must be >= 0")
+        if self.agent is not None and not Path(self.agent).is_file():
+            if Path(self.agent).resolve() == default_agent().resolve():
+                raise LabError(f"--agent: {default_agent()} is not built yet: run `make agent` (Java 17, Maven)")
+            raise LabError(f"--agent {self.agent}: no such file")
+
+
+@dataclass
+class Process:
+    """A process the lab starts; `start` (its start time since boot) guards against a recycled pid."""
+
+    pid: int = 0
+    start: int = 0
+    log: str = ""  # where its stdout and stderr go
+    argv: list[str] = field(default_factory=list)
+
+
+@dataclass(kw_only=True)
+class Broker(Process):
+    id: int
+    port: int
+    log_dir: str  # Kafka's log.dirs: the partitions' data
+    kafka_logs_dir: str  # server.log, state-change.log, controller.log, scheduler.log
+    config: str
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+
+@dataclass
+class Fault:
+    """A fault that is still under way: its detached helper ends it (or restarts the broker)."""
+
+    id: str
+    kind: str
+    broker: int | None
+    ends_ms: int | None  # wall-clock epoch ms when it ends by itself, if it does
+    helper: Process
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Lab:
+    """The contents of lab.json."""
+
+    dir: str
+    bootstrap_servers: str
+    monitor_bootstrap: str
+    zookeeper: str  # host:port of the ZooKeeper server
+    zookeeper_connect: str  # the monitored cluster's zookeeper.connect (with its chroot)
+    brokers: list[Broker]
+    monitor: Broker
+    zookeeper_process: Process
+    topics: dict[str, int]
+    replication_factor: int
+    replica_lag_time_max_ms: int
+    zookeeper_session_timeout_ms: int
+    inter_broker_protocol_version: str
+    cluster: str = CLUSTER_NAME
+    events_topic: str = EVENTS_TOPIC
+    producer: Process | None = None
+    producer_rate: int = 0
+    agent: str | None = None
+    agent_options: dict[str, str] = field(default_factory=dict)
+    faults: list[Fault] = field(default_factory=list)
+    started_ms: int = 0
+
+    def broker(self, broker_id: int) -> Broker:
+        for b in self.brokers:
+            if b.id == broker_id:
+                return b
+        raise LabError(
+            f"--broker {broker_id}: the lab's brokers are {', '.join(str(b.id) for b in self.brokers)}"
+            f" (the monitor broker {MONITOR_ID} takes no faults)"
+        )
+
+    def processes(self) -> list[Process]:
+        return [*self.brokers, self.monitor, self.zookeeper_process] + ([self.producer] if self.producer else [])
+
+    def stream_options(self) -> list[str]:
+        """`isrwatch run`'s options for the agents' events of this lab: its events topic, at its lag."""
+        return [
+            "--source",
+            f"kafka:{self.monitor_bootstrap}/{self.events_topic}",
+            "--profile",
+            "agent",
+            "--set",
+            f"replica_lag_time_max_ms={self.replica_lag_time_max_ms}",
+        ]
+
+
+# -- lab.json ------------------------------------------------------------------------------------
+
+
+def _decode(raw: dict) -> Lab:
+    def proc(d: dict | None) -> Process | None:
+        return Process(**d) if d else None
+
+    return Lab(
+        **{
+            **raw,
+            "brokers": [Broker(**b) for b in raw["brokers"]],
+            "monitor": Broker(**raw["monitor"]),
+            "zookeeper_process": proc(raw["zookeeper_process"]),
+            "producer": proc(raw.get("producer")),
+            "faults": [Fault(**{**f, "helper": proc(f["helper"])}) for f in raw.get("faults", [])],
+        }
+    )
+
+
+def load(directory: Path) -> Lab:
+    path = Path(directory) / LAB_JSON
+    try:
+        return _decode(json.loads(path.read_text()))
+    except FileNotFoundError:
+        raise LabError(f"--dir {directory}: no lab there ({LAB_JSON} missing; start one: isrwatch lab up)") from None
+    except (ValueError, TypeError, KeyError) as exc:
+        raise LabError(f"{path}: not a lab record ({exc})") from None
+
+
+def save(lab: Lab) -> None:
+    path = Path(lab.dir) / LAB_JSON
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(asdict(lab), indent=1) + "\n")
+    os.replace(tmp, path)
+
+
+@contextlib.contextmanager
+def locked(directory: Path) -> Iterator[None]:
+    """Serialise lab.json updates between commands and fault helpers."""
+    with open(Path(directory) / ".lab.lock", "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def editing(directory: Path) -> Iterator[Lab]:
+    """Load lab.json under the lock and save it back when the block ends without error."""
+    with locked(directory):
+        lab = load(directory)
+        yield lab
+        save(lab)
+
+
+# -- processes -----------------------------------------------------------------------------------
+
+
+def _start_time(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot, None if it is gone or a zombie."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return None if fields[0] in ("Z", "X") else int(fields[19])
+
+
+def alive(proc: Process | None) -> bool:
+    """Whether the process the lab started is still running (a zombie child is reaped and counts as gone)."""
+    if proc is None or proc.pid <= 0:
+        return False
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(proc.pid, os.WNOHANG)
+    return _start_time(proc.pid) == proc.start
+
+
+def paused(proc: Process | None) -> bool:
+    """Whether the process the lab started is stopped (SIGSTOP, e.g. by a stall): it answers nothing until SIGCONT."""
+    if not alive(proc):
+        return False
+    try:
+        return Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in ("T", "t")
+    except (OSError, IndexError):
+        return False
+
+
+def send(proc: Process | None, sig: int) -> bool:
+    """Signal the process if it is still the one the lab started; False if it is gone."""
+    if not alive(proc):
+        return False
+    try:
+        os.kill(proc.pid, sig)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def launch(proc: Process) -> None:
+    """Start the process detached (own session, no stdin), stdout and stderr appended to its log."""
+    Path(proc.log).parent.mkdir(parents=True, exist_ok=True)
+    with open(proc.log, "ab") as out:
+        popen = subprocess.Popen(
+            proc.argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+        )
+    proc.pid, proc.start = popen.pid, _start_time(popen.pid) or 0
+
+
+def wait_gone(procs: list[Process], timeout: float) -> list[Process]:
+    """Wait until the processes have exited; returns those still running after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while (left := [p for p in procs if alive(p)]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return left
+
+
+def tail_text(text: str, lines: int = 20) -> str:
+    """The last lines of a text, indented for an error message."""
+    return "\n".join(f"    {line}" for line in text.splitlines()[-lines:])
+
+
+def tail(path: str | Path, lines: int = 20) -> str:
+    try:
+        text = Path(path).read_text(errors="replace")
+    except OSError:
+        return f"    ({path}: no such file)"
+    return tail_text(text, lines) or f"    ({path} is empty)"
+
+
+def broker_logs(broker: Broker, lines: int = 20) -> str:
+    """The last lines of a broker's server.log and of its stdout (where a JVM that cannot start complains)."""
+    return (
+        f"  {broker.kafka_logs_dir}/server.log:\n{tail(Path(broker.kafka_logs_dir) / 'server.log', lines)}\n"
+        f"  {broker.log}:\n{tail(broker.log, lines)}"
+    )
+
+
+# -- ZooKeeper, the cluster's truth ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PartitionState:
+    """A partition as ZooKeeper holds it: the leader's (or controller's) last write of its state znode."""
+
+    topic: str
+    partition: int
+    replicas: tuple[int, ...]
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    controller_epoch: int
+    partition_epoch: int  # the state znode's version
+    mtime_ms: int  # when it was written
+
+    @property
+    def preferred_leader(self) -> int:
+        return self.replicas[0]
+
+
+def _kazoo(hosts: str, timeout: float) -> KazooClient:
+    """A kazoo client that logs nothing (the lab reports what matters itself)."""
+    from kazoo.client import KazooClient
+
+    quiet = logging.getLogger("isrwatch.lab.kazoo")
+    quiet.setLevel(logging.CRITICAL)
+    return KazooClient(hosts=hosts, timeout=timeout, logger=quiet)
+
+
+@contextlib.contextmanager
+def zookeeper(hosts: str, timeout: float = 10.0) -> Iterator[KazooClient]:
+    """A started ZooKeeper client, stopped on exit."""
+    client = _kazoo(hosts, timeout)
+    try:
+        client.start(timeout=timeout)
+    except Exception as exc:
+        client.close()
+        raise LabError(f"ZooKeeper at {hosts} does not answer ({type(exc).__name__}): is the lab up?") from None
+    try:
+        yield client
+    finally:
+        client.stop()
+        client.close()
+
+
+def registered_brokers(zk: KazooClient, chroot: str) -> set[int]:
+    path = f"{chroot}/brokers/ids"
+    return {int(b) for b in zk.get_children(path)} if zk.exists(path) else set()
+
+
+def controller(zk: KazooClient, chroot: str = CHROOT) -> tuple[int | None, int]:
+    """The active controller's broker id (None while there is none) and the controller epoch."""
+    try:
+        data, _ = zk.get(f"{chroot}/controller")
+        active = json.loads(data)["brokerid"]
+    except Exception:  # NoNodeError or a half-written node: no controller right now
+        active = None
+    try:
+        epoch = int(zk.get(f"{chroot}/controller_epoch")[0])
+    except Exception:
+        epoch = 0
+    return active, epoch
+
+
+def partition_states(zk: KazooClient, topics: list[str], chroot: str = CHROOT) -> dict[tuple[str, int], PartitionState]:
+    """Every partition of the topics as ZooKeeper has it now (partitions without state yet are left out)."""
+    from kazoo.exceptions import NoNodeError
+
+    states = {}
+    for topic in topics:
+        try:
+            assignment = json.loads(zk.get(f"{chroot}/brokers/topics/{topic}")[0])["partitions"]
+        except NoNodeError:
+            continue
+        for p, replicas in assignment.items():
+            try:
+                data, stat = zk.get(f"{chroot}/brokers/topics/{topic}/partitions/{p}/state")
+            except NoNodeError:
+                continue
+            s = json.loads(data)
+            states[(topic, int(p))] = PartitionState(
+                topic,
+                int(p),
+                tuple(replicas),
+                s["leader"],
+                s["leader_epoch"],
+                tuple(s["isr"]),
+                s["controller_epoch"],
+                stat.version,
+                stat.mtime,
+            )
+    return states
+
+
+def wait_until(
+    what: str,
+    check: Callable[[], bool],
+    timeout: float,
+    interval: float = 0.25,
+    failed: Callable[[], str | None] = lambda: None,
+) -> float:
+    """Poll `check` until it holds; returns the seconds it took. `failed` may name a reason to stop early."""
+    started = time.monotonic()
+    while not check():
+        reason = failed()
+        if reason:
+            raise LabError(f"{what}: {reason}")
+        if time.monotonic() - started > timeout:
+            raise LabError(f"{what}: not after {timeout:g} s")
+        time.sleep(interval)
+    return time.monotonic() - started
+
+
+def isr_full(zk: KazooClient, topics: dict[str, int]) -> bool:
+    """Every partition of the topics ({name: partitions}) has a leader and all its replicas in the ISR."""
+    states = partition_states(zk, list(topics))
+    return len(states) == sum(topics.values()) and all(
+        s.leader >= 0 and set(s.isr) == set(s.replicas) for s in states.values()
+    )
+
+
+# -- configuration -------------------------------------------------------------------------------
+
+
+def _properties(values: dict[str, Any]) -> str:
+    return "".join(f"{k}={v}\n" for k, v in values.items())
+
+
+LOG4J = (
+    """# Kafka's config/log4j.properties layout, plain files; state changes and the scheduler at TRACE.
+log4j.rootLogger=INFO, kafkaAppender
+log4j.appender.kafkaAppender=org.apache.log4j.FileAppender
+log4j.appender.kafkaAppender.File=${kafka.logs.dir}/server.log
+log4j.appender.kafkaAppender.layout=org.apache.log4j.PatternLayout
+log4j.appender.kafkaAppender.layout.ConversionPattern=[%d] %p %m (%c)%n
+"""
+    + "".join(
+        f"""log4j.appender.{name}=org.apache.log4j.FileAppender
+log4j.appender.{name}.File=${{kafka.logs.dir}}/{file}
+log4j.appender.{name}.layout=org.apache.log4j.PatternLayout
+log4j.appender.{name}.layout.ConversionPattern=[%d] %p %m (%c)%n
+"""
+        for name, file in (
+            ("stateChangeAppender", "state-change.log"),
+            ("controllerAppender", "controller.log"),
+            ("requestAppender", "kafka-request.log"),
+            ("cleanerAppender", "log-cleaner.log"),
+            ("schedulerAppender", "scheduler.log"),
+        )
+    )
+    + """log4j.logger.org.apache.zookeeper=INFO
+log4j.logger.kafka=INFO
+log4j.logger.org.apache.kafka=INFO
+log4j.logger.kafka.request.logger=WARN, requestAppender
+log4j.additivity.kafka.request.logger=false
+log4j.logger.kafka.network.RequestChannel$=WARN, requestAppender
+log4j.additivity.kafka.network.RequestChannel$=false
+log4j.logger.kafka.controller=TRACE, controllerAppender
+log4j.additivity.kafka.controller=false
+log4j.logger.kafka.log.LogCleaner=INFO, cleanerAppender
+log4j.additivity.kafka.log.LogCleaner=false
+# Every LeaderAndIsr request a broker receives, per partition.
+log4j.logger.state.change.logger=TRACE, stateChangeAppender
+log4j.additivity.state.change.logger=false
+# "Beginning execution of scheduled task 'isr-expiration'": the real run times of the ISR checks.
+log4j.logger.org.apache.kafka.server.util.KafkaScheduler=TRACE, schedulerAppender
+log4j.additivity.org.apache.kafka.server.util.KafkaScheduler=false
+"""
+)
+
+
+ZOOKEEPER_LOG4J = """log4j.rootLogger=INFO, file
+log4j.appender.file=org.apache.log4j.FileAppender
+log4j.appender.file.File=${zookeeper.log}
+log4j.appender.file.layout=org.apache.log4j.PatternLayout
+log4j.appender.file.layout.ConversionPattern=[%d] %p %m (%c)%n
+"""
+
+
+def broker_config(
+    broker_id: int, port: int, log_dir: Path, zookeeper_connect: str, spec: LabSpec, replication_factor: int
+) -> dict[str, Any]:
+    """The server.properties of a lab broker (the monitor has replication factor 1)."""
+    return {
+        "broker.id": broker_id,
+        "listeners": f"PLAINTEXT://127.0.0.1:{port}",
+        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}",
+        "log.dirs": log_dir,
+        "zookeeper.connect": zookeeper_connect,
+        "zookeeper.session.timeout.ms": ZOOKEEPER_SESSION_TIMEOUT_MS,
+        "inter.broker.protocol.version": INTER_BROKER_PROTOCOL_VERSION,
+        "replica.lag.time.max.ms": spec.lag_ms,
+        "replica.fetch.wait.max.ms": REPLICA_FETCH_WAIT_MAX_MS,
+        "default.replication.factor": replication_factor,
+        "offsets.topic.replication.factor": replication_factor,
+        "offsets.topic.num.partitions": 4,
+        "transaction.state.log.replication.factor": replication_factor,
+        "transaction.state.log.min.isr": 1,
+        "transaction.state.log.num.partitions": 4,
+        "group.initial.rebalance.delay.ms": 0,
+        # Leaders stay where faults put them until `isrwatch lab fault elect`.
+        "auto.leader.rebalance.enable": "false",
+        # Small fetches, so that a follower that fell behind needs several to catch up at the lab's light
+        # load, and a replication throttle (`fault slow`) holds it back.
+        "replica.fetch.max.bytes": REPLICA_FETCH_MAX_BYTES,
+        **BROKER_THREADS,
+    }
+
+
+def _java() -> str:
+    home = os.environ.get("JAVA_HOME")
+    java = str(Path(home) / "bin" / "java") if home and (Path(home) / "bin" / "java").exists() else shutil.which("java")
+    if not java:
+        raise LabError("java is not installed (Kafka needs Java 17): run `bash scripts/provision.sh`")
+    return java
+
+
+def _free_ports(count: int) -> list[int]:
+    """Distinct loopback ports nothing listens on now (held together so no two are the same)."""
+    with contextlib.ExitStack() as stack:
+        socks = [stack.enter_context(socket.socket()) for _ in range(count)]
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+
+
+def _port_free(port: int) -> bool:
+    """Nothing listens on the port (connections left in TIME_WAIT do not count: servers reuse the address)."""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _agent_argument(spec: LabSpec, monitor_bootstrap: str, broker_id: int, logs: Path) -> list[str]:
+    if spec.agent is None:
+        return []
+    options = {
+        "bootstrap.servers": monitor_bootstrap,
+        "topic": EVENTS_TOPIC,
+        "cluster": CLUSTER_NAME,
+        **dict(spec.agent_options),
+    }
+    values = {"{broker}": str(broker_id), "{logs}": str(logs)}
+
+    def placed(value: str) -> str:
+        for name, actual in values.items():
+            value = value.replace(name, actual)
+        return value
+
+    return [f"-javaagent:{Path(spec.agent).resolve()}=" + ",".join(f"{k}={placed(v)}" for k, v in options.items())]
+
+
+def _plan(directory: Path, spec: LabSpec, java: str, classpath: str) -> Lab:
+    """Write every config file and describe the lab to start (no process yet)."""
+    config_dir = directory / "config"
+    config_dir.mkdir(parents=True, exist_ok=True)
+    log4j = config_dir / "log4j.properties"
+    log4j.write_text(LOG4J)
+    zk_port, monitor_port, *ports = _free_ports(2 + spec.brokers)
+    zk_dir = directory / "zookeeper"
+    (zk_dir / "data").mkdir(parents=True, exist_ok=True)
+    zk_config = config_dir / "zookeeper.properties"
+    zk_config.write_text(
+        _properties(
+            {
+                "dataDir": zk_dir / "data",
+                "clientPort": zk_port,
+                "clientPortAddress": "127.0.0.1",
+                "maxClientCnxns": 0,
+                "admin.enableServer": "false",
+                "tickTime": 2000,
+            }
+        )
+    )
+    zk_log4j = config_dir / "zookeeper-log4j.properties"
+    zk_log4j.write_text(ZOOKEEPER_LOG4J.replace("${zookeeper.log}", str(zk_dir / "zookeeper.log")))
+    zookeeper = f"127.0.0.1:{zk_port}"
+    monitor_bootstrap = f"127.0.0.1:{monitor_port}"
+
+    def jvm(heap: tuple[str, ...], log4j_file: Path, *rest: str) -> list[str]:
+        return [java, *heap, *JVM_FLAGS, f"-Dlog4j.configuration={log4j_file.as_uri()}", *rest, "-cp", classpath]
+
+    def broker(broker_id: int, port: int, chroot: str, rf: int) -> Broker:
+        monitor = broker_id == MONITOR_ID
+        home = directory / ("monitor" if monitor else f"broker-{broker_id}")
+        log_dir, logs = home / "data", home / "logs"
+        log_dir.mkdir(parents=True, exist_ok=True)
+        logs.mkdir(parents=True, exist_ok=True)
+        config = config_dir / f"{home.name}.properties"
+        values = broker_config(broker_id, port, log_dir, zookeeper + chroot, spec, rf)
+        config.write_text(_properties(values if monitor else {**values, **dict(spec.broker_config)}))
+        heap = ("-Xms128m", f"-Xmx{BROKER_HEAP_MAX if monitor else spec.broker_heap}")
+        agent = [] if monitor else _agent_argument(spec, monitor_bootstrap, broker_id, logs)
+        argv = [*jvm(heap, log4j, f"-Dkafka.logs.dir={logs}", *agent), "kafka.Kafka", str(config)]
+        return Broker(
+            id=broker_id,
+            port=port,
+            log_dir=str(log_dir),
+            kafka_logs_dir=str(logs),
+            config=str(config),
+            log=str(logs / "stdout.log"),
+            argv=argv,
+        )
+
+    return Lab(
+        dir=str(directory),
+        bootstrap_servers=",".join(f"127.0.0.1:{p}" for p in ports),
+        monitor_bootstrap=monitor_bootstrap,
+        zookeeper=zookeeper,
+        zookeeper_connect=zookeeper + CHROOT,
+        brokers=[broker(i, p, CHROOT, REPLICATION_FACTOR) for i, p in enumerate(ports, start=1)],
+        monitor=broker(MONITOR_ID, monitor_port, MONITOR_CHROOT, 1),
+        zookeeper_process=Process(
+            log=str(zk_dir / "stdout.log"),
+            argv=[*jvm(ZOOKEEPER_HEAP, zk_log4j), "org.apache.zookeeper.server.quorum.QuorumPeerMain", str(zk_config)],
+        ),
+        topics={t.name: t.partitions for t in spec.topics},
+        replication_factor=REPLICATION_FACTOR,
+        replica_lag_time_max_ms=spec.lag_ms,
+        zookeeper_session_timeout_ms=ZOOKEEPER_SESSION_TIMEOUT_MS,
+        inter_broker_protocol_version=INTER_BROKER_PROTOCOL_VERSION,
+        agent=str(Path(spec.agent).resolve()) if spec.agent else None,
+        agent_options=dict(spec.agent_options),
+    )
+
+
+def _clear(directory: Path) -> None:
+    """Make `directory` ready for a new lab: new or empty, or an old lab's (whose data and logs go)."""
+    if (directory / LAB_JSON).exists():
+        old = load(directory)
+        if any(alive(p) for p in old.processes()):
+            raise LabError(f"a lab is running in {directory}: stop it first (isrwatch lab down --dir {directory})")
+        for name in ["config", "zookeeper", "monitor", "faults", *(Path(b.log_dir).parent.name for b in old.brokers)]:
+            shutil.rmtree(directory / name, ignore_errors=True)
+        for name in (LAB_JSON, "producer.log"):
+            (directory / name).unlink(missing_ok=True)
+    elif directory.exists() and any(p for p in directory.iterdir() if p.name != ".lab.lock"):
+        raise LabError(f"--dir {directory}: not empty and not a lab; give a new or empty directory")
+    directory.mkdir(parents=True, exist_ok=True)
+
+
+# -- up and down ---------------------------------------------------------------------------------
+
+
+def _wait_registered(lab: Lab, zk: KazooClient, timeout: float) -> float:
+    expected = [(b, CHROOT) for b in lab.brokers] + [(lab.monitor, MONITOR_CHROOT)]
+
+    def missing() -> list[Broker]:
+        ids = {CHROOT: registered_brokers(zk, CHROOT), MONITOR_CHROOT: registered_brokers(zk, MONITOR_CHROOT)}
+        return [b for b, chroot in expected if b.id not in ids[chroot]]
+
+    def failed() -> str | None:
+        dead = [b for b in missing() if not alive(b)]
+        return (
+            None
+            if not dead
+            else "\n".join(f"broker {b.id} exited during start-up; its last log lines:\n{broker_logs(b)}" for b in dead)
+        )
+
+    try:
+        return wait_until("starting the brokers", lambda: not missing(), timeout, failed=failed)
+    except LabError as exc:
+        if "not after" not in str(exc):
+            raise
+        raise LabError(
+            f"{exc}; brokers not registered in ZooKeeper: "
+            + "\n".join(f"broker {b.id}, last log lines:\n{broker_logs(b)}" for b in missing())
+        ) from None
+
+
+def _create_topics(bootstrap: str, topics: dict[str, int], replication_factor: int, timeout: float = 60) -> None:
+    """Create the topics, retrying while the cluster settles (the controller may not know every broker yet, and
+    thousands of partitions take the controller longer than one request's timeout)."""
+    from kafka.admin import KafkaAdminClient, NewTopic
+    from kafka.errors import KafkaError, TopicAlreadyExistsError
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="isrwatch-lab")
+            try:
+                admin.create_topics([NewTopic(name, count, replication_factor) for name, count in topics.items()])
+            finally:
+                admin.close()
+            return
+        except TopicAlreadyExistsError:  # an earlier try went through
+            return
+        except KafkaError as exc:
+            if time.monotonic() > deadline:
+                raise LabError(f"creating topics {', '.join(topics)} on {bootstrap}: {exc}") from None
+            time.sleep(0.5)
+
+
+def _listening(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+    except OSError:
+        return False
+    return True
+
+
+def start_producer(lab: Lab, rate: int, topics: dict[str, int] | None = None) -> Process:
+    """Start the steady producer (`isrwatch.lab.load`): `rate` records/s round-robin over every partition of
+    `topics` (default: the lab's), recorded in `lab` so that `down` stops it. Save `lab` afterwards."""
+    if alive(lab.producer):
+        raise LabError(f"the lab's producer runs already (pid {lab.producer.pid})")
+    lab.producer = Process(
+        log=str(Path(lab.dir) / "producer.log"),
+        argv=[
+            sys.executable,
+            "-m",
+            "isrwatch.lab.load",
+            "--bootstrap",
+            lab.bootstrap_servers,
+            "--topics",
+            ",".join(f"{t}:{n}" for t, n in (topics or lab.topics).items()),
+            "--rate",
+            str(rate),
+        ],
+    )
+    launch(lab.producer)
+    lab.producer_rate = rate
+    return lab.producer
+
+
+def run_tool(argv: list[str], progress: Progress, timeout: float = 600) -> str:
+    """Run a Kafka tool class (kafka-tools, e.g. `org.apache.kafka.tools.ProducerPerformance`) on the lab's
+    classpath; returns its stdout, or a LabError with the end of its stderr."""
+    try:
+        classpath = str(ensure(kafka_set(), progress)[0].parent / "*")
+    except JarsError as exc:
+        raise LabError(str(exc)) from None
+    try:
+        done = subprocess.run(
+            [_java(), "-Xmx256m", *JVM_FLAGS, "-cp", classpath, *argv], capture_output=True, text=True, timeout=timeout
+        )
+    except subprocess.TimeoutExpired:
+        raise LabError(f"{argv[0]}: still running after {timeout:g} s (stopped)") from None
+    if done.returncode != 0:
+        raise LabError(f"{argv[0]} failed (exit {done.returncode}):\n{tail_text(done.stderr)}")
+    return done.stdout
+
+
+def _wait_for_load(lab: Lab, timeout: float) -> None:
+    """Until the producer's records reached every lab partition. Before that a leader's LEO stands still, and
+    Kafka never expires a follower at the leader's LEO (KAFKA-7152): a fault right after `up` would shrink
+    nothing there."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=lab.bootstrap_servers.split(","), client_id="isrwatch-lab")
+    try:
+        partitions = [TopicPartition(t, p) for t, n in lab.topics.items() for p in range(n)]
+
+        def loaded() -> bool:
+            try:
+                return all(offset > 0 for offset in consumer.end_offsets(partitions).values())
+            except KeyError:  # the client's metadata lacks a partition created a moment ago: ask again
+                return False
+
+        wait_until("the producer's records in every partition", loaded, timeout)
+    finally:
+        consumer.close()
+
+
+def up(directory: Path, spec: LabSpec, progress: Progress) -> Lab:
+    """Start a lab in `directory` and return its record; on failure nothing it started is left running."""
+    spec.check()
+    directory = Path(directory).resolve()
+    _clear(directory)
+    started = time.monotonic()
+    try:
+        classpath = str(ensure(kafka_set(), progress)[0].parent / "*")
+    except JarsError as exc:
+        raise LabError(str(exc)) from None
+    lab = _plan(directory, spec, _java(), classpath)
+    lab.started_ms = int(time.time() * 1000)
+    try:
+        progress(f"starting ZooKeeper on {lab.zookeeper}")
+        launch(lab.zookeeper_process)
+        save(lab)
+        zk = _connect(lab, timeout=60)
+        try:
+            for chroot in (CHROOT, MONITOR_CHROOT):
+                zk.ensure_path(chroot)
+            progress(
+                f"starting brokers {', '.join(str(b.id) for b in lab.brokers)} (Kafka 3.9, ZooKeeper mode, "
+                f"inter.broker.protocol.version={INTER_BROKER_PROTOCOL_VERSION}, replica.lag.time.max.ms="
+                f"{spec.lag_ms}) and the monitor broker {MONITOR_ID}"
+                + (f", agent {Path(spec.agent).name}" if spec.agent else "")
+            )
+            for broker in [*lab.brokers, lab.monitor]:
+                launch(broker)
+            save(lab)
+            took = _wait_registered(lab, zk, spec.start_timeout_s)
+            # A broker registers before its listener accepts connections.
+            wait_until(
+                "the brokers' listeners",
+                lambda: all(_listening(b.port) for b in [*lab.brokers, lab.monitor]),
+                60,
+                failed=lambda: next(
+                    (f"broker {b.id} exited" for b in [*lab.brokers, lab.monitor] if not alive(b)), None
+                ),
+            )
+            progress(
+                f"brokers registered in ZooKeeper after {took:.1f} s; creating topics "
+                + ", ".join(f"{t} ({n} partitions, RF {lab.replication_factor})" for t, n in lab.topics.items())
+            )
+            wait_until("electing a controller", lambda: controller(zk)[0] is not None, 60)
+            _create_topics(lab.bootstrap_servers, lab.topics, lab.replication_factor, spec.start_timeout_s)
+            _create_topics(lab.monitor_bootstrap, MONITOR_TOPICS, 1)
+            wait_until(
+                "topics getting their leaders and full ISRs", lambda: isr_full(zk, lab.topics), spec.start_timeout_s
+            )
+        finally:
+            zk.stop()
+            zk.close()
+        if spec.rate:
+            start_producer(lab, spec.rate)
+            _wait_for_load(lab, spec.start_timeout_s)
+        save(lab)
+    except BaseException as exc:  # failed or interrupted: leave nothing running
+        stop_all(lab)
+        save(lab)
+        if isinstance(exc, LabError) or not isinstance(exc, Exception):
+            raise
+        # A client error while the cluster starts: say it with the brokers' own words.
+        raise LabError(
+            f"starting the lab: {type(exc).__name__}: {exc}; the brokers' last log lines:\n"
+            + "\n".join(f"broker {b.id}:\n{broker_logs(b)}" for b in [*lab.brokers, lab.monitor])
+        ) from exc
+    progress(
+        f"lab up in {time.monotonic() - started:.1f} s: bootstrap {lab.bootstrap_servers}, monitor "
+        f"{lab.monitor_bootstrap}, ZooKeeper {lab.zookeeper_connect}; {directory / LAB_JSON}"
+    )
+    return lab
+
+
+def _connect(lab: Lab, timeout: float) -> KazooClient:
+    """A kazoo client on the lab's ZooKeeper once it answers (fails early if ZooKeeper exited)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if not alive(lab.zookeeper_process):
+            raise LabError(
+                f"ZooKeeper exited during start-up; its last log lines:\n"
+                f"{tail(Path(lab.dir) / 'zookeeper' / 'zookeeper.log')}\n{tail(lab.zookeeper_process.log)}"
+            )
+        client = _kazoo(lab.zookeeper, 5)
+        try:
+            client.start(timeout=2)
+            return client
+        except Exception:
+            client.close()
+            if time.monotonic() > deadline:
+                raise LabError(f"ZooKeeper did not answer on {lab.zookeeper} within {timeout:g} s") from None
+            time.sleep(0.2)
+
+
+def stop_all(lab: Lab, graceful_s: float = 0.0) -> list[str]:
+    """Stop every process of the lab (fault helpers first, then the producer, brokers and ZooKeeper).
+
+    With `graceful_s`, the monitored brokers first get SIGTERM and that long to shut down the way Kafka does
+    (controlled shutdown; an agent drains its events to the still running monitor broker); SIGKILL ends the rest.
+    """
+    stopped = []
+    for fault in lab.faults:
+        if send(fault.helper, signal.SIGKILL):
+            stopped.append(f"{fault.kind} helper (pid {fault.helper.pid})")
+    wait_gone([f.helper for f in lab.faults], 5)
+    lab.faults = []
+    if send(lab.producer, signal.SIGTERM):
+        stopped.append(f"producer (pid {lab.producer.pid})")
+        for p in wait_gone([lab.producer], 5):
+            send(p, signal.SIGKILL)
+    if graceful_s > 0:
+        for broker in lab.brokers:
+            send(broker, signal.SIGCONT)
+            if send(broker, signal.SIGTERM):
+                stopped.append(f"broker {broker.id} (pid {broker.pid}, SIGTERM)")
+        wait_gone(list(lab.brokers), graceful_s)
+    for broker in [*lab.brokers, lab.monitor]:
+        send(broker, signal.SIGCONT)  # a stalled broker must not stay stopped
+        if send(broker, signal.SIGKILL):
+            stopped.append(f"broker {broker.id} (pid {broker.pid})")
+    if send(lab.zookeeper_process, signal.SIGKILL):
+        stopped.append(f"ZooKeeper (pid {lab.zookeeper_process.pid})")
+    left = wait_gone(lab.processes(), 20)
+    if left:
+        raise LabError("still running after SIGKILL: " + ", ".join(str(p.pid) for p in left))
+    return stopped
+
+
+def down(directory: Path, progress: Progress, graceful_s: float = 0.0) -> None:
+    """Stop everything the lab in `directory` runs and wait until its ports are free; data and logs stay."""
+    directory = Path(directory).resolve()
+    with editing(directory) as lab:
+        if graceful_s > 0:
+            ids = ", ".join(str(b.id) for b in lab.brokers)
+            progress(f"stopping brokers {ids} with SIGTERM (controlled shutdown, up to {graceful_s:g} s)")
+        stopped = stop_all(lab, graceful_s)
+        ports = [b.port for b in [*lab.brokers, lab.monitor]] + [int(lab.zookeeper.rsplit(":", 1)[1])]
+        try:
+            wait_until("freeing the lab's ports", lambda: all(_port_free(p) for p in ports), 20)
+        except LabError as exc:
+            progress(f"warning: {exc}")
+    progress(("stopped " + ", ".join(stopped)) if stopped else "nothing was running")
+    progress(f"logs and data stay in {directory}")

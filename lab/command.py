@@ -1,0 +1,255 @@
+"""`isrwatch lab up|fault|down`: the command line over isrwatch.lab.cluster and isrwatch.lab.faults."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from . import faults
+from .cluster import (
+    DEFAULT_TOPICS,
+    EVENTS_TOPIC,
+    INTER_BROKER_PROTOCOL_VERSION,
+    MONITOR_ID,
+    ZOOKEEPER_SESSION_TIMEOUT_MS,
+    LabError,
+    LabSpec,
+    default_agent,
+    down,
+    parse_topics,
+    up,
+)
+
+DESCRIPTION = f"""A real Kafka cluster on loopback, for demos, tests and operators who want to see isrwatch on the
+real thing: ZooKeeper, N Kafka 3.9 brokers in ZooKeeper mode with inter.broker.protocol.version=
+{INTER_BROKER_PROTOCOL_VERSION} (the ZooKeeper-era ISR propagation isrwatch models: 2.5 s checks, 5 s linger,
+60 s max delay), topics with replication factor 3 under a steady producer load, and a monitor broker
+(id {MONITOR_ID}, a one-broker cluster of its own) for isrwatch's own topics, which faults never touch.
+The jars come from Maven Central on first use (.tools/jars/kafka)."""
+
+UP_EPILOG = f"""DIR/lab.json records the bootstrap servers, the monitor's bootstrap, the ZooKeeper address and, per
+broker, its id, pid, port, log directory (log.dirs) and its logs (kafka_logs_dir: server.log,
+state-change.log with every LeaderAndIsr at TRACE, controller.log, scheduler.log with the real
+isr-expiration and isr-change-propagation run times). Brokers use 512 MB heaps, the serial collector
+and small thread pools: the lab fits a 2-core machine.
+
+With --agent, every monitored broker runs isrwatch-agent (agent/README.md) and sends its events to the
+monitor broker's {EVENTS_TOPIC} topic, where isrwatch reads them:
+  isrwatch lab up --dir var/lab --agent
+  isrwatch run --source kafka:<monitor bootstrap>/{EVENTS_TOPIC} --profile agent \\
+      --set replica_lag_time_max_ms=<the lab's --lag-ms> --store sqlite:///var/lab.db
+The agent logs to each broker's stdout.log (kafka_logs_dir), prefixed isrwatch-agent:, with its
+counters (written, dropped, failed) every stats.interval.ms."""
+
+SESSION_S = ZOOKEEPER_SESSION_TIMEOUT_MS // 1000
+FAULT_EPILOG = f"""kinds:
+  stall --broker ID --seconds N
+      SIGSTOP the broker, SIGCONT after N s: its followers stop fetching and each leader drops it from the
+      ISR once it is replica.lag.time.max.ms behind. A stall must stay shorter than the broker's ZooKeeper
+      session (zookeeper.session.timeout.ms, {SESSION_S} s): a longer stop expires it, and that is a crash,
+      not a stall. As its client pings every third of the timeout, only N <= {SESSION_S * 2 // 3} s is safe; a longer
+      N gets a warning.
+  slow --broker ID --seconds N [--rate BYTES_PER_S]
+      throttle the broker's replication as a follower with Kafka's replication quotas (default
+      {faults.SLOW_RATE} B/s) for N s. Kafka throttles only a follower outside the ISR: one that fell behind (after
+      a stall or restart) keeps fetching but stays behind until the throttle ends.
+  kill --broker ID
+      SIGKILL: once its ZooKeeper session expires the controller moves its leaderships and removes it
+      from every ISR.
+  restart --broker ID
+      SIGKILL if running, then a fresh start on the same log directory (once ZooKeeper has dropped the
+      old registration).
+  elect
+      preferred leader election over every partition.
+  controller-failover
+      kill the active controller and restart it: another broker takes over with a new controller epoch.
+
+Each fault returns at once and prints what it did; one with --seconds ends by itself."""
+
+KIND_HELP = {
+    "stall": "pause a broker (SIGSTOP, SIGCONT after N s) so its followers stop fetching",
+    "slow": "throttle a broker's replication as a follower with Kafka's replication quotas for N s",
+    "kill": "SIGKILL a broker: the controller moves its leaderships once its ZooKeeper session expires",
+    "restart": "SIGKILL a broker if running, then start it afresh on the same log directory",
+    "elect": "run a preferred leader election over every partition",
+    "controller-failover": "kill the active controller and restart it",
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.description = DESCRIPTION
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    sub = parser.add_subparsers(dest="lab_command", required=True, metavar="up|fault|down")
+
+    u = sub.add_parser(
+        "up",
+        help="start ZooKeeper, the brokers, the monitor broker, topics and a producer",
+        description=DESCRIPTION,
+        epilog=UP_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    u.add_argument(
+        "--dir",
+        required=True,
+        type=Path,
+        help="the lab's directory: configs, data, logs, lab.json "
+        "(new, empty, or a stopped lab's, whose data is replaced)",
+    )
+    u.add_argument("--brokers", type=int, default=3, help="number of brokers, ids 1..N (3..9; default 3)")
+    u.add_argument(
+        "--lag-ms",
+        type=int,
+        default=10_000,
+        help="replica.lag.time.max.ms (>= 500, Kafka's replica.fetch.wait.max.ms; default 10000)",
+    )
+    u.add_argument(
+        "--topics",
+        default=DEFAULT_TOPICS,
+        metavar="NAME:PARTITIONS,...",
+        help=f"topics to create, replication factor 3 (default {DEFAULT_TOPICS})",
+    )
+    u.add_argument(
+        "--rate",
+        type=int,
+        default=200,
+        metavar="RECORDS_PER_S",
+        help="steady producer load over every partition of the topics, 100-byte records, acks=1 "
+        "(default 200; 0 = none)",
+    )
+    u.add_argument(
+        "--agent",
+        nargs="?",
+        const="",
+        metavar="JAR",
+        help="attach a Java agent to every broker but the monitor: "
+        f"-javaagent:JAR=bootstrap.servers=<monitor>,topic={EVENTS_TOPIC},cluster=lab[,OPTIONS]. Without JAR: "
+        "isrwatch-agent from $ISRWATCH_AGENT, else a clone's agent/target/isrwatch-agent.jar (`make agent` builds "
+        "it), else isrwatch-agent.jar in the tools directory ($ISRWATCH_TOOLS, else ~/.cache/isrwatch): here "
+        f"{default_agent()}",
+    )
+    u.add_argument(
+        "--agent-options",
+        default="",
+        metavar="K=V,...",
+        help="more options for the agent (agent/README.md), after the three above (a key given again wins); "
+        "{broker} in a value is the broker's id, {logs} its kafka_logs_dir, e.g. file={logs}/agent.jsonl",
+    )
+    u.add_argument(
+        "--timeout",
+        type=float,
+        default=180.0,
+        metavar="SECONDS",
+        help="give up when the brokers have not started, or the topics have no full ISRs, after this long "
+        "(default 180)",
+    )
+
+    f = sub.add_parser(
+        "fault",
+        help="inject a real fault: stall, slow, kill, restart, elect, controller-failover",
+        description="Inject a fault into the lab's brokers (never the monitor broker).",
+        epilog=FAULT_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    kinds = f.add_subparsers(dest="kind", required=True, metavar="KIND")
+    for kind in faults.KINDS:
+        k = kinds.add_parser(
+            kind,
+            help=KIND_HELP[kind],
+            description=KIND_HELP[kind] + ".",
+            epilog=FAULT_EPILOG,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        k.add_argument("--dir", required=True, type=Path, help="the lab's directory")
+        if kind in ("stall", "slow", "kill", "restart"):
+            k.add_argument("--broker", required=True, type=int, metavar="ID", help="the broker's id")
+        if kind in ("stall", "slow"):
+            k.add_argument("--seconds", required=True, type=float, metavar="N", help="how long the fault lasts")
+        if kind == "slow":
+            k.add_argument(
+                "--rate",
+                type=int,
+                default=faults.SLOW_RATE,
+                metavar="BYTES_PER_S",
+                help=f"follower.replication.throttled.rate (default {faults.SLOW_RATE})",
+            )
+
+    d = sub.add_parser(
+        "down",
+        help="stop everything the lab runs; data and logs stay",
+        description="Stop the producer, fault helpers, brokers and ZooKeeper (no process left, "
+        "ports free). Data and logs stay in DIR.",
+    )
+    d.add_argument("--dir", required=True, type=Path, help="the lab's directory")
+    d.add_argument(
+        "--graceful",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="first SIGTERM the brokers and give them this long to shut down as Kafka does (controlled "
+        "shutdown; an agent drains its events), then SIGKILL what is left (default 0: SIGKILL at once)",
+    )
+
+
+def _progress(message: str) -> None:
+    print(f"isrwatch lab: {message}", file=sys.stderr, flush=True)
+
+
+def spec_from(args: argparse.Namespace) -> LabSpec:
+    options = []
+    for pair in filter(None, args.agent_options.split(",")):
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise LabError(f"--agent-options {args.agent_options!r}: expected K=V[,K=V...], got {pair!r}")
+        options.append((key, value))
+    if options and args.agent is None:
+        raise LabError("--agent-options: options for an agent, but no --agent to attach")
+    return LabSpec(
+        brokers=args.brokers,
+        lag_ms=args.lag_ms,
+        topics=parse_topics(args.topics),
+        rate=args.rate,
+        agent=str(default_agent()) if args.agent == "" else args.agent,
+        agent_options=tuple(options),
+        start_timeout_s=args.timeout,
+    )
+
+
+def main(args: argparse.Namespace) -> int:
+    try:
+        if args.lab_command == "up":
+            lab = up(args.dir, spec_from(args), _progress)
+            lines = [
+                f"{lab.dir}/lab.json",
+                f"  bootstrap servers  {lab.bootstrap_servers}",
+                f"  monitor bootstrap  {lab.monitor_bootstrap}",
+                f"  ZooKeeper          {lab.zookeeper_connect}",
+                *(
+                    [f"  agent              {lab.agent} -> {lab.monitor_bootstrap}/{lab.events_topic}"]
+                    * bool(lab.agent)
+                ),
+                f"  faults             isrwatch lab fault stall --broker 2 --seconds 12 --dir {lab.dir}",
+                f"  stop               isrwatch lab down --dir {lab.dir}",
+            ]
+            print("\n".join(lines))
+        elif args.lab_command == "down":
+            down(args.dir, _progress, args.graceful)
+        else:
+            kind = args.kind
+            if kind == "stall":
+                said = faults.stall(args.dir, args.broker, args.seconds)
+            elif kind == "slow":
+                said = faults.slow(args.dir, args.broker, args.seconds, args.rate)
+            elif kind == "kill":
+                said = faults.kill(args.dir, args.broker)
+            elif kind == "restart":
+                said = faults.restart(args.dir, args.broker)
+            elif kind == "elect":
+                said = faults.elect(args.dir)
+            else:
+                said = faults.controller_failover(args.dir)
+            print(said)
+    except LabError as exc:
+        print(f"isrwatch lab: error: {exc}", file=sys.stderr)
+        return 2
+    return 0

@@ -1,0 +1,446 @@
+"""Reading for the API and /metrics: keyset pages, point reads, counts, and the store's "now".
+
+Records come back as the typed SPEC §5 records the engine produced. Event-time "now" for readers is the
+settled watermark of the last batch; the only wall-clock value kept is when a batch committed, which
+says how fresh the stream is.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Generic, TypeVar
+
+import msgspec
+
+from isrwatch.state.metrics import PARTITION_FLAGS
+from isrwatch.state.records import Decision, PartitionRecord, PartitionState, Propagation
+
+from .schema import PROGRESS_FIELDS, Database
+
+_decode = msgspec.json.decode
+_partition = msgspec.json.Decoder(PartitionRecord).decode
+_decoders: dict[type, Any] = {
+    Decision: msgspec.json.Decoder(Decision).decode,
+    Propagation: msgspec.json.Decoder(Propagation).decode,
+    dict: msgspec.json.Decoder(dict[str, Any]).decode,  # observed events and divergences, as JSON objects
+}
+T = TypeVar("T")
+# Fixed SQL per flag: a literal (not a parameter) so both planners can use the partial indexes.
+_FLAG_FILTERS = {flag: f"p.{flag} = 1" for flag in PARTITION_FLAGS}
+
+Key = tuple[Any, ...]
+# The live audit's tables and the columns each is filtered on by equality, in filter order.
+AUDIT_COLUMNS = {
+    "observed": ("cluster", "broker", "topic", "partition", "type"),
+    "divergences": ("cluster", "broker", "topic", "partition", "kind", "subject"),
+}
+
+
+@dataclass(frozen=True)
+class Page(Generic[T]):
+    """One page of a keyset-paginated read; `next_key` is the last row's key when more rows follow."""
+
+    items: list[T]
+    next_key: Key | None
+
+
+@dataclass(frozen=True)
+class EventTime:
+    """Event-time "now" per cluster (SPEC §6): how far each cluster is settled; `latest`, the last batch's
+    watermark, stands for a cluster the store has no frontier of (a replay's store)."""
+
+    latest: int | None
+    clusters: Mapping[str, int]
+
+    def of(self, cluster: str) -> int | None:
+        return self.clusters.get(cluster, self.latest)
+
+
+@dataclass(frozen=True)
+class StreamPosition:
+    """What the last committed batch says about the stream: its id, wall-clock commit time, watermark."""
+
+    batch_id: int
+    committed_wall_ms: int
+    watermark_ms: int | None
+
+
+class Reader(Database):
+    """The API's side of the store."""
+
+    def stream_position(self) -> StreamPosition | None:
+        row = self._one("SELECT batch_id, committed_wall_ms, watermark_ms FROM batches ORDER BY batch_id DESC LIMIT 1")
+        return None if row is None else StreamPosition(*row)
+
+    def event_time(self) -> EventTime:
+        """Event-time "now" for readers: each cluster's settled frontier, the last batch's watermark for the rest."""
+        position = self.stream_position()
+        clusters = dict(self._rows("SELECT cluster, frontier_ms FROM clusters"))
+        return EventTime(None if position is None else position.watermark_ms, clusters)
+
+    def partitions(
+        self,
+        *,
+        cluster: str | None = None,
+        topic: str | None = None,
+        broker: int | None = None,
+        state: PartitionState | None = None,
+        now: EventTime | None = None,
+        window_ms: int | None = None,
+        after: Key | None = None,
+        limit: int = 100,
+    ) -> Page[PartitionRecord]:
+        """Partition state records in (cluster, topic, partition) order, filtered like GET /v1/partitions.
+
+        `state="shrink_predicted"` judges at event time `now` (default: the store's): an ISR follower whose
+        eligible time is at most its cluster's now + `window_ms` (default window: half its lag).
+        """
+        where, params = _equal(("p.cluster", cluster), ("p.topic", topic))
+        if broker is not None:
+            where.append(
+                "EXISTS (SELECT 1 FROM replicas r WHERE r.cluster = p.cluster AND r.topic = p.topic"
+                " AND r.partition = p.partition AND r.broker = ?)"
+            )
+            params.append(broker)
+        if state == PartitionState.SHRINK_PREDICTED:
+            condition, bounds = _shrink_predicted(now or self.event_time(), window_ms)
+            if condition is None:
+                return Page([], None)
+            where.append(
+                f"(p.cluster, p.topic, p.partition) IN (SELECT cluster, topic, partition FROM replicas"
+                f" WHERE {condition})"
+            )
+            params.extend(bounds)
+        elif state is not None:
+            where.append(_FLAG_FILTERS[state])
+        if after is not None:
+            where.append("(p.cluster, p.topic, p.partition) > (?, ?, ?)")
+            params.extend(after)
+        sql = "SELECT p.record FROM partitions p"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY p.cluster, p.topic, p.partition LIMIT ?"
+        rows = self._rows(sql, (*params, limit + 1))
+        items = [_partition(r[0]) for r in rows[:limit]]
+        last = items[-1] if len(rows) > limit else None
+        return Page(items, None if last is None else (last.cluster, last.topic, last.partition))
+
+    def partition(self, topic: str, partition: int, cluster: str | None = None) -> list[PartitionRecord]:
+        """The state record of this topic-partition in every cluster that has it (or only in `cluster`)."""
+        return [_partition(r[1]) for r in self._rows(*_one_partition("record", topic, partition, cluster))]
+
+    def partition_as_of(self) -> dict[tuple[str, str, int], int | None]:
+        """The event time each stored partition record is exact at (its state key's frontier when written)."""
+        return {
+            (c, t, p): at for c, t, p, at in self._rows("SELECT cluster, topic, partition, as_of_ms FROM partitions")
+        }
+
+    def partition_isr(
+        self, topic: str, partition: int, cluster: str | None = None
+    ) -> list[tuple[str, int | None, int, list[int]]]:
+        """(cluster, leader, leader_epoch, ISR) per matching cluster, without decoding whole records:
+        the query other tools poll."""
+        return [
+            (c, leader, epoch, _decode(isr))
+            for c, leader, epoch, isr in self._rows(
+                *_one_partition("leader, leader_epoch, isr", topic, partition, cluster)
+            )
+        ]
+
+    def decisions(
+        self,
+        *,
+        cluster: str | None = None,
+        topic: str | None = None,
+        partition: int | None = None,
+        kind: str | None = None,
+        broker: int | None = None,
+        since: int | None = None,
+        after: Key | None = None,
+        limit: int = 100,
+    ) -> Page[Decision]:
+        """Decisions newest first; `broker` matches the deciding leader or a replica whose membership changed."""
+        where, params = _event_filters(
+            ("d.cluster", cluster), ("d.topic", topic), ("d.partition", partition), ("d.kind", kind), since=since
+        )
+        if broker is not None:
+            where.append(
+                "EXISTS (SELECT 1 FROM decision_brokers b WHERE b.batch_id = d.batch_id"
+                " AND b.seq = d.seq AND b.broker = ?)"
+            )
+            params.append(broker)
+        return self._newest_first(Decision, "decisions", where, params, after, limit)
+
+    def propagations(
+        self,
+        *,
+        cluster: str | None = None,
+        topic: str | None = None,
+        broker: int | None = None,
+        trigger: str | None = None,
+        since: int | None = None,
+        after: Key | None = None,
+        limit: int = 100,
+    ) -> Page[Propagation]:
+        """ISR-change batches newest first; `topic` matches a batch that carries any of its partitions."""
+        where, params = _event_filters(
+            ("d.cluster", cluster), ("d.broker", broker), ("d.trigger", trigger), since=since
+        )
+        if topic is not None:
+            where.append(
+                "EXISTS (SELECT 1 FROM propagation_partitions pp WHERE pp.batch_id = d.batch_id"
+                " AND pp.seq = d.seq AND pp.topic = ?)"
+            )
+            params.append(topic)
+        return self._newest_first(Propagation, "propagations", where, params, after, limit)
+
+    def observed(self, **filters: Any) -> Page[dict[str, Any]]:
+        """What brokers did (the agent's `isr_updated` and `isr_change_propagated`), newest first."""
+        return self._audit_table("observed", **filters)
+
+    def divergences(self, **filters: Any) -> Page[dict[str, Any]]:
+        """Where the model and a broker disagreed, newest first."""
+        return self._audit_table("divergences", **filters)
+
+    def _audit_table(
+        self, table: str, *, since: int | None = None, after: Key | None = None, limit: int = 100, **equal: Any
+    ) -> Page[dict[str, Any]]:
+        """A table of the live audit, newest first; `equal` filters on its columns (`AUDIT_COLUMNS`), None on none."""
+        columns = AUDIT_COLUMNS[table]
+        unknown = sorted(set(equal) - set(columns))
+        if unknown:
+            raise TypeError(f"{table} has no filter {', '.join(unknown)} (it has {', '.join(columns)})")
+        where, params = _event_filters(*((f"d.{c}", equal.get(c)) for c in columns), since=since)
+        return self._newest_first(dict, table, where, params, after, limit)
+
+    def dead_letters(
+        self, *, since: int | None = None, after: Key | None = None, limit: int = 100
+    ) -> Page[dict[str, Any]]:
+        """Dead letters newest batch first (a dead letter's ts may be unknown, so the order is arrival)."""
+        where, params = _event_filters(since=since)
+        if after is not None:
+            where.append("(d.batch_id, d.seq) < (?, ?)")
+            params.extend(after)
+        sql = "SELECT d.batch_id, d.seq, d.raw, d.reason, d.field, d.ts FROM dead_letters d"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        rows = self._rows(sql + " ORDER BY d.batch_id DESC, d.seq DESC LIMIT ?", (*params, limit + 1))
+        items = [
+            {"raw": bytes(r[2]).decode("utf-8", "surrogatepass"), "reason": r[3], "field": r[4], "ts": r[5]}
+            for r in rows[:limit]
+        ]
+        return Page(items, tuple(rows[limit - 1][:2]) if len(rows) > limit else None)
+
+    def _newest_first(
+        self, kind: type[T], table: str, where: list[str], params: list[Any], after: Key | None, limit: int
+    ) -> Page[T]:
+        if after is not None:
+            where.append("(d.ts, d.batch_id, d.seq) < (?, ?, ?)")
+            params.extend(after)
+        sql = f"SELECT d.ts, d.batch_id, d.seq, d.record FROM {table} d"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY d.ts DESC, d.batch_id DESC, d.seq DESC LIMIT ?"
+        rows = self._rows(sql, (*params, limit + 1))
+        decode = _decoders[kind]
+        items = [decode(r[3]) for r in rows[:limit]]
+        return Page(items, tuple(rows[limit - 1][:3]) if len(rows) > limit else None)
+
+    def brokers(self, cluster: str | None = None, broker: int | None = None) -> list[dict[str, Any]]:
+        """Every broker that hosts a replica or has propagation state, with its replica counts."""
+        cond, params = _broker_filter(cluster, broker)
+        out: dict[tuple[str, int], dict[str, Any]] = {}
+        for c, b, led, hosted, out_of_sync in self._rows(
+            "SELECT cluster, broker, SUM(is_leader), COUNT(*), SUM(1 - in_sync) FROM replicas"
+            + cond
+            + " GROUP BY broker, cluster",
+            params,
+        ):
+            out[(c, b)] = _broker(c, b, partitions_led=int(led), replicas=int(hosted), out_of_sync=int(out_of_sync))
+        for state in self.broker_propagation(cluster, broker):
+            key = (state["cluster"], state["broker"])
+            out.setdefault(key, _broker(*key)).update(state)
+        return [out[k] for k in sorted(out)]
+
+    def broker_propagation(self, cluster: str | None = None, broker: int | None = None) -> list[dict[str, Any]]:
+        """Each broker's pending ISR-change set and last propagation, without touching the replica rows.
+
+        `last_propagation_ms` falls back to its last batch in the history when the writer kept no broker
+        state (a replay).
+        """
+        cond, params = _broker_filter(cluster, broker)
+        out: dict[tuple[str, int], dict[str, Any]] = {}
+        for c, b, pending, first, last_change, last_prop in self._rows(
+            "SELECT cluster, broker, pending, first_change_ts, last_isr_change_ms, last_propagation_ms"
+            " FROM brokers" + cond,
+            params,
+        ):
+            out[(c, b)] = _propagation_state(c, b, _decode(pending), first, last_change, last_prop)
+        for c, b, last_prop in self._rows(
+            "SELECT cluster, broker, MAX(ts) FROM propagations" + cond + " GROUP BY broker, cluster", params
+        ):
+            out.setdefault((c, b), _propagation_state(c, b, last_propagation_ms=last_prop))
+        return [out[k] for k in sorted(out)]
+
+    def out_of_sync_replicas(self, cluster: str, broker: int, limit: int = 100) -> list[dict[str, Any]]:
+        """Replicas this broker hosts that are not in their partition's ISR, as the leader last saw them."""
+        rows = self._rows(
+            "SELECT topic, partition, leo, lag_offsets, last_caught_up_ms FROM replicas"
+            " WHERE cluster = ? AND broker = ? AND in_sync = 0 ORDER BY topic, partition LIMIT ?",
+            (cluster, broker, limit),
+        )
+        return [
+            {"topic": t, "partition": p, "leo": leo, "lag_offsets": lag, "last_caught_up_ms": lcu}
+            for t, p, leo, lag, lcu in rows
+        ]
+
+    # -- reads for /metrics
+
+    def partition_counts(self) -> list[tuple[str, int, int, int, int, int]]:
+        """Per cluster: (cluster, total, under_replicated, under_min_isr, at_min_isr, offline)."""
+        return [
+            (c, *map(int, rest))
+            for c, *rest in self._rows(
+                "SELECT cluster, COUNT(*), SUM(under_replicated), SUM(under_min_isr), SUM(at_min_isr), SUM(offline)"
+                " FROM partitions GROUP BY cluster ORDER BY cluster"
+            )
+        ]
+
+    def followers_predicted_to_shrink(self, now: EventTime, window_ms: int | None = None) -> dict[str, int]:
+        condition, bounds = _shrink_predicted(now, window_ms)
+        if condition is None:
+            return {}
+        return dict(self._rows(f"SELECT cluster, COUNT(*) FROM replicas WHERE {condition} GROUP BY cluster", bounds))
+
+    def followers(self, *, order: str, limit: int | None = None, topics: Sequence[str] = ()) -> list[tuple[Any, ...]]:
+        """Follower rows (cluster, topic, partition, replica, last_caught_up_ms, lag_offsets, behind_in_isr).
+
+        `order="caught_up"`: ISR followers behind the leader, longest since caught up first;
+        `order="lag"`: followers behind the leader, the largest lag in offsets first;
+        `order="topic"`: every follower of `topics` (the per-partition allow-list).
+        """
+        select = (
+            "SELECT cluster, topic, partition, broker, last_caught_up_ms, lag_offsets,"
+            " shrink_eligible_at_ms IS NOT NULL FROM replicas"
+        )
+        if order == "caught_up":
+            rows = self._rows(
+                select + " WHERE shrink_eligible_at_ms IS NOT NULL ORDER BY last_caught_up_ms,"
+                " cluster, topic, partition, broker LIMIT ?",
+                (limit,),
+            )
+        elif order == "lag":
+            rows = self._rows(
+                select + " WHERE lag_offsets > 0 ORDER BY lag_offsets DESC, cluster, topic, partition, broker LIMIT ?",
+                (limit,),
+            )
+        elif order == "topic":
+            if not topics:
+                return []
+            rows = self._rows(
+                select + f" WHERE is_leader = 0 AND topic IN ({', '.join('?' * len(topics))})"
+                " ORDER BY cluster, topic, partition, broker",
+                tuple(topics),
+            )
+        else:
+            raise ValueError(f"unknown follower order {order!r}")
+        return [(*r[:6], bool(r[6])) for r in rows]
+
+    def topic_partitions(self, topics: Sequence[str]) -> list[PartitionRecord]:
+        """Full records of every partition of `topics` (the per-partition metrics allow-list)."""
+        if not topics:
+            return []
+        return [
+            _partition(r[0])
+            for r in self._rows(
+                f"SELECT record FROM partitions WHERE topic IN ({', '.join('?' * len(topics))})"
+                " ORDER BY cluster, topic, partition",
+                tuple(topics),
+            )
+        ]
+
+    def tallies(self) -> list[tuple[str, dict[str, str], float]]:
+        return [
+            (m, json.loads(labels), float(v))
+            for m, labels, v in self._rows("SELECT metric, labels, value FROM tallies ORDER BY metric, labels")
+        ]
+
+    def latest_progress(self) -> dict[str, Any] | None:
+        row = self._one(f"SELECT {', '.join(PROGRESS_FIELDS)} FROM progress ORDER BY batch_id DESC LIMIT 1")
+        return None if row is None else dict(zip(PROGRESS_FIELDS, row, strict=True))
+
+
+def _propagation_state(
+    cluster: str,
+    broker: int,
+    pending: list[Any] | None = None,
+    first_change_ts: int | None = None,
+    last_isr_change_ms: int | None = None,
+    last_propagation_ms: int | None = None,
+) -> dict[str, Any]:
+    return {
+        "cluster": cluster,
+        "broker": broker,
+        "pending": pending or [],
+        "first_change_ts": first_change_ts,
+        "last_isr_change_ms": last_isr_change_ms,
+        "last_propagation_ms": last_propagation_ms,
+    }
+
+
+def _broker(
+    cluster: str, broker: int, partitions_led: int = 0, replicas: int = 0, out_of_sync: int = 0
+) -> dict[str, Any]:
+    return {
+        **_propagation_state(cluster, broker),
+        "partitions_led": partitions_led,
+        "replicas": replicas,
+        "out_of_sync_replicas": out_of_sync,
+    }
+
+
+def _shrink_predicted(now: EventTime, window_ms: int | None) -> tuple[str | None, list[Any]]:
+    """The replicas condition for "past or near the lag limit", each cluster judged at its own now, and its
+    parameters (None: no now yet). The explicit IS NOT NULL lets SQLite see that the partial index applies."""
+    column, shift = ("shrink_warning_at_ms", 0) if window_ms is None else ("shrink_eligible_at_ms", window_ms)
+    terms, params = [], []
+    for cluster, at in sorted(now.clusters.items()):
+        terms.append(f"(cluster = ? AND {column} <= ?)")
+        params += [cluster, at + shift]
+    if now.latest is not None:
+        named = ", ".join("?" * len(now.clusters))
+        terms.append(f"({column} <= ?" + (f" AND cluster NOT IN ({named}))" if named else ")"))
+        params += [now.latest + shift, *sorted(now.clusters)]
+    if not terms:
+        return None, []
+    return f"{column} IS NOT NULL AND ({' OR '.join(terms)})", params
+
+
+def _one_partition(columns: str, topic: str, partition: int, cluster: str | None) -> tuple[str, tuple[Any, ...]]:
+    sql = f"SELECT cluster, {columns} FROM partitions WHERE topic = ? AND partition = ?"
+    if cluster is None:
+        return sql + " ORDER BY cluster", (topic, partition)
+    return sql + " AND cluster = ?", (topic, partition, cluster)
+
+
+def _equal(*pairs: tuple[str, Any]) -> tuple[list[str], list[Any]]:
+    """`column = ?` conditions and their parameters for the pairs whose value is given (an enum by its value:
+    drivers would otherwise pick their own representation)."""
+    given = [(column, value) for column, value in pairs if value is not None]
+    return [f"{column} = ?" for column, _ in given], [str(v) if isinstance(v, StrEnum) else v for _, v in given]
+
+
+def _broker_filter(cluster: str | None, broker: int | None) -> tuple[str, list[Any]]:
+    where, params = _equal(("cluster", cluster), ("broker", broker))
+    return (" WHERE " + " AND ".join(where)) if where else "", params
+
+
+def _event_filters(*pairs: tuple[str, Any], since: int | None) -> tuple[list[str], list[Any]]:
+    where, params = _equal(*pairs)
+    if since is not None:
+        where.append("d.ts >= ?")
+        params.append(since)
+    return where, params

@@ -1,0 +1,321 @@
+"""Writing the job's batches: one transaction per batch, idempotent by batch id, tallies counted at write time."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from types import MappingProxyType
+from typing import Any
+
+import msgspec
+
+from isrwatch.state.events import IsrUpdated, Observed
+from isrwatch.state.metrics import STREAM_INPUT_ROWS, TallyKey, tallies
+from isrwatch.state.records import Decision, PartitionRecord, shrink_warning_at
+from isrwatch.state.step import Settled
+
+from .schema import PARTITION_COLUMNS, PROGRESS_FIELDS, REPLICA_COLUMNS, Database
+
+_EMPTY: Mapping[Any, Any] = MappingProxyType({})
+_encode = msgspec.json.encode
+
+
+class Writer(Database):
+    """The job's side of the store: batches, stream progress, and the blobs it resumes from."""
+
+    def write_batch(
+        self,
+        batch_id: int,
+        outputs: Settled | None = None,
+        *,
+        blobs: Mapping[str, bytes] = _EMPTY,
+        watermark_ms: int | None = None,
+        frontiers: Mapping[str, int] = _EMPTY,
+        as_of: Mapping[tuple[str, str, int], int] = _EMPTY,
+    ) -> bool:
+        """Commit one micro-batch of outputs (a settled step: the job's batch, a replay, a test's cut; none: only
+        blobs, watermark and frontiers) in one transaction; False (and no change) for a replayed id.
+
+        Spark re-runs a failed batch with the same id and data, so a `batch_id` at or below the last
+        committed one is skipped. A batch without a watermark keeps the previous one. `frontiers`: each
+        cluster's settled event time (SPEC §6), kept as the readers' per-cluster "now"; `as_of`: the event
+        time each partition record is exact at (default: the watermark).
+        """
+        out = outputs or Settled()
+        decisions, propagations, divergences = out.decisions, out.propagations, out.divergences
+        dead_letters, observed, brokers = out.dead_letters, out.observed, out.brokers
+        # One row per partition (the last record wins): a multi-row upsert may not touch a row twice.
+        partitions = list({(r.cluster, r.topic, r.partition): r for r in out.records}.values())
+        insert = self._insert
+        with self._transaction() as cur:
+            cur.execute(self._q("SELECT batch_id, watermark_ms FROM batches ORDER BY batch_id DESC LIMIT 1"))
+            last = cur.fetchone()
+            if last is not None and batch_id <= last[0]:
+                return False
+            if watermark_ms is None and last is not None:
+                watermark_ms = last[1]
+            rows, replicas = [], []
+            for record in partitions:
+                row, reps = _partition_rows(
+                    record, batch_id, as_of.get((record.cluster, record.topic, record.partition), watermark_ms)
+                )
+                rows.append(row)
+                replicas.extend(reps)
+            insert(cur, "partitions", PARTITION_COLUMNS, rows, upsert_on=3)
+            cur.execute(
+                self._q(
+                    "DELETE FROM replicas WHERE (cluster, topic, partition) IN"
+                    " (SELECT cluster, topic, partition FROM partitions WHERE batch_id = ?)"
+                ),
+                (batch_id,),
+            )
+            insert(cur, "replicas", REPLICA_COLUMNS, replicas)
+            insert(
+                cur,
+                "decisions",
+                ("batch_id", "seq", "ts", "cluster", "topic", "partition", "kind", "record"),
+                [
+                    (batch_id, seq, d.ts, d.cluster, d.topic, d.partition, str(d.kind), _encode(d).decode())
+                    for seq, d in enumerate(decisions)
+                ],
+            )
+            insert(
+                cur,
+                "decision_brokers",
+                ("batch_id", "seq", "broker"),
+                [(batch_id, seq, b) for seq, d in enumerate(decisions) for b in _decision_brokers(d)],
+            )
+            insert(
+                cur,
+                "propagations",
+                ("batch_id", "seq", "ts", "cluster", "broker", "trigger", "record"),
+                [
+                    (batch_id, seq, p.ts, p.cluster, p.broker, str(p.trigger), _encode(p).decode())
+                    for seq, p in enumerate(propagations)
+                ],
+            )
+            insert(
+                cur,
+                "propagation_partitions",
+                ("batch_id", "seq", "topic", "partition"),
+                [(batch_id, seq, tp.topic, tp.partition) for seq, p in enumerate(propagations) for tp in p.partitions],
+            )
+            insert(
+                cur,
+                "observed",
+                ("batch_id", "seq", "ts", "cluster", "broker", "type", "topic", "partition", "record"),
+                [(batch_id, seq, *_observed_columns(o), _encode(o).decode()) for seq, o in enumerate(observed)],
+            )
+            insert(
+                cur,
+                "divergences",
+                ("batch_id", "seq", "ts", "cluster", "broker", "kind", "subject", "topic", "partition", "record"),
+                [
+                    (
+                        batch_id,
+                        seq,
+                        d.ts,
+                        d.cluster,
+                        d.broker,
+                        str(d.kind),
+                        d.subject,
+                        d.topic,
+                        d.partition,
+                        _encode(d).decode(),
+                    )
+                    for seq, d in enumerate(divergences)
+                ],
+            )
+            insert(
+                cur,
+                "dead_letters",
+                ("batch_id", "seq", "ts", "reason", "field", "raw"),
+                [(batch_id, seq, d.ts, d.reason, d.field, _raw_bytes(d.raw)) for seq, d in enumerate(dead_letters)],
+            )
+            insert(
+                cur,
+                "brokers",
+                (
+                    "cluster",
+                    "broker",
+                    "pending",
+                    "pending_count",
+                    "first_change_ts",
+                    "last_isr_change_ms",
+                    "last_propagation_ms",
+                ),
+                [
+                    (
+                        b.cluster,
+                        b.broker,
+                        _encode(b.pending).decode(),
+                        len(b.pending),
+                        b.first_change_ts,
+                        b.last_isr_change_ms,
+                        b.last_propagation_ms,
+                    )
+                    for b in brokers
+                ],
+                upsert_on=2,
+            )
+            self._add_tallies(cur, tallies(decisions, propagations, +out.counters, divergences))
+            insert(cur, "blobs", ("name", "value"), list(blobs.items()), upsert_on=1)
+            insert(cur, "clusters", ("cluster", "frontier_ms"), sorted(frontiers.items()), upsert_on=1)
+            insert(
+                cur,
+                "batches",
+                (
+                    "batch_id",
+                    "committed_wall_ms",
+                    "watermark_ms",
+                    "decisions",
+                    "propagations",
+                    "partitions",
+                    "dead_letters",
+                ),
+                [
+                    (
+                        batch_id,
+                        _wall_ms(),
+                        watermark_ms,
+                        len(decisions),
+                        len(propagations),
+                        len(partitions),
+                        len(dead_letters),
+                    )
+                ],
+            )
+        return True
+
+    def _insert(
+        self,
+        cur: Any,
+        table: str,
+        columns: Sequence[str],
+        rows: Sequence[Sequence[Any]],
+        upsert_on: int = 0,
+        updates: str | None = None,
+    ) -> None:
+        """Insert many rows; `upsert_on` = how many leading columns form the key, and a conflicting row
+        replaces the other columns (or applies `updates`)."""
+        if not rows:
+            return
+        conflict = ""
+        if upsert_on:
+            keys = ", ".join(columns[:upsert_on])
+            updates = updates or ", ".join(f"{c} = excluded.{c}" for c in columns[upsert_on:])
+            conflict = f" ON CONFLICT ({keys}) DO UPDATE SET {updates}"
+        self.dialect.insert(cur, table, columns, rows, conflict)
+
+    def _add_tallies(self, cur: Any, increments: Mapping[TallyKey, float]) -> None:
+        self._insert(
+            cur,
+            "tallies",
+            ("metric", "labels", "value"),
+            [(tally, _labels_json(labels), value) for (tally, labels), value in increments.items()],
+            upsert_on=2,
+            updates="value = tallies.value + excluded.value",
+        )
+
+    def record_progress(self, progress: Mapping[str, Any]) -> None:
+        """Keep one stream-health row per micro-batch; a re-reported batch replaces its row, counted once."""
+        values = tuple(progress.get(name) for name in PROGRESS_FIELDS)
+        with self._transaction() as cur:
+            cur.execute(self._q("SELECT 1 FROM progress WHERE batch_id = ?"), (values[0],))
+            new = cur.fetchone() is None
+            columns = ", ".join(PROGRESS_FIELDS)
+            updates = ", ".join(f"{name} = excluded.{name}" for name in PROGRESS_FIELDS[1:])
+            cur.execute(
+                self._q(
+                    f"INSERT INTO progress ({columns}) VALUES ({', '.join('?' * len(values))})"
+                    f" ON CONFLICT (batch_id) DO UPDATE SET {updates}"
+                ),
+                values,
+            )
+            if new:
+                self._add_tallies(cur, {(str(STREAM_INPUT_ROWS.tally), ()): progress.get("input_rows") or 0})
+
+    def claim(self, job: Mapping[str, Any]) -> None:
+        """Record the streaming job that writes this store (its name, host, pid, checkpoint), so that nothing
+        else writes batches into it: the job's batch ids must stay its own."""
+        with self._transaction() as cur:
+            self._insert(
+                cur, "meta", ("key", "value"), [("writer", json.dumps(dict(job), sort_keys=True))], upsert_on=1
+            )
+
+    def holder(self) -> dict[str, Any] | None:
+        """The streaming job that writes this store, as it recorded itself (None: no job has)."""
+        row = self._one("SELECT value FROM meta WHERE key = 'writer'")
+        return None if row is None else dict(json.loads(row[0]))
+
+    # -- reads for the job
+
+    def last_batch_id(self) -> int | None:
+        row = self._one("SELECT MAX(batch_id) FROM batches")
+        return None if row is None else row[0]
+
+    def load_blob(self, name: str) -> bytes | None:
+        row = self._one("SELECT value FROM blobs WHERE name = ?", (name,))
+        return None if row is None else bytes(row[0])
+
+
+def _partition_rows(
+    record: PartitionRecord, batch_id: int, as_of: int | None
+) -> tuple[tuple[Any, ...], list[tuple[Any, ...]]]:
+    """The partitions row and the replicas rows (one per assigned replica) of a SPEC §5 state record."""
+    key = (record.cluster, record.topic, record.partition)
+    isr = set(record.isr)
+    leader = record.leader
+    row = (
+        *key,
+        leader,
+        record.leader_epoch,
+        _encode(record.isr).decode(),
+        int(record.under_replicated),
+        int(record.under_min_isr),
+        int(record.at_min_isr),
+        int(record.offline),
+        _encode(record).decode(),
+        batch_id,
+        as_of,
+    )
+    followers = {f.replica: f for f in record.followers}
+    replicas: list[tuple[Any, ...]] = []
+    for broker in record.replicas:
+        f = followers.get(broker)
+        if f is None:  # the leader (or a replica of a partition without an accepted leader)
+            replicas.append((*key, broker, int(broker == leader), int(broker in isr), None, None, None, None, None))
+            continue
+        eligible = f.shrink_eligible_at_ms
+        warning = None if eligible is None else shrink_warning_at(eligible, f.last_caught_up_ms)
+        replicas.append((*key, broker, 0, int(f.in_sync), f.leo, f.lag_offsets, f.last_caught_up_ms, eligible, warning))
+    return row, replicas
+
+
+def _observed_columns(o: Observed) -> tuple[Any, ...]:
+    """(ts, cluster, broker, type, topic, partition) of what a broker did."""
+    if isinstance(o, IsrUpdated):
+        return (o.ts, o.cluster, o.broker, "isr_updated", o.topic, o.partition)
+    return (o.ts, o.cluster, o.broker, "isr_change_propagated", None, None)
+
+
+def _decision_brokers(d: Decision) -> set[int]:
+    brokers = set(d.replicas_changed)
+    if d.leader is not None and d.leader >= 0:
+        brokers.add(d.leader)
+    return brokers
+
+
+def _labels_json(labels: Iterable[tuple[str, str]]) -> str:
+    return json.dumps(dict(labels), sort_keys=True, separators=(",", ":"))
+
+
+def _raw_bytes(raw: str) -> bytes:
+    """A dead letter's input kept byte for byte: it may hold NUL, which PostgreSQL text refuses."""
+    return raw.encode("utf-8", "surrogatepass")
+
+
+def _wall_ms() -> int:
+    """Wall-clock commit time: the one clock reading here, used only to judge stream freshness."""
+    return time.time_ns() // 1_000_000

@@ -1,7 +1,0 @@
-"""`python -m streaming.cli`: the same command as `isrwatch` (the demo and tests start it this way)."""
-
-import sys
-
-from . import main
-
-sys.exit(main())

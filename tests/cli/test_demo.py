@@ -1,0 +1,115 @@
+"""`isrwatch demo` end to end: the real simulator, the real streaming job in local Spark and the real API.
+The story's stall must turn into a stuck shrink whose batch goes 5-7.5 s later, the recovery into an
+expand, all in the store and on the terminal; Ctrl-C must stop every process the demo started."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import msgspec
+
+from isrwatch.sim.processes import descendants, running
+from isrwatch.store import open_store
+from tests.net import free_port
+
+LINGER, CHECK = 5000, 2500
+
+
+@contextlib.contextmanager
+def running_demo(port: int, workdir: Path, *options: str) -> Iterator[subprocess.Popen]:
+    """`isrwatch demo` on `port` in `workdir`, its terminal output on stdout; killed if still running at the end."""
+    argv = [sys.executable, "-m", "isrwatch.cli", "demo", "--port", str(port), "--dir", str(workdir), *options]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+DEMO_PROCESSES = 3  # the streaming job, its Spark JVM and the API, at the least
+
+
+def interrupt(proc: subprocess.Popen, port: int, timeout: float) -> tuple[dict[int, int], str]:
+    """Ctrl-C to the demo once its status page is served and it has started its DEMO_PROCESSES (the job's Spark JVM
+    may come up a few seconds after the API; all must be known to check that none is left): the processes it had
+    started, and the rest of its output once it stopped."""
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10) as page:
+                assert b"<title>isrwatch</title>" in page.read()
+            break
+        except OSError:
+            assert time.monotonic() < deadline, "the demo's status page did not answer within 60 s"
+            time.sleep(0.5)
+    while len(started := descendants(proc.pid)) < DEMO_PROCESSES and time.monotonic() < deadline:
+        time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    return started, proc.communicate(timeout=timeout)[0]
+
+
+def stopped_cleanly(
+    proc: subprocess.Popen, port: int, output: str, started: dict[int, int], spared: frozenset[int] = frozenset()
+) -> None:
+    """Ctrl-C stopped the demo: exit 0, its URL and `stopped.` said, nothing it started (but `spared`) left running."""
+    assert proc.returncode == 0, output
+    assert f"http://127.0.0.1:{port}/" in output and "stopped." in output
+    left = {
+        pid: Path(f"/proc/{pid}/cmdline").read_bytes()
+        for pid, at in started.items()
+        if running(pid, at) and pid not in spared
+    }
+    assert not left, output
+
+
+def test_demo_shows_a_stall_becoming_a_shrink_its_batch_and_an_expand_then_stops_cleanly(tmp_path):
+    port = free_port()
+    workdir = tmp_path / "demo"
+    out: list[str] = []
+    seen = {"shrink": False, "shrink batch": False, "expand": False, "expand batch": False}
+    with running_demo(port, workdir, "--speed", "2", "--duration", "170") as proc:
+        for line in proc.stdout:  # --duration ends the demo (and this loop) if the story never shows
+            out.append(line)
+            if "SHRINK" in line and "replica 2 stuck" in line:
+                seen["shrink"] = True
+            elif "BATCH" in line and seen["shrink"] and not seen["expand"]:
+                seen["shrink batch"] = True
+            elif "EXPAND" in line and "replica 2 caught up" in line:
+                seen["expand"] = True
+            elif "BATCH" in line and seen["expand"]:
+                seen["expand batch"] = True
+                break
+        assert all(seen.values()), "".join(out)
+        started, rest = interrupt(proc, port, timeout=90)
+    assert len(started) >= DEMO_PROCESSES
+    stopped_cleanly(proc, port, "".join(out) + rest, started)
+
+    with open_store(f"sqlite:///{workdir / 'isrwatch.db'}") as store:
+        decisions = msgspec.to_builtins(store.decisions(limit=1000).items)
+        batches = sorted(msgspec.to_builtins(store.propagations(limit=1000).items), key=lambda b: b["ts"])
+    start = min(d["ts"] for d in decisions)
+    shrinks = [d for d in decisions if d["kind"] == "shrink" and d["reasons"] == {"2": "stuck"}]
+    expands = [d for d in decisions if d["kind"] == "expand" and d["replicas_changed"] == [2]]
+    assert shrinks and expands
+    stall_start, stall_end = start + 15_000, start + 40_000  # the story's first fault
+    assert all(stall_start + 10_000 - 600 < d["ts"] <= stall_start + 15_000 for d in shrinks)
+    assert {(d["topic"], d["partition"]) for d in expands} == {(d["topic"], d["partition"]) for d in shrinks}
+    assert all(stall_end < d["ts"] < stall_end + 1000 for d in expands)
+    for d in shrinks + expands:
+        batch = next(
+            b
+            for b in batches
+            if b["broker"] == d["leader"]
+            and b["ts"] > d["ts"]
+            and {"topic": d["topic"], "partition": d["partition"]} in b["partitions"]
+        )
+        assert batch["trigger"] == "linger" and LINGER < batch["ts"] - d["ts"] <= LINGER + CHECK
