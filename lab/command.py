@@ -26,7 +26,8 @@ real thing: ZooKeeper, N Kafka 3.9 brokers in ZooKeeper mode with inter.broker.p
 {INTER_BROKER_PROTOCOL_VERSION} (the ZooKeeper-era ISR propagation isrwatch models: 2.5 s checks, 5 s linger,
 60 s max delay), topics with replication factor 3 under a steady producer load, and a monitor broker
 (id {MONITOR_ID}, a one-broker cluster of its own) for isrwatch's own topics, which faults never touch.
-The jars come from Maven Central on first use (.tools/jars/kafka)."""
+The jars come from Maven Central on first use, into jars/kafka of the tools directory: $ISRWATCH_TOOLS,
+else a clone's .tools/, else the user's cache directory (~/.cache/isrwatch)."""
 
 UP_EPILOG = f"""DIR/lab.json records the bootstrap servers, the monitor's bootstrap, the ZooKeeper address and, per
 broker, its id, pid, port, log directory (log.dirs) and its logs (kafka_logs_dir: server.log,

@@ -1,4 +1,4 @@
-"""Jars by Maven coordinates, fetched once into .tools/ and reused: nothing is downloaded at test or run time.
+"""Jars by Maven coordinates, fetched once into the tools directory and reused: nothing downloads at test or run time.
 
 Two sets, each from a small pom shipped with the package (`maven/`) and copied with `dependency:copy-dependencies`
 (runtime scope) into its own directory:
@@ -72,7 +72,7 @@ def default_agent() -> Path:
 
 @dataclass(frozen=True)
 class JarSet:
-    name: str  # the directory under .tools/jars/
+    name: str  # the directory under <tools>/jars/
     pom: str  # file under maven/
     properties: tuple[tuple[str, str], ...] = ()
     shipped: Path | None = None  # a directory of jars whose artifacts are left out

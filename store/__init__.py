@@ -1,7 +1,7 @@
 """The SQL store shared by the streaming sink, `isrwatch replay --store` and the API: the persistence edge.
 
-Unlike the rest of `state/`, this package does I/O (sqlite3, psycopg) and reads the wall clock (when
-a batch committed, to judge the stream's freshness); no core module imports it. `schema` holds the
+Unlike the core (`state/`) below it, this room does I/O (sqlite3, psycopg) and reads the wall clock (when
+a batch committed, to judge the stream's freshness); the core never imports it. `schema` holds the
 DDL and the two dialects, `writer` the job's side, `reader` the API's side.
 """
 
