@@ -10,9 +10,10 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -25,13 +26,17 @@ RED = "rgb(198, 40, 40)"  # --bad in style.css
 
 
 @contextmanager
-def serving(store_url: str, *options: str) -> Iterator[str]:
-    """`isrwatch serve` on a loopback port the kernel picks; yields its base URL."""
+def serving(
+    store_url: str, *options: str, isrwatch: Sequence[str] = (sys.executable, "-m", "isrwatch.cli"), **popen: Any
+) -> Iterator[str]:
+    """`isrwatch serve` (the command `isrwatch`, run with `popen`'s cwd and env) on a loopback port the kernel
+    picks; yields its base URL."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "isrwatch.cli", "serve", "--store", store_url, "--port", "0", *options],
+        [*isrwatch, "serve", "--store", store_url, "--port", "0", *options],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        **popen,
     )
     try:
         output = []

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 import sysconfig
@@ -22,6 +21,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.api import test_status_page as status_page
 from tests.replays import SCENARIOS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -120,28 +120,9 @@ def test_help_replay_and_lab_help_from_the_wheel(venv: Venv) -> None:
 
 @pytest.fixture
 def serving(venv: Venv) -> Iterator[str]:
-    store = venv.home / "isrwatch.db"
-    proc = subprocess.Popen(
-        [str(venv.path / "bin" / "isrwatch"), "serve", "--store", str(store), "--port", "0"],
-        cwd=venv.home,
-        env=venv.env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        output = []
-        for line in proc.stdout:
-            output.append(line)
-            if found := re.search(r"Uvicorn running on (http://127\.0\.0\.1:\d+)", line):
-                break
-        else:
-            raise AssertionError("isrwatch serve did not start:\n" + "".join(output))
-        yield found.group(1)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+    isrwatch = [str(venv.path / "bin" / "isrwatch")]
+    with status_page.serving(str(venv.home / "isrwatch.db"), isrwatch=isrwatch, cwd=venv.home, env=venv.env) as url:
+        yield url
 
 
 def test_serve_from_the_wheel_answers_with_the_status_page_and_the_replayed_store(venv: Venv, serving: str) -> None:
