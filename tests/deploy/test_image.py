@@ -26,7 +26,8 @@ from tests.net import free_port
 
 DOCKERFILE = ROOT / "deploy" / "Dockerfile"
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
-TOP_LEVEL_PACKAGES = sorted({p.split(".")[0] for p in PYPROJECT["tool"]["setuptools"]["packages"]})
+# The rooms: top-level folders of the repository, each mapped to a package of `isrwatch` at build time.
+ROOMS = {package: folder for package, folder in PYPROJECT["tool"]["setuptools"]["package-dir"].items()}
 VALUES = yaml.safe_load((CHART / "values.yaml").read_text())
 
 
@@ -258,7 +259,7 @@ def test_build_context_keeps_what_pip_install_needs() -> None:
         if line.startswith("!")
     }
     needed = {
-        *TOP_LEVEL_PACKAGES,
+        *ROOMS.values(),
         "pyproject.toml",
         PYPROJECT["project"]["readme"],
         "deploy/spark_main.py",
@@ -272,8 +273,10 @@ def test_the_installed_package_carries_every_file_of_its_packages(tmp_path) -> N
     run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", tmp_path, ROOT])
     [wheel] = tmp_path.glob("isrwatch-*.whl")
     packed = set(zipfile.ZipFile(wheel).namelist())
-    tracked = run(["git", "ls-files", *TOP_LEVEL_PACKAGES], cwd=ROOT).stdout.split()
-    assert tracked and [path for path in tracked if path not in packed] == []
+    for package, folder in ROOMS.items():
+        tracked = run(["git", "ls-files", folder], cwd=ROOT).stdout.split()
+        in_wheel = [package.replace(".", "/") + path.removeprefix(folder) for path in tracked]
+        assert tracked and [path for path in in_wheel if path not in packed] == []
 
 
 def test_spark_entry_point_is_the_isrwatch_cli() -> None:
