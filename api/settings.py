@@ -6,7 +6,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 TOKEN_ENV = "ISRWATCH_API_TOKEN"
-STATIC_DIR = Path(__file__).parent / "static"
+# resolved: a clone's install links each file, and the static file server refuses links that leave the directory
+STATIC_DIR = Path(__file__).resolve().parent / "static"
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ import pytest
 from isrwatch.cli import build_parser
 from isrwatch.cli.common import load_config
 from isrwatch.cli.run import job_options
+from isrwatch.lab.jars import spark_kafka_jars
 from isrwatch.state.config import Config, ConfigError
 from isrwatch.state.replay import ReplayResult, replay
 from isrwatch.store import Page, open_store
@@ -318,7 +319,9 @@ def test_run_options_are_the_jobs_options():
         until_idle=9.0,
         kafka_output="h:9092",
         store_retry_seconds=30.0,
-        spark=SparkSettings(master="local[1]", extra={"spark.x.y": "1"}),
+        spark=SparkSettings(
+            master="local[1]", extra={"spark.x.y": "1"}, kafka_jars=tuple(str(p) for p in spark_kafka_jars())
+        ),
     )
     with pytest.raises(ConfigError, match="--spark-conf 'x=1': expected spark.KEY=VALUE"):
         job_options(build_parser().parse_args(["run", "--spark-conf", "x=1"]))
