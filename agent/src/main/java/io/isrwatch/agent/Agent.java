@@ -115,6 +115,9 @@ public final class Agent {
         return KafkaSink.producerProperties(bootstrap, protocol, Hooks.brokerId(), options.producer);
     }
 
+    /** {@code -Disrwatch.agent.debug=true}: log each class the agent transforms. */
+    private static final boolean DEBUG = Boolean.getBoolean("isrwatch.agent.debug");
+
     private static void install(Instrumentation inst, List<Plan.Hook> hooks) throws NoSuchMethodException {
         Map<String, List<Plan.Hook>> byType = new LinkedHashMap<>();
         for (Plan.Hook h : hooks) {
@@ -128,6 +131,22 @@ public final class Agent {
                 public void onError(String typeName, ClassLoader classLoader, JavaModule module, boolean loaded,
                                     Throwable throwable) {
                     Hooks.disable("instrumenting " + typeName + " failed: " + throwable);
+                }
+
+                @Override
+                public void onTransformation(TypeDescription type, ClassLoader classLoader, JavaModule module,
+                                             boolean loaded, DynamicType dynamicType) {
+                    if (DEBUG) {
+                        Log.info("instrumented " + type.getName() + (loaded ? " (retransformed)" : ""));
+                    }
+                }
+
+                @Override
+                public void onIgnored(TypeDescription type, ClassLoader classLoader, JavaModule module,
+                                      boolean loaded) {
+                    if (DEBUG && byType.containsKey(type.getName())) {
+                        Log.info("ignored " + type.getName() + " (loader " + classLoader + ")");
+                    }
                 }
             })
             .ignore(not(nameStartsWith("kafka.").or(nameStartsWith("org.apache.kafka.server."))));
@@ -145,6 +164,19 @@ public final class Agent {
                     }
                     return result;
                 });
+        }
+        // Load (not initialise) every class to instrument before the transformer is installed, so the
+        // retransformation pass sees all of them. Otherwise a class first loaded as a side effect of retransforming
+        // another (the JVM verifies the retransformed Partition, which loads the 4.1+ Java Replica) is loaded inside
+        // ByteBuddy's transformer, which skips classes loaded re-entrantly: Replica was never instrumented and no
+        // fetch was reported (seen on a 4.4.0 broker).
+        ClassLoader loader = ClassLoader.getSystemClassLoader();
+        for (String type : byType.keySet()) {
+            try {
+                Class.forName(type, false, loader);
+            } catch (ClassNotFoundException | LinkageError e) {
+                Log.warn("cannot preload " + type + ": " + e);
+            }
         }
         builder.installOn(inst);
     }
