@@ -1,23 +1,17 @@
 package io.isrwatch.agent;
 
-import java.util.concurrent.atomic.AtomicLong;
-import kafka.api.LeaderAndIsr;
 import kafka.cluster.Partition;
-import kafka.cluster.PendingPartitionChange;
-import kafka.cluster.PendingShrinkIsr;
-import kafka.cluster.Replica;
-import kafka.log.UnifiedLog;
 import kafka.server.ReplicaManager;
 import net.bytebuddy.asm.Advice;
-import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.requests.FetchRequest;
-import org.apache.kafka.common.requests.LeaderAndIsrRequest;
-import org.apache.kafka.common.message.LeaderAndIsrRequestData.LeaderAndIsrPartitionState;
 import org.apache.kafka.storage.internals.log.LogOffsetMetadata;
 
 /**
- * ByteBuddy advice, inlined into Kafka's methods. Each only forwards values to {@link Hooks};
- * {@code suppress = Throwable.class} keeps any exception of the agent out of Kafka's code.
+ * ByteBuddy advice, inlined into Kafka's methods, for every supported line (3.9, 4.0-4.4). Each only forwards values
+ * to {@link Hooks}; {@code suppress = Throwable.class} keeps any exception of the agent out of Kafka's code. Types that
+ * moved between releases (Replica, UnifiedLog, LeaderAndIsr, the ISR states, the makeLeader state) are taken as
+ * {@code Object}; only classes whose name and used members are the same in every line are typed (KafkaJarsTest checks
+ * every such reference against each release's jars).
  */
 final class Advices {
 
@@ -48,34 +42,22 @@ final class Advices {
         }
     }
 
-    /** Replica#updateFetchStateOrThrow: reported only when it returns (a fenced update throws). */
+    /** Replica#updateFetchStateOrThrow (Scala up to 4.0, Java from 4.1): reported only when it returns. */
     static final class UpdateFetchState {
         @Advice.OnMethodExit(suppress = Throwable.class)
-        static void exit(@Advice.This Replica replica, @Advice.Argument(0) LogOffsetMetadata followerFetchOffset,
+        static void exit(@Advice.FieldValue("brokerId") int replicaId,
+                         @Advice.Argument(0) LogOffsetMetadata followerFetchOffset,
                          @Advice.Argument(1) long followerStartOffset, @Advice.Argument(2) long followerFetchTimeMs,
-                         @Advice.Argument(3) long leaderEndOffset) {
-            Hooks.fetched(replica, followerFetchOffset.messageOffset, followerStartOffset, followerFetchTimeMs,
-                leaderEndOffset);
+                         @Advice.Argument(3) long leaderEndOffset, @Advice.Argument(4) long brokerEpoch) {
+            Hooks.fetched(replicaId, followerFetchOffset.messageOffset, followerStartOffset, followerFetchTimeMs,
+                leaderEndOffset, brokerEpoch);
         }
     }
 
-    /** ReplicaManager#becomeLeaderOrFollower: the controller id of the request, and its offline states. */
-    static final class BecomeLeaderOrFollower {
-        @Advice.OnMethodEnter(suppress = Throwable.class)
-        static void enter(@Advice.This ReplicaManager rm, @Advice.Argument(1) LeaderAndIsrRequest request) {
-            Hooks.leaderAndIsrRequestBegin(rm, request);
-        }
-
-        @Advice.OnMethodExit(suppress = Throwable.class, onThrowable = Throwable.class)
-        static void exit() {
-            Hooks.leaderAndIsrRequestEnd();
-        }
-    }
-
-    /** Partition#makeLeader. */
+    /** Partition#makeLeader: its first argument is the new state (a LeaderAndIsr state, or a PartitionRegistration). */
     static final class MakeLeader {
         @Advice.OnMethodEnter(suppress = Throwable.class)
-        static void enter(@Advice.This Partition partition, @Advice.Argument(0) LeaderAndIsrPartitionState state) {
+        static void enter(@Advice.This Partition partition, @Advice.Argument(0) Object state) {
             Hooks.makeLeaderBegin(partition, state);
         }
 
@@ -88,7 +70,7 @@ final class Advices {
     /** Partition#maybeIncrementLeaderHW: inside makeLeader, where the new state took effect. */
     static final class MaybeIncrementLeaderHw {
         @Advice.OnMethodEnter(suppress = Throwable.class)
-        static void enter(@Advice.This Partition partition, @Advice.Argument(0) UnifiedLog leaderLog,
+        static void enter(@Advice.This Partition partition, @Advice.Argument(0) Object leaderLog,
                           @Advice.Argument(1) long currentTimeMs) {
             Hooks.highWatermarkCheck(partition, leaderLog, currentTimeMs);
         }
@@ -127,7 +109,7 @@ final class Advices {
     /** Partition#prepareIsrShrink. */
     static final class PrepareIsrShrink {
         @Advice.OnMethodExit(suppress = Throwable.class)
-        static void exit(@Advice.This Partition partition, @Advice.Return PendingShrinkIsr pending) {
+        static void exit(@Advice.This Partition partition, @Advice.Return Object pending) {
             Hooks.shrinkPrepared(partition, pending);
         }
     }
@@ -135,18 +117,54 @@ final class Advices {
     /** Partition#handleAlterPartitionUpdate. */
     static final class HandleAlterPartitionUpdate {
         @Advice.OnMethodExit(suppress = Throwable.class)
-        static void exit(@Advice.This Partition partition, @Advice.Argument(0) PendingPartitionChange proposed,
-                         @Advice.Argument(1) LeaderAndIsr result) {
+        static void exit(@Advice.This Partition partition, @Advice.Argument(0) Object proposed,
+                         @Advice.Argument(1) Object result) {
             Hooks.isrUpdated(partition, proposed, result);
         }
     }
 
-    /** ZkAlterPartitionManager#maybePropagateIsrChanges. */
-    static final class PropagationRun {
+    /** DefaultAlterPartitionManager#buildRequest: the request sendRequest hands to the controller channel. */
+    static final class AlterPartitionBuilt {
+        @Advice.OnMethodExit(suppress = Throwable.class)
+        static void exit(@Advice.Argument(1) long brokerEpoch, @Advice.Return Object built) {
+            Hooks.alterPartitionBuilt(built, brokerEpoch);
+        }
+    }
+
+    /** 3.9 handleAlterPartitionResponse(RequestHeader, AlterPartitionResponse, long, Seq, Map), at entry. */
+    static final class AlterPartitionResponse39 {
+        @Advice.OnMethodEnter(suppress = Throwable.class)
+        static void enter(@Advice.Argument(1) Object response, @Advice.Argument(3) Object items) {
+            Hooks.alterPartitionResponse(response, items);
+        }
+    }
+
+    /** 4.x handleAlterPartitionResponse(AlterPartitionResponse, long, Seq or List), at entry. */
+    static final class AlterPartitionResponse4 {
+        @Advice.OnMethodEnter(suppress = Throwable.class)
+        static void enter(@Advice.Argument(0) Object response, @Advice.Argument(2) Object items) {
+            Hooks.alterPartitionResponse(response, items);
+        }
+    }
+
+    /** ReplicaManager#applyDelta (KRaft): the new image, for the partition registration makeLeader applies. */
+    static final class ApplyDelta {
+        @Advice.OnMethodEnter(suppress = Throwable.class)
+        static void enter(@Advice.Argument(1) Object newImage) {
+            Hooks.applyDeltaBegin(newImage);
+        }
+
         @Advice.OnMethodExit(suppress = Throwable.class, onThrowable = Throwable.class)
-        static void exit(@Advice.FieldValue("lastIsrChangeMs") AtomicLong lastIsrChangeMs,
-                         @Advice.FieldValue("lastIsrPropagationMs") AtomicLong lastIsrPropagationMs) {
-            Hooks.propagationEnd(lastIsrChangeMs.get(), lastIsrPropagationMs.get());
+        static void exit() {
+            Hooks.applyDeltaEnd();
+        }
+    }
+
+    /** BrokerMetadataPublisher#onMetadataUpdate (KRaft): broker registrations the delta changed. */
+    static final class MetadataUpdate {
+        @Advice.OnMethodExit(suppress = Throwable.class)
+        static void exit(@Advice.Argument(0) Object delta, @Advice.Argument(1) Object newImage) {
+            Hooks.metadataUpdated(delta, newImage);
         }
     }
 
@@ -155,14 +173,6 @@ final class Advices {
         @Advice.OnMethodExit(suppress = Throwable.class, onThrowable = Throwable.class)
         static void exit() {
             Hooks.brokerStopped();
-        }
-    }
-
-    /** KafkaZkClient#propagateIsrChanges. */
-    static final class PropagateIsrChanges {
-        @Advice.OnMethodExit(suppress = Throwable.class)
-        static void exit(@Advice.Argument(0) scala.collection.Set<TopicPartition> partitions) {
-            Hooks.propagated(partitions);
         }
     }
 }

@@ -13,8 +13,6 @@ import java.util.List;
 import java.util.Map;
 import java.util.Properties;
 import java.util.concurrent.atomic.AtomicReference;
-import kafka.cluster.EndPoint;
-import kafka.server.KafkaConfig;
 import net.bytebuddy.agent.builder.AgentBuilder;
 import net.bytebuddy.asm.Advice;
 import net.bytebuddy.asm.AsmVisitorWrapper;
@@ -27,8 +25,8 @@ import org.apache.kafka.common.utils.Time;
 
 /**
  * {@code -javaagent:isrwatch-agent.jar=OPTIONS}: checks the Kafka it is attached to, then instruments it. Anything
- * wrong (a bad option, an unknown Kafka, KRaft mode, an IBP with AlterPartition) gives one log line and leaves the
- * broker untouched; nothing here can stop the broker from starting.
+ * wrong (a bad option, an unknown Kafka, a mode it does not model, a hook point missing) gives one log line and leaves
+ * the broker untouched; nothing here can stop the broker from starting.
  */
 public final class Agent {
 
@@ -54,12 +52,14 @@ public final class Agent {
         }
         ClassLoader loader = ClassLoader.getSystemClassLoader();
         String version = VersionGate.kafkaVersion(loader);
-        List<String> problems = new ArrayList<>(VersionGate.check(version, ClassFileLocator.ForClassLoader.of(loader)));
-        if (problems.isEmpty()) {
-            Properties config = VersionGate.brokerConfig(System.getProperty("sun.java.command"), problems);
-            if (config != null) {
-                VersionGate.checkMode(config, problems);
-            }
+        List<String> problems = new ArrayList<>();
+        Plan.Mode mode = null;
+        Properties config = VersionGate.brokerConfig(System.getProperty("sun.java.command"), problems);
+        if (config != null) {
+            mode = VersionGate.mode(config, problems);
+        }
+        if (mode != null) {
+            problems.addAll(VersionGate.check(version, mode, ClassFileLocator.ForClassLoader.of(loader)));
         }
         if (!problems.isEmpty()) {
             Log.warn("not instrumenting the broker: " + String.join("; ", problems));
@@ -77,38 +77,50 @@ public final class Agent {
         Sink raw = options.rawFile == null ? null
             : new FileSink("raw", options.rawFile, options.queueCapacity, options.cluster, Hooks::brokerId);
         Recorder recorder = new Recorder(main, raw, options.coalesce, System.currentTimeMillis() * 1000);
-        Hooks.activate(recorder, options.toKafka() ? options.topic : null,
+        Hooks.activate(recorder, version, options.toKafka() ? options.topic : null, mode,
             brokerConfig -> producerConfig.set(producerProperties(options, brokerConfig)));
 
-        install(inst);
+        List<Plan.Hook> hooks = Plan.hooks(Plan.Line.of(version), mode);
+        install(inst, hooks);
         main.start();
         if (raw != null) {
             raw.start();
         }
         startTimer(recorder, options);
         Runtime.getRuntime().addShutdownHook(new Thread(() -> shutdown(recorder), "isrwatch-agent-shutdown"));
-        Log.info("instrumenting Kafka " + version + " (" + Plan.HOOKS.size() + " hooks); events to "
+        Log.info("instrumenting Kafka " + version + " in mode " + mode + " (isr_protocol " + mode.isrProtocol + ", "
+            + hooks.size() + " hooks); events to "
             + (options.toKafka() ? "topic " + options.topic : options.file) + (raw != null ? ", raw to " + options.rawFile
             : "") + ", coalesce=" + options.coalesce + ", cluster=" + options.cluster);
     }
 
     /** The producer's settings once the broker's own listeners are known (the default bootstrap). */
-    private static Properties producerProperties(Options options, KafkaConfig config) {
+    private static Properties producerProperties(Options options, Object config) {
         String bootstrap = options.bootstrapServers;
         String protocol = null;
         if (bootstrap == null) {
-            EndPoint first = config.listeners().head();
-            String host = first.host() == null || first.host().isBlank() || first.host().equals("0.0.0.0")
-                ? "localhost" : first.host();
-            bootstrap = host + ":" + first.port();
-            protocol = first.securityProtocol().name;
+            // KafkaConfig#listeners: a Seq of kafka.cluster.EndPoint (3.9, 4.0) or org.apache.kafka.common.Endpoint.
+            Object first;
+            try {
+                first = Reflect.list(Reflect.call(config, "listeners")).get(0);
+                String host = (String) Reflect.call(first, "host");
+                host = host == null || host.isBlank() || host.equals("0.0.0.0") ? "localhost" : host;
+                bootstrap = host + ":" + Reflect.intValue(first, "port");
+                protocol = ((org.apache.kafka.common.security.auth.SecurityProtocol)
+                    Reflect.call(first, "securityProtocol")).name;
+            } catch (ReflectiveOperationException e) {
+                throw new IllegalStateException("cannot read the broker's listeners: " + e, e);
+            }
         }
         return KafkaSink.producerProperties(bootstrap, protocol, Hooks.brokerId(), options.producer);
     }
 
-    private static void install(Instrumentation inst) throws NoSuchMethodException {
+    /** {@code -Disrwatch.agent.debug=true}: log each class the agent transforms. */
+    private static final boolean DEBUG = Boolean.getBoolean("isrwatch.agent.debug");
+
+    private static void install(Instrumentation inst, List<Plan.Hook> hooks) throws NoSuchMethodException {
         Map<String, List<Plan.Hook>> byType = new LinkedHashMap<>();
-        for (Plan.Hook h : Plan.HOOKS) {
+        for (Plan.Hook h : hooks) {
             byType.computeIfAbsent(h.type(), k -> new ArrayList<>()).add(h);
         }
         AgentBuilder builder = new AgentBuilder.Default()
@@ -120,8 +132,24 @@ public final class Agent {
                                     Throwable throwable) {
                     Hooks.disable("instrumenting " + typeName + " failed: " + throwable);
                 }
+
+                @Override
+                public void onTransformation(TypeDescription type, ClassLoader classLoader, JavaModule module,
+                                             boolean loaded, DynamicType dynamicType) {
+                    if (DEBUG) {
+                        Log.info("instrumented " + type.getName() + (loaded ? " (retransformed)" : ""));
+                    }
+                }
+
+                @Override
+                public void onIgnored(TypeDescription type, ClassLoader classLoader, JavaModule module,
+                                      boolean loaded) {
+                    if (DEBUG && byType.containsKey(type.getName())) {
+                        Log.info("ignored " + type.getName() + " (loader " + classLoader + ")");
+                    }
+                }
             })
-            .ignore(not(nameStartsWith("kafka.")));
+            .ignore(not(nameStartsWith("kafka.").or(nameStartsWith("org.apache.kafka.server."))));
         for (Map.Entry<String, List<Plan.Hook>> e : byType.entrySet()) {
             List<AsmVisitorWrapper> visitors = new ArrayList<>();
             for (Plan.Hook h : e.getValue()) {
@@ -137,6 +165,19 @@ public final class Agent {
                     return result;
                 });
         }
+        // Load (not initialise) every class to instrument before the transformer is installed, so the
+        // retransformation pass sees all of them. Otherwise a class first loaded as a side effect of retransforming
+        // another (the JVM verifies the retransformed Partition, which loads the 4.1+ Java Replica) is loaded inside
+        // ByteBuddy's transformer, which skips classes loaded re-entrantly: Replica was never instrumented and no
+        // fetch was reported (seen on a 4.4.0 broker).
+        ClassLoader loader = ClassLoader.getSystemClassLoader();
+        for (String type : byType.keySet()) {
+            try {
+                Class.forName(type, false, loader);
+            } catch (ClassNotFoundException | LinkageError e) {
+                Log.warn("cannot preload " + type + ": " + e);
+            }
+        }
         builder.installOn(inst);
     }
 
@@ -147,7 +188,7 @@ public final class Agent {
         }
         return MemberSubstitution.relaxed()
             .method(named("milliseconds").and(isDeclaredBy(named(Plan.TIME))))
-            .replaceWith(Hooks.class.getMethod(h.clock(), Time.class))
+            .replaceWith(ZkHooks.class.getMethod(h.clock(), Time.class))
             .on(method);
     }
 

@@ -39,7 +39,8 @@ public final class Coalescer {
     }
 
     /** The previous fetch of one follower since the partition's last other event. */
-    private record Last(long fetchOffset, long leaderLeo, long logStartOffset, int currentLeaderEpoch) {
+    private record Last(long fetchOffset, long leaderLeo, long logStartOffset, int currentLeaderEpoch,
+                        long brokerEpoch) {
         boolean caughtUp() {
             return fetchOffset == leaderLeo;
         }
@@ -107,8 +108,10 @@ public final class Coalescer {
         Last prev = s.last.get(f.replica());
         boolean repeat = enabled && f.inIsr() && f.fetchOffset() == f.leaderLeo() && prev != null && prev.caughtUp()
             && prev.fetchOffset() == f.fetchOffset() && prev.logStartOffset() == f.logStartOffset()
-            && prev.currentLeaderEpoch() == f.currentLeaderEpoch() && s.maxLeo == f.leaderLeo();
-        s.last.put(f.replica(), new Last(f.fetchOffset(), f.leaderLeo(), f.logStartOffset(), f.currentLeaderEpoch()));
+            && prev.currentLeaderEpoch() == f.currentLeaderEpoch() && prev.brokerEpoch() == f.brokerEpoch()
+            && s.maxLeo == f.leaderLeo();
+        s.last.put(f.replica(), new Last(f.fetchOffset(), f.leaderLeo(), f.logStartOffset(), f.currentLeaderEpoch(),
+            f.brokerEpoch()));
         long segment = repeat ? segment(f.ts()) : -1;
         if (segment < 0) {
             emit(s, f);
@@ -126,7 +129,10 @@ public final class Coalescer {
         held.put(key, new Held(f, segment, order++, s));
     }
 
-    /** An append, leader_and_isr or isr_updated: p's held fetches go first, and p's repeat history restarts. */
+    /**
+     * An append, leader_and_isr, isr_updated or alter_partition_response: p's held fetches go first, and p's repeat
+     * history restarts.
+     */
     public void partitionEvent(Event.PartitionEvent e) {
         Slot s = slot(e.topic(), e.partition());
         s.last.clear();

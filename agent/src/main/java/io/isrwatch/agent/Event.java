@@ -49,21 +49,43 @@ public sealed interface Event {
         int partition();
     }
 
-    /** The leader recorded a follower fetch: Replica.updateFetchStateOrThrow returned. */
+    /**
+     * The leader recorded a follower fetch: Replica.updateFetchStateOrThrow returned. {@code brokerEpoch} is the
+     * follower's broker epoch the fetch carried (-1: none, as in ZooKeeper mode and FETCH before v15).
+     */
     record Fetch(long ts, String topic, int partition, int replica, long fetchOffset, long leaderLeo,
-                 long logStartOffset, int currentLeaderEpoch, boolean inIsr) implements PartitionEvent {
+                 long logStartOffset, int currentLeaderEpoch, boolean inIsr, long brokerEpoch) implements PartitionEvent {
+        public Fetch(long ts, String topic, int partition, int replica, long fetchOffset, long leaderLeo,
+                     long logStartOffset, int currentLeaderEpoch, boolean inIsr) {
+            this(ts, topic, partition, replica, fetchOffset, leaderLeo, logStartOffset, currentLeaderEpoch, inIsr, -1);
+        }
+
         @Override
         public void writeFields(Json.Writer w) {
             w.field("replica", replica).field("fetch_offset", fetchOffset).field("leader_leo", leaderLeo)
                 .field("log_start_offset", logStartOffset)
-                .fieldIf(currentLeaderEpoch >= 0, "current_leader_epoch", currentLeaderEpoch);
+                .fieldIf(currentLeaderEpoch >= 0, "current_leader_epoch", currentLeaderEpoch)
+                .fieldIf(brokerEpoch >= 0, "broker_epoch", brokerEpoch);
         }
     }
 
-    /** A LeaderAndIsr partition state took effect (makeLeader), or an offline state reached makeFollowers. */
+    /**
+     * A partition state took effect on its leader (Partition.makeLeader: a ZooKeeper controller's LeaderAndIsr
+     * request, or in KRaft the metadata delta the broker applies), or an offline state reached makeFollowers.
+     * The KRaft-only {@code elr}, {@code lastKnownElr} (null: not known) and {@code leaderRecoveryState} (null: not
+     * known) are omitted when absent.
+     */
     record LeaderAndIsr(long ts, String topic, int partition, int controllerEpoch, int controllerId, int leader,
                         int leaderEpoch, int[] isr, int[] replicas, int partitionEpoch, long leaderLeo, long hw,
-                        int minInsyncReplicas, Boolean newLeader) implements PartitionEvent {
+                        int minInsyncReplicas, Boolean newLeader, int[] elr, int[] lastKnownElr,
+                        String leaderRecoveryState) implements PartitionEvent {
+        public LeaderAndIsr(long ts, String topic, int partition, int controllerEpoch, int controllerId, int leader,
+                            int leaderEpoch, int[] isr, int[] replicas, int partitionEpoch, long leaderLeo, long hw,
+                            int minInsyncReplicas, Boolean newLeader) {
+            this(ts, topic, partition, controllerEpoch, controllerId, leader, leaderEpoch, isr, replicas, partitionEpoch,
+                leaderLeo, hw, minInsyncReplicas, newLeader, null, null, null);
+        }
+
         @Override
         public void writeFields(Json.Writer w) {
             w.field("controller_epoch", controllerEpoch).fieldIf(controllerId >= 0, "controller_id", controllerId)
@@ -73,6 +95,15 @@ public sealed interface Event {
                 .fieldIf(minInsyncReplicas > 0, "min_insync_replicas", minInsyncReplicas);
             if (newLeader != null) {
                 w.field("new_leader", newLeader);
+            }
+            if (elr != null) {
+                w.field("elr", elr);
+            }
+            if (lastKnownElr != null) {
+                w.field("last_known_elr", lastKnownElr);
+            }
+            if (leaderRecoveryState != null) {
+                w.field("leader_recovery_state", leaderRecoveryState);
             }
         }
     }
@@ -101,23 +132,32 @@ public sealed interface Event {
      * no event reports otherwise); an isr-expiration tick the time its run ended: Kafka checks each partition at its
      * own clock during the run, and fetches are applied meanwhile.
      */
-    record Tick(long ts, String task, String kafkaVersion, long lastIsrChangeMs, long lastPropagationMs, long endMs)
-        implements Event {
+    record Tick(long ts, String task, String kafkaVersion, long lastIsrChangeMs, long lastPropagationMs, long endMs,
+                String isrProtocol) implements Event {
         public static final String ISR_EXPIRATION = "isr-expiration";
         public static final String ISR_CHANGE_PROPAGATION = "isr-change-propagation";
 
+        /** How the broker changes an ISR: ZooKeeper writes (IBP below 2.7-IV2) or AlterPartition requests. */
+        public static final String ZOOKEEPER = "zookeeper";
+        public static final String ALTER_PARTITION = "alter_partition";
+
         public Tick(long ts, String task, String kafkaVersion) {
-            this(ts, task, kafkaVersion, UNKNOWN, UNKNOWN, UNKNOWN);
+            this(ts, task, kafkaVersion, UNKNOWN, UNKNOWN, UNKNOWN, null);
         }
 
         /** A propagation run with the throttle after it. */
         public Tick(long ts, String task, String kafkaVersion, long lastIsrChangeMs, long lastPropagationMs) {
-            this(ts, task, kafkaVersion, lastIsrChangeMs, lastPropagationMs, UNKNOWN);
+            this(ts, task, kafkaVersion, lastIsrChangeMs, lastPropagationMs, UNKNOWN, ZOOKEEPER);
         }
 
         /** An isr-expiration run that started at {@code ts} and ended at {@code endMs}. */
         public static Tick expiration(long ts, long endMs, String kafkaVersion) {
-            return new Tick(ts, ISR_EXPIRATION, kafkaVersion, UNKNOWN, UNKNOWN, Math.max(ts, endMs));
+            return expiration(ts, endMs, kafkaVersion, null);
+        }
+
+        /** The same, with the broker's ISR protocol ({@link #ZOOKEEPER} or {@link #ALTER_PARTITION}; null: omitted). */
+        public static Tick expiration(long ts, long endMs, String kafkaVersion, String isrProtocol) {
+            return new Tick(ts, ISR_EXPIRATION, kafkaVersion, UNKNOWN, UNKNOWN, Math.max(ts, endMs), isrProtocol);
         }
 
         @Override
@@ -131,6 +171,9 @@ public sealed interface Event {
                 .fieldIf(lastIsrChangeMs != UNKNOWN, "last_isr_change_ms", lastIsrChangeMs)
                 .fieldIf(lastPropagationMs != UNKNOWN, "last_propagation_ms", lastPropagationMs)
                 .fieldIf(endMs != UNKNOWN, "end_ms", endMs);
+            if (isrProtocol != null) {
+                w.field("isr_protocol", isrProtocol);
+            }
         }
     }
 
@@ -179,6 +222,76 @@ public sealed interface Event {
                 w.beginObject().field("topic", p.topic()).field("partition", p.partition()).endObject();
             }
             w.endArray();
+        }
+    }
+
+    /**
+     * The leader handled the controller's answer for one partition of its AlterPartition request
+     * (DefaultAlterPartitionManager.handleAlterPartitionResponse), before Partition applies or ignores it.
+     * {@code error} is Kafka's {@code Errors} name, or null when the controller committed the change: then {@code isr},
+     * {@code leaderEpoch} and {@code partitionEpoch} are the committed state. A whole-request error (e.g.
+     * NOT_CONTROLLER) is reported for every partition the request carried. {@code topicId} is null when unknown.
+     */
+    record AlterPartitionResponse(long ts, String topic, int partition, String topicId, String error, int[] isr,
+                                  int leaderEpoch, int partitionEpoch) implements PartitionEvent {
+        @Override
+        public void writeFields(Json.Writer w) {
+            if (topicId != null) {
+                w.field("topic_id", topicId);
+            }
+            w.fieldOrNull("error", error);
+            if (error == null) {
+                w.field("isr", isr).field("leader_epoch", leaderEpoch).field("partition_epoch", partitionEpoch);
+            }
+        }
+    }
+
+    /** One partition's proposal in an AlterPartition request; {@code topic} is null when the broker did not know it. */
+    record ProposedPartition(String topic, String topicId, int partition, int[] isr, long[] isrBrokerEpochs,
+                             int leaderEpoch, int partitionEpoch, String leaderRecoveryState) {
+    }
+
+    /**
+     * The broker built one AlterPartition request and handed it to its controller channel
+     * (DefaultAlterPartitionManager.sendRequest: at most one in flight). {@code brokerEpoch} is the sender's.
+     */
+    record AlterPartitionSent(long ts, long brokerEpoch, List<ProposedPartition> partitions) implements Event {
+        @Override
+        public void writeFields(Json.Writer w) {
+            w.field("broker_epoch", brokerEpoch);
+            w.key("partitions").beginArray();
+            for (ProposedPartition p : partitions) {
+                w.beginObject();
+                if (p.topic() != null) {
+                    w.field("topic", p.topic());
+                }
+                if (p.topicId() != null) {
+                    w.field("topic_id", p.topicId());
+                }
+                w.field("partition", p.partition()).field("isr", p.isr());
+                if (p.isrBrokerEpochs() != null) {
+                    w.field("isr_broker_epochs", p.isrBrokerEpochs());
+                }
+                w.field("leader_epoch", p.leaderEpoch()).field("partition_epoch", p.partitionEpoch());
+                if (p.leaderRecoveryState() != null) {
+                    w.field("leader_recovery_state", p.leaderRecoveryState());
+                }
+                w.endObject();
+            }
+            w.endArray();
+        }
+    }
+
+    /**
+     * What the broker's metadata image says about broker {@code id} after a metadata delta changed its registration
+     * (KRaft: BrokerMetadataPublisher.onMetadataUpdate). {@code epoch} is the broker epoch of that registration.
+     */
+    record BrokerRegistration(long ts, int id, long epoch, boolean fenced, boolean inControlledShutdown)
+        implements Event {
+        @Override
+        public void writeFields(Json.Writer w) {
+            w.field("id", id).field("epoch", epoch).field("fenced", fenced)
+                .field("in_controlled_shutdown", inControlledShutdown);
         }
     }
 }

@@ -1,58 +1,66 @@
 package io.isrwatch.agent;
 
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.Collections;
 import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.Consumer;
-import kafka.api.LeaderAndIsr;
-import kafka.cluster.CommittedPartitionState;
 import kafka.cluster.Partition;
-import kafka.cluster.PartitionState;
-import kafka.cluster.PendingPartitionChange;
-import kafka.cluster.PendingShrinkIsr;
-import kafka.cluster.Replica;
-import kafka.cluster.ReplicaState;
-import kafka.log.UnifiedLog;
-import kafka.server.KafkaConfig;
-import kafka.server.HostedPartition;
 import kafka.server.ReplicaManager;
-import kafka.server.metadata.ZkMetadataCache;
 import org.apache.kafka.common.TopicPartition;
-import org.apache.kafka.common.message.LeaderAndIsrRequestData.LeaderAndIsrPartitionState;
+import org.apache.kafka.common.Uuid;
+import org.apache.kafka.common.message.AlterPartitionRequestData;
+import org.apache.kafka.common.message.AlterPartitionResponseData;
+import org.apache.kafka.common.protocol.Errors;
 import org.apache.kafka.common.requests.FetchRequest;
-import org.apache.kafka.common.requests.LeaderAndIsrRequest;
-import org.apache.kafka.common.utils.AppInfoParser;
-import org.apache.kafka.common.utils.Time;
+import org.apache.kafka.image.MetadataDelta;
+import org.apache.kafka.image.MetadataImage;
+import org.apache.kafka.metadata.BrokerRegistration;
+import org.apache.kafka.metadata.PartitionRegistration;
+import org.apache.kafka.storage.internals.log.LogConfig;
 import scala.Option;
 
 /**
- * The static entry points the inlined advice calls from inside Kafka's methods. Each turns Kafka objects into an
- * {@link Event} and hands it to the {@link Recorder}. Every method catches everything: no exception from the agent
- * reaches Kafka code (the advice is also {@code suppress = Throwable.class}). With no recorder (the agent refused or
- * was disabled) each returns at once.
+ * The static entry points the inlined advice calls from inside Kafka's methods, for every supported line (3.9 and
+ * 4.0-4.4) and mode; {@link ZkHooks} adds 3.9's ZooKeeper-only ones. Each turns Kafka objects into an {@link Event}
+ * and hands it to the {@link Recorder}. Every method catches everything: no exception from the agent reaches Kafka
+ * code (the advice is also {@code suppress = Throwable.class}). With no recorder (the agent refused or was disabled)
+ * each returns at once. Members whose class or descriptor differs between releases are read through {@link Reflect};
+ * the typed references here are the same in every supported release (KafkaJarsTest checks them against the jars).
  */
 public final class Hooks {
 
     private Hooks() {
     }
 
-    private static volatile Recorder recorder;
+    static volatile Recorder recorder;
     private static volatile int brokerId = -1;
-    private static volatile String kafkaVersion = "unknown";
+    static volatile String kafkaVersion = "unknown";
+    static volatile Plan.Mode mode = Plan.Mode.ZOOKEEPER;
     /** The agent's own events topic when sending to this cluster: its replication is not reported (no feedback). */
     private static volatile String excludedTopic;
-    private static volatile Consumer<KafkaConfig> onBrokerStart = c -> { };
+    private static volatile Consumer<Object> onBrokerStart = c -> { };
     private static final AtomicLong errors = new AtomicLong();
+    /** Topic names by id, learnt from the partitions this broker leads and (KRaft) from the metadata image. */
+    private static final Map<Uuid, String> topicNames = new ConcurrentHashMap<>();
+    private static volatile MetadataImage image;
 
-    /** Makes the hooks record into {@code r}. */
-    static void activate(Recorder r, String excluded, Consumer<KafkaConfig> brokerStart) {
+    /**
+     * Makes the hooks record into {@code r}; {@code version} is the Kafka version the gate read from
+     * kafka/kafka-version.properties (AppInfoParser moved to an internals package in 4.4); {@code brokerStart}
+     * receives the broker's KafkaConfig.
+     */
+    static void activate(Recorder r, String version, String excluded, Plan.Mode m, Consumer<Object> brokerStart) {
+        kafkaVersion = version;
         excludedTopic = excluded;
         onBrokerStart = brokerStart;
+        mode = m;
         recorder = r;
     }
 
@@ -76,7 +84,7 @@ public final class Hooks {
         return errors.get();
     }
 
-    private static void error(Throwable t) {
+    static void error(Throwable t) {
         long n = errors.incrementAndGet();
         if (n == 1 || n % 100_000 == 0) {
             Log.warn("hook error #" + n + " (event lost; Kafka unaffected): " + t + " at "
@@ -84,34 +92,31 @@ public final class Hooks {
         }
     }
 
-    private static boolean excluded(String topic) {
+    static boolean excluded(String topic) {
         String x = excludedTopic;
         return x != null && x.equals(topic);
     }
 
     // ---- broker start: ReplicaManager#startup -------------------------------------------------------------------
 
-    /** Learns the broker id, re-checks ZooKeeper mode and IBP at run time, and lets the Kafka sink start. */
+    /** Learns the broker id, re-checks the mode on 3.9 at run time, and lets the Kafka sink start. */
     public static void brokerStarting(ReplicaManager rm) {
         if (recorder == null) {
             return;
         }
         try {
             brokerId = rm.localBrokerId();
-            KafkaConfig config = rm.config();
-            if (!(rm.metadataCache() instanceof ZkMetadataCache)) {
-                disable("the broker does not run in ZooKeeper mode");
-                return;
+            Object config = rm.config();
+            if (Plan.Line.of(kafkaVersion) == Plan.Line.V3_9) {
+                String problem = ZkHooks.modeProblem(rm, mode);
+                if (problem != null) {
+                    disable(problem);
+                    return;
+                }
             }
-            if (config.interBrokerProtocolVersion().isAlterPartitionSupported()) {
-                disable("inter.broker.protocol.version " + config.interBrokerProtocolVersion()
-                    + " sends AlterPartition, not the ZooKeeper ISR writes this agent reports");
-                return;
-            }
-            kafkaVersion = AppInfoParser.getVersion();
             onBrokerStart.accept(config);
-            Log.info("recording broker " + brokerId + " (Kafka " + kafkaVersion + ", IBP "
-                + config.interBrokerProtocolVersion() + ")");
+            Log.info("recording broker " + brokerId + " (Kafka " + kafkaVersion + ", " + mode + ", isr_protocol "
+                + mode.isrProtocol + ")");
         } catch (Throwable t) {
             error(t);
         }
@@ -166,92 +171,76 @@ public final class Hooks {
         }
     }
 
-    /** Replica#updateFetchStateOrThrow returned: the leader applied the follower's fetch (under the read lock). */
-    public static void fetched(Replica replica, long fetchOffset, long logStartOffset, long fetchTimeMs,
-                               long leaderEndOffset) {
+    /**
+     * Replica#updateFetchStateOrThrow returned: the leader applied the follower's fetch (under the read lock). The
+     * partition is the one whose fetchRecords is running on this thread (the 4.1+ Java Replica has no topicPartition
+     * accessor); {@code brokerEpoch} is the follower's epoch the fetch carried (-1: none).
+     */
+    public static void fetched(int replicaId, long fetchOffset, long logStartOffset, long fetchTimeMs,
+                               long leaderEndOffset, long brokerEpoch) {
         Recorder r = recorder;
         if (r == null) {
             return;
         }
         try {
-            TopicPartition tp = replica.topicPartition();
+            FetchContext c = FETCH.get();
+            Partition p = c.partition;
+            if (p == null) {
+                return; // not under fetchRecords: no partition to report it for
+            }
+            TopicPartition tp = p.topicPartition();
             if (excluded(tp.topic())) {
                 return;
             }
-            FetchContext c = FETCH.get();
-            Partition p = c.partition;
-            boolean known = p != null && p.topicPartition().equals(tp);
-            boolean inIsr = known && p.partitionState().isr().contains(replica.brokerId());
-            r.fetch(new Event.Fetch(fetchTimeMs, tp.topic(), tp.partition(), replica.brokerId(), fetchOffset,
-                leaderEndOffset, logStartOffset, known ? c.currentLeaderEpoch : -1, inIsr));
+            boolean inIsr = p.inSyncReplicaIds().contains(replicaId);
+            r.fetch(new Event.Fetch(fetchTimeMs, tp.topic(), tp.partition(), replicaId, fetchOffset,
+                leaderEndOffset, logStartOffset, c.currentLeaderEpoch, inIsr, brokerEpoch));
         } catch (Throwable t) {
             error(t);
         }
     }
 
-    // ---- leader_and_isr: ReplicaManager#becomeLeaderOrFollower > Partition#makeLeader > maybeIncrementLeaderHW ----
+    // ---- leader_and_isr: Partition#makeLeader > maybeIncrementLeaderHW ---------------------------------------------
 
-    private static final ThreadLocal<int[]> CONTROLLER = ThreadLocal.withInitial(() -> new int[] {-1});
+    /** The controller id of the ZooKeeper LeaderAndIsr request being applied on this thread (-1: none, KRaft). */
+    static final ThreadLocal<int[]> CONTROLLER = ThreadLocal.withInitial(() -> new int[] {-1});
+
+    /** A partition state as makeLeader received it, whichever class carried it. */
+    record State(int controllerEpoch, int leader, int leaderEpoch, int[] isr, int[] replicas, int partitionEpoch,
+                 int[] elr, int[] lastKnownElr, String leaderRecoveryState) {
+    }
 
     private static final class MakeLeaderContext {
         Partition partition;
-        LeaderAndIsrPartitionState state;
+        Object state;
         boolean wasLeader;
     }
 
     private static final ThreadLocal<MakeLeaderContext> MAKE_LEADER = ThreadLocal.withInitial(MakeLeaderContext::new);
     /** Calls of makeLeader in progress: maybeIncrementLeaderHW is hot, so it looks at the thread-local only then. */
     private static final AtomicInteger makingLeaders = new AtomicInteger();
+    /** The image ReplicaManager#applyDelta is applying on this thread (KRaft). */
+    private static final ThreadLocal<MetadataImage> APPLYING = new ThreadLocal<>();
 
-    /**
-     * ReplicaManager#becomeLeaderOrFollower entry. Remembers the controller id, and reports the request's offline
-     * partition states (leader -1) that the broker accepts: 3.9 never passes them to Partition#makeFollower (their
-     * leader is not alive), so this is where they take effect. The acceptance is Kafka's own test in ZooKeeper mode:
-     * a current controller epoch, the broker among the replicas, a leader epoch above the partition's.
-     */
-    public static void leaderAndIsrRequestBegin(ReplicaManager rm, LeaderAndIsrRequest request) {
-        Recorder r = recorder;
-        if (r == null) {
-            return;
-        }
-        try {
-            CONTROLLER.get()[0] = request.controllerId();
-            if (request.controllerEpoch() < rm.controllerEpoch()) {
-                return;
-            }
-            long now = System.currentTimeMillis();
-            for (LeaderAndIsrPartitionState s : request.partitionStates()) {
-                if (s.leader() != -1 || !s.replicas().contains(rm.localBrokerId()) || excluded(s.topicName())) {
-                    continue;
-                }
-                HostedPartition hosted = rm.getPartition(new TopicPartition(s.topicName(), s.partitionIndex()));
-                boolean newer = hosted instanceof HostedPartition.Online online
-                    ? s.leaderEpoch() > online.partition().getLeaderEpoch()
-                    : !(hosted instanceof HostedPartition.Offline);
-                if (newer) {
-                    r.partitionEvent(new Event.LeaderAndIsr(now, s.topicName(), s.partitionIndex(),
-                        s.controllerEpoch(), request.controllerId(), -1, s.leaderEpoch(), sorted(s.isr()),
-                        ints(s.replicas()), s.partitionEpoch(), Event.UNKNOWN, Event.UNKNOWN, 0, null));
-                }
-            }
-        } catch (Throwable t) {
-            error(t);
-        }
-    }
-
-    public static void leaderAndIsrRequestEnd() {
+    /** ReplicaManager#applyDelta entry (KRaft). */
+    public static void applyDeltaBegin(Object newImage) {
         if (recorder == null) {
             return;
         }
         try {
-            CONTROLLER.get()[0] = -1;
+            APPLYING.set((MetadataImage) newImage);
         } catch (Throwable t) {
             error(t);
         }
     }
 
+    /** ReplicaManager#applyDelta exit. */
+    public static void applyDeltaEnd() {
+        APPLYING.remove();
+    }
+
     /** Partition#makeLeader entry. */
-    public static void makeLeaderBegin(Partition partition, LeaderAndIsrPartitionState state) {
+    public static void makeLeaderBegin(Partition partition, Object state) {
         if (recorder == null) {
             return;
         }
@@ -261,8 +250,16 @@ public final class Hooks {
             c.state = state;
             c.wasLeader = partition.isLeader();
             makingLeaders.incrementAndGet();
+            learnTopic(partition);
         } catch (Throwable t) {
             error(t);
+        }
+    }
+
+    private static void learnTopic(Partition partition) {
+        Option<Uuid> id = partition.topicId();
+        if (id.isDefined()) {
+            topicNames.put(id.get(), partition.topic());
         }
     }
 
@@ -285,7 +282,7 @@ public final class Hooks {
      * section: the state took effect, {@code currentTimeMs} is the time Kafka stamped on the ISR followers'
      * lastCaughtUpTimeMs, and the log's HW has not been incremented yet.
      */
-    public static void highWatermarkCheck(Partition partition, UnifiedLog leaderLog, long currentTimeMs) {
+    public static void highWatermarkCheck(Partition partition, Object leaderLog, long currentTimeMs) {
         if (makingLeaders.get() == 0) {
             return;
         }
@@ -298,20 +295,63 @@ public final class Hooks {
             if (c.partition != partition || c.state == null) {
                 return;
             }
-            LeaderAndIsrPartitionState s = c.state;
+            Object raw = c.state;
             c.partition = null; // once per makeLeader
-            if (excluded(s.topicName())) {
+            if (excluded(partition.topic())) {
                 return;
             }
+            State s = state(partition, raw);
             Option<Object> start = partition.leaderEpochStartOffsetOpt();
             long leaderLeo = start.isDefined() ? (Long) start.get() : Event.UNKNOWN;
-            r.partitionEvent(new Event.LeaderAndIsr(currentTimeMs, s.topicName(), s.partitionIndex(),
-                s.controllerEpoch(), CONTROLLER.get()[0], s.leader(), s.leaderEpoch(), sorted(s.isr()),
-                ints(s.replicas()), s.partitionEpoch(), leaderLeo, leaderLog.highWatermark(),
-                leaderLog.config().minInSyncReplicas, !c.wasLeader));
+            long hw = Reflect.longValue(leaderLog, "highWatermark");
+            int minIsr = ((LogConfig) Reflect.call(leaderLog, "config")).minInSyncReplicas;
+            r.partitionEvent(new Event.LeaderAndIsr(currentTimeMs, partition.topic(), partition.partitionId(),
+                s.controllerEpoch(), CONTROLLER.get()[0], s.leader(), s.leaderEpoch(), s.isr(), s.replicas(),
+                s.partitionEpoch(), leaderLeo, hw, minIsr, !c.wasLeader, s.elr(), s.lastKnownElr(),
+                s.leaderRecoveryState()));
         } catch (Throwable t) {
             error(t);
         }
+    }
+
+    /**
+     * The state makeLeader applies: a PartitionRegistration (KRaft, 4.2+), or a LeaderAndIsr partition state (3.9
+     * LeaderAndIsrPartitionState, 4.0-4.1 LeaderAndIsrRequest.PartitionState; KRaft builds one from the registration,
+     * whose ELR then comes from the image applyDelta is applying).
+     */
+    static State state(Partition partition, Object raw) throws ReflectiveOperationException {
+        PartitionRegistration reg = raw instanceof PartitionRegistration pr ? pr : registration(partition);
+        if (raw instanceof PartitionRegistration) {
+            return new State(-1, reg.leader, reg.leaderEpoch, sortedCopy(reg.isr), reg.replicas.clone(),
+                reg.partitionEpoch, sortedCopy(reg.elr), sortedCopy(reg.lastKnownElr), reg.leaderRecoveryState.name());
+        }
+        String recovery = null;
+        Object lrs = Reflect.callIfPresent(raw, "leaderRecoveryState");
+        if (lrs instanceof Byte b) {
+            recovery = org.apache.kafka.metadata.LeaderRecoveryState.of(b).name();
+        }
+        return new State(Reflect.intValue(raw, "controllerEpoch"), Reflect.intValue(raw, "leader"),
+            Reflect.intValue(raw, "leaderEpoch"), Reflect.sortedIds(Reflect.call(raw, "isr")),
+            Reflect.ids(Reflect.call(raw, "replicas")), Reflect.intValue(raw, "partitionEpoch"),
+            reg == null ? null : sortedCopy(reg.elr), reg == null ? null : sortedCopy(reg.lastKnownElr), recovery);
+    }
+
+    private static PartitionRegistration registration(Partition partition) {
+        MetadataImage img = APPLYING.get();
+        Option<Uuid> id = partition.topicId();
+        if (img == null || !id.isDefined()) {
+            return null;
+        }
+        return img.topics().getPartition(id.get(), partition.partitionId());
+    }
+
+    private static int[] sortedCopy(int[] a) {
+        if (a == null) {
+            return null;
+        }
+        int[] c = a.clone();
+        java.util.Arrays.sort(c);
+        return c;
     }
 
     /** Partition#makeFollower / Partition#delete returned: the broker no longer leads it. */
@@ -358,7 +398,7 @@ public final class Hooks {
             return;
         }
         try {
-            r.endExpiration(System.currentTimeMillis(), kafkaVersion);
+            r.endExpiration(System.currentTimeMillis(), kafkaVersion, mode.isrProtocol);
         } catch (Throwable t) {
             error(t);
         }
@@ -385,14 +425,13 @@ public final class Hooks {
         }
     }
 
-    private record ShrinkContext(PendingShrinkIsr pending, List<Event.OutOfSync> outOfSync, long checkMs,
-                                 long checkLeo) {
+    private record ShrinkContext(Object pending, List<Event.OutOfSync> outOfSync, long checkMs, long checkLeo) {
     }
 
     private static final ThreadLocal<ShrinkContext> SHRINK = new ThreadLocal<>();
 
     /** Partition#prepareIsrShrink exit (under the write lock): the out-of-sync replicas as Kafka judged them. */
-    public static void shrinkPrepared(Partition partition, PendingShrinkIsr pending) {
+    public static void shrinkPrepared(Partition partition, Object pending) {
         Recorder r = recorder;
         if (r == null) {
             return;
@@ -409,13 +448,15 @@ public final class Hooks {
         }
     }
 
-    private static List<Event.OutOfSync> outOfSync(Partition partition, PendingShrinkIsr pending) {
+    private static List<Event.OutOfSync> outOfSync(Partition partition, Object pending)
+        throws ReflectiveOperationException {
         List<Event.OutOfSync> list = new ArrayList<>();
-        for (int id : sorted(pending.outOfSyncReplicaIds())) {
-            Option<Replica> replica = partition.getReplica(id);
+        for (int id : Reflect.sortedIds(Reflect.call(pending, "outOfSyncReplicaIds"))) {
+            Option<?> replica = partition.getReplica(id);
             if (replica.isDefined()) {
-                ReplicaState s = replica.get().stateSnapshot();
-                list.add(new Event.OutOfSync(id, s.logEndOffset(), s.lastCaughtUpTimeMs(), s.lastFetchTimeMs()));
+                Object s = Reflect.call(replica.get(), "stateSnapshot");
+                list.add(new Event.OutOfSync(id, Reflect.longValue(s, "logEndOffset"),
+                    Reflect.longValue(s, "lastCaughtUpTimeMs"), Reflect.longValue(s, "lastFetchTimeMs")));
             } else {
                 list.add(new Event.OutOfSync(id, -1, -1, -1));
             }
@@ -423,26 +464,17 @@ public final class Hooks {
         return list;
     }
 
-    // ---- isr_updated: ZkAlterPartitionManager#submit (clock) > Partition#handleAlterPartitionUpdate ---------------
+    // ---- isr_updated: Partition#handleAlterPartitionUpdate ---------------------------------------------------------
 
-    private static final ThreadLocal<long[]> ISR_CHANGE_MS = ThreadLocal.withInitial(() -> new long[] {Event.UNKNOWN});
+    /** The ZooKeeper write's lastIsrChangeMs (ZkHooks#isrChangeClock), the isr_updated ts in ZooKeeper mode. */
+    static final ThreadLocal<long[]> ISR_CHANGE_MS = ThreadLocal.withInitial(() -> new long[] {Event.UNKNOWN});
 
     /**
-     * Replaces {@code time.milliseconds()} inside ZkAlterPartitionManager#submit, the read Kafka stores as
-     * lastIsrChangeMs after a successful ZooKeeper write; the value becomes the isr_updated event's ts.
+     * Partition#handleAlterPartitionUpdate exit (under the write lock): report the ISR change Kafka committed through
+     * the response path. {@code ts}: ZooKeeper mode the lastIsrChangeMs Kafka stamped; AlterPartition the time the
+     * leader applied the response.
      */
-    public static long isrChangeClock(Time time) {
-        long now = time.milliseconds();
-        try {
-            ISR_CHANGE_MS.get()[0] = now;
-        } catch (Throwable t) {
-            error(t);
-        }
-        return now;
-    }
-
-    /** Partition#handleAlterPartitionUpdate exit (under the write lock): report the write Kafka committed. */
-    public static void isrUpdated(Partition partition, PendingPartitionChange proposed, LeaderAndIsr result) {
+    public static void isrUpdated(Partition partition, Object proposed, Object result) {
         Recorder r = recorder;
         if (r == null) {
             return;
@@ -451,11 +483,11 @@ public final class Hooks {
             long[] stamp = ISR_CHANGE_MS.get();
             long ts = stamp[0] != Event.UNKNOWN ? stamp[0] : System.currentTimeMillis();
             stamp[0] = Event.UNKNOWN;
-            PartitionState after = partition.partitionState();
-            if (!(after instanceof CommittedPartitionState) || excluded(partition.topic())) {
+            Object after = Reflect.call(partition, "partitionState");
+            if (!after.getClass().getSimpleName().equals("CommittedPartitionState") || excluded(partition.topic())) {
                 return; // Kafka ignored the response (stale epoch or version): nothing took effect
             }
-            boolean shrink = proposed instanceof PendingShrinkIsr;
+            boolean shrink = proposed.getClass().getSimpleName().equals("PendingShrinkIsr");
             List<Event.OutOfSync> oos = Collections.emptyList();
             long checkMs = Event.UNKNOWN;
             long checkLeo = Event.UNKNOWN;
@@ -467,104 +499,164 @@ public final class Hooks {
                     checkMs = c.checkMs();
                     checkLeo = c.checkLeo();
                 } else {
-                    oos = outOfSync(partition, (PendingShrinkIsr) proposed);
+                    oos = outOfSync(partition, proposed);
                 }
             }
-            r.partitionEvent(new Event.IsrUpdated(ts, partition.topic(), partition.partitionId(), result.leader(),
-                sorted(result.isr()), sorted(proposed.lastCommittedState().isr()), result.partitionEpoch(),
-                shrink ? "shrink" : "expand", oos, checkMs, checkLeo));
+            Object before = Reflect.call(Reflect.call(proposed, "lastCommittedState"), "isr");
+            r.partitionEvent(new Event.IsrUpdated(ts, partition.topic(), partition.partitionId(),
+                Reflect.intValue(result, "leader"), Reflect.sortedIds(Reflect.call(result, "isr")),
+                Reflect.sortedIds(before), Reflect.intValue(result, "partitionEpoch"), shrink ? "shrink" : "expand", oos,
+                checkMs, checkLeo));
         } catch (Throwable t) {
             error(t);
         }
     }
 
-    // ---- isr-change-propagation: ZkAlterPartitionManager#maybePropagateIsrChanges > KafkaZkClient#propagate... --
+    // ---- AlterPartition: DefaultAlterPartitionManager#buildRequest / #handleAlterPartitionResponse ----------------
 
-    private static final ThreadLocal<long[]> PROPAGATION_NOW =
-        ThreadLocal.withInitial(() -> new long[] {Event.UNKNOWN});
-    private static final ThreadLocal<List<Event.TopicPartitionRef>> PROPAGATED = new ThreadLocal<>();
-
-    /** Replaces {@code time.milliseconds()} inside maybePropagateIsrChanges: the run's {@code now}. */
-    public static long propagationClock(Time time) {
-        long now = time.milliseconds();
-        try {
-            PROPAGATION_NOW.get()[0] = now;
-        } catch (Throwable t) {
-            error(t);
+    private static String topicName(Uuid id, String fromRequest) {
+        if (fromRequest != null && !fromRequest.isEmpty()) {
+            return fromRequest;
         }
-        return now;
+        if (id == null) {
+            return null;
+        }
+        String name = topicNames.get(id);
+        if (name == null) {
+            MetadataImage img = image;
+            if (img != null && img.topics().getTopic(id) != null) {
+                name = img.topics().getTopic(id).name();
+            }
+        }
+        return name;
     }
 
-    /** KafkaZkClient#propagateIsrChanges returned: the znode was written with these partitions. */
-    public static void propagated(scala.collection.Set<TopicPartition> partitions) {
-        if (recorder == null) {
+    private static String idString(Uuid id) {
+        return id == null || Uuid.ZERO_UUID.equals(id) ? null : id.toString();
+    }
+
+    /**
+     * DefaultAlterPartitionManager#buildRequest returned (3.9: a Tuple2 of the builder and the topic names by id; 4.x:
+     * the builder): the request sendRequest hands to the controller channel next. One event per request.
+     */
+    public static void alterPartitionBuilt(Object built, long brokerEpoch) {
+        Recorder r = recorder;
+        if (r == null) {
             return;
         }
         try {
-            List<Event.TopicPartitionRef> list = new ArrayList<>(partitions.size());
-            scala.collection.Iterator<TopicPartition> it = partitions.iterator();
-            while (it.hasNext()) {
-                TopicPartition tp = it.next();
-                if (!excluded(tp.topic())) {
-                    list.add(new Event.TopicPartitionRef(tp.topic(), tp.partition()));
+            long ts = System.currentTimeMillis();
+            Object builder = built instanceof scala.Tuple2<?, ?> t ? t._1() : built;
+            AlterPartitionRequestData data = (AlterPartitionRequestData) Reflect.field(builder, "data");
+            List<Event.ProposedPartition> list = new ArrayList<>();
+            for (AlterPartitionRequestData.TopicData td : data.topics()) {
+                Uuid id = td.topicId();
+                String topic = topicName(id, (String) Reflect.callIfPresent(td, "topicName"));
+                if (topic != null && excluded(topic)) {
+                    continue;
+                }
+                for (AlterPartitionRequestData.PartitionData pd : td.partitions()) {
+                    int[] isr;
+                    long[] epochs = null;
+                    if (!pd.newIsrWithEpochs().isEmpty()) {
+                        List<AlterPartitionRequestData.BrokerState> states = pd.newIsrWithEpochs();
+                        isr = new int[states.size()];
+                        epochs = new long[states.size()];
+                        for (int i = 0; i < isr.length; i++) {
+                            isr[i] = states.get(i).brokerId();
+                            epochs[i] = states.get(i).brokerEpoch();
+                        }
+                    } else {
+                        isr = Reflect.ids(Reflect.call(pd, "newIsr"));
+                    }
+                    list.add(new Event.ProposedPartition(topic, idString(id), pd.partitionIndex(), isr, epochs,
+                        pd.leaderEpoch(), pd.partitionEpoch(),
+                        org.apache.kafka.metadata.LeaderRecoveryState.of(pd.leaderRecoveryState()).name()));
                 }
             }
-            Collections.sort(list);
-            PROPAGATED.set(list);
+            if (!list.isEmpty()) {
+                r.other(new Event.AlterPartitionSent(ts, brokerEpoch, list));
+            }
         } catch (Throwable t) {
             error(t);
         }
     }
 
     /**
-     * maybePropagateIsrChanges exit (also on exceptions): the tick at Kafka's {@code now}, then the batch. Runs before
-     * the broker's start (its id unknown) are not reported: nothing is pending then.
+     * handleAlterPartitionResponse entry: the controller's answer as the leader handles it, before the partitions'
+     * futures complete (so before Partition applies or ignores it). A request-level error is reported for every
+     * partition the request carried ({@code items}).
      */
-    public static void propagationEnd(long lastIsrChangeMs, long lastIsrPropagationMs) {
+    public static void alterPartitionResponse(Object response, Object items) {
         Recorder r = recorder;
+        if (r == null) {
+            return;
+        }
         try {
-            long[] now = PROPAGATION_NOW.get();
-            long ts = now[0] != Event.UNKNOWN ? now[0] : System.currentTimeMillis();
-            List<Event.TopicPartitionRef> list = PROPAGATED.get();
-            now[0] = Event.UNKNOWN;
-            PROPAGATED.remove();
-            if (r == null || brokerId < 0) {
+            long ts = System.currentTimeMillis();
+            AlterPartitionResponseData data =
+                ((org.apache.kafka.common.requests.AlterPartitionResponse) response).data();
+            Errors top = Errors.forCode(data.errorCode());
+            if (top != Errors.NONE) {
+                for (Object item : Reflect.list(items)) {
+                    Object tip = Reflect.call(item, "topicIdPartition");
+                    Uuid id = (Uuid) Reflect.call(tip, "topicId");
+                    String name = topicName(id, (String) Reflect.callIfPresent(tip, "topic"));
+                    Object p = Reflect.callIfPresent(tip, "partitionId");
+                    int partition = p != null ? ((Number) p).intValue() : Reflect.intValue(tip, "partition");
+                    if (name != null && !excluded(name)) {
+                        r.partitionEvent(new Event.AlterPartitionResponse(ts, name, partition, idString(id),
+                            top.name(), null, -1, -1));
+                    }
+                }
                 return;
             }
-            r.other(new Event.Tick(ts, Event.Tick.ISR_CHANGE_PROPAGATION, kafkaVersion, lastIsrChangeMs,
-                lastIsrPropagationMs));
-            if (list != null && !list.isEmpty()) {
-                r.other(new Event.IsrChangePropagated(ts, list));
+            for (AlterPartitionResponseData.TopicData td : data.topics()) {
+                Uuid id = td.topicId();
+                String name = topicName(id, (String) Reflect.callIfPresent(td, "topicName"));
+                if (name == null || excluded(name)) {
+                    continue;
+                }
+                for (AlterPartitionResponseData.PartitionData pd : td.partitions()) {
+                    Errors e = Errors.forCode(pd.errorCode());
+                    r.partitionEvent(e == Errors.NONE
+                        ? new Event.AlterPartitionResponse(ts, name, pd.partitionIndex(), idString(id), null,
+                            Reflect.sortedIds(pd.isr()), pd.leaderEpoch(), pd.partitionEpoch())
+                        : new Event.AlterPartitionResponse(ts, name, pd.partitionIndex(), idString(id), e.name(), null,
+                            -1, -1));
+                }
             }
         } catch (Throwable t) {
             error(t);
         }
     }
 
-    // ---- helpers --------------------------------------------------------------------------------------------------
+    // ---- broker_registration: BrokerMetadataPublisher#onMetadataUpdate (KRaft) ------------------------------------
 
-    private static int[] sorted(scala.collection.Iterable<Object> ids) {
-        int[] a = new int[ids.size()];
-        int i = 0;
-        scala.collection.Iterator<Object> it = ids.iterator();
-        while (it.hasNext()) {
-            a[i++] = (Integer) it.next();
+    /** onMetadataUpdate returned: the registrations the delta changed, as the broker's new image has them. */
+    public static void metadataUpdated(Object delta, Object newImage) {
+        Recorder r = recorder;
+        if (r == null) {
+            return;
         }
-        Arrays.sort(a);
-        return a;
-    }
-
-    private static int[] sorted(List<Integer> ids) {
-        int[] a = ints(ids);
-        Arrays.sort(a);
-        return a;
-    }
-
-    private static int[] ints(List<Integer> ids) {
-        int[] a = new int[ids.size()];
-        for (int i = 0; i < a.length; i++) {
-            a[i] = ids.get(i);
+        try {
+            image = (MetadataImage) newImage;
+            MetadataDelta d = (MetadataDelta) delta;
+            if (d.clusterDelta() == null || brokerId < 0) {
+                return;
+            }
+            long ts = System.currentTimeMillis();
+            List<Integer> ids = new ArrayList<>(d.clusterDelta().changedBrokers().keySet());
+            Collections.sort(ids);
+            for (Integer id : ids) {
+                Optional<BrokerRegistration> reg = d.clusterDelta().changedBrokers().get(id);
+                if (reg != null && reg.isPresent()) {
+                    BrokerRegistration b = reg.get();
+                    r.other(new Event.BrokerRegistration(ts, b.id(), b.epoch(), b.fenced(), b.inControlledShutdown()));
+                }
+            }
+        } catch (Throwable t) {
+            error(t);
         }
-        return a;
     }
 }

@@ -123,6 +123,27 @@ public final class Json {
             return when ? field(k, v) : this;
         }
 
+        /** A string field that is written as JSON null when {@code v} is null. */
+        public Writer fieldOrNull(String k, String v) {
+            if (v == null) {
+                value(k).append("null");
+                return this;
+            }
+            return field(k, v);
+        }
+
+        public Writer field(String k, long[] v) {
+            value(k).append('[');
+            for (int i = 0; i < v.length; i++) {
+                if (i > 0) {
+                    sb.append(',');
+                }
+                sb.append(v[i]);
+            }
+            sb.append(']');
+            return this;
+        }
+
         public Writer field(String k, int[] v) {
             value(k).append('[');
             for (int i = 0; i < v.length; i++) {

@@ -48,7 +48,7 @@ public final class Recorder {
         }
     }
 
-    /** leader_and_isr and isr_updated. */
+    /** leader_and_isr, isr_updated and alter_partition_response. */
     public void partitionEvent(Event.PartitionEvent e) {
         synchronized (lock) {
             captured(e);
@@ -94,16 +94,21 @@ public final class Recorder {
 
     /** Ends the open isr-expiration run, at {@code endMs}, with its tick; no-op when none is open. */
     public void endExpiration(long endMs, String kafkaVersion) {
+        endExpiration(endMs, kafkaVersion, null);
+    }
+
+    /** The same, the tick reporting the broker's ISR protocol ({@code zookeeper} or {@code alter_partition}). */
+    public void endExpiration(long endMs, String kafkaVersion, String isrProtocol) {
         synchronized (lock) {
             if (coalescer.expirationOpen()) {
-                Event.Tick t = Event.Tick.expiration(coalescer.expirationTs(), endMs, kafkaVersion);
+                Event.Tick t = Event.Tick.expiration(coalescer.expirationTs(), endMs, kafkaVersion, isrProtocol);
                 captured(t);
                 coalescer.endExpiration(t);
             }
         }
     }
 
-    /** Propagation ticks and ISR-change notifications. */
+    /** Propagation ticks, ISR-change notifications, alter_partition_sent and broker_registration. */
     public void other(Event e) {
         synchronized (lock) {
             captured(e);

@@ -15,19 +15,17 @@ import net.bytebuddy.jar.asm.ClassVisitor;
 import net.bytebuddy.jar.asm.MethodVisitor;
 import net.bytebuddy.jar.asm.Opcodes;
 import net.bytebuddy.pool.TypePool;
-import org.apache.kafka.server.common.MetadataVersion;
 
 /**
- * Decides, before anything is transformed, whether this JVM runs a Kafka the agent knows: a 3.9.x broker whose every
- * instrumented method exists with the expected descriptor, in ZooKeeper mode with an IBP that writes the ISR to
- * ZooKeeper itself (below 2.7-IV2). Reads class files without loading them.
+ * Decides, before anything is transformed, whether this JVM runs a Kafka the agent knows: a 3.9.x or 4.0.x-4.4.x
+ * broker (ZooKeeper mode on 3.9 with either IBP, or KRaft) whose every instrumented method for its line and mode
+ * exists with the expected descriptor and is still called from its expected caller. Reads class files without
+ * loading them.
  */
 final class VersionGate {
 
     private VersionGate() {
     }
-
-    static final String KNOWN_VERSION_PREFIX = "3.9.";
 
     /** The kafka-clients version resource AppInfoParser reads, or null. */
     static String kafkaVersion(ClassLoader loader) {
@@ -43,19 +41,24 @@ final class VersionGate {
         }
     }
 
-    /** Problems that make instrumenting unsafe (empty: go ahead). */
-    static List<String> check(String kafkaVersion, ClassFileLocator classes) {
+    /** Problems that make instrumenting unsafe for this version and mode (empty: go ahead). */
+    static List<String> check(String kafkaVersion, Plan.Mode mode, ClassFileLocator classes) {
         List<String> problems = new ArrayList<>();
         if (kafkaVersion == null) {
             problems.add("no Kafka on the classpath (kafka/kafka-version.properties not found)");
             return problems;
         }
-        if (!kafkaVersion.startsWith(KNOWN_VERSION_PREFIX)) {
-            problems.add("Kafka " + kafkaVersion + " is not a version this agent knows (3.9.x)");
+        Plan.Line line = Plan.Line.of(kafkaVersion);
+        if (line == null) {
+            problems.add("Kafka " + kafkaVersion + " is not a version this agent knows (" + Plan.KNOWN_VERSIONS + ")");
+            return problems;
+        }
+        if (mode != Plan.Mode.KRAFT && line != Plan.Line.V3_9) {
+            problems.add("Kafka " + kafkaVersion + " has no ZooKeeper mode");
             return problems;
         }
         TypePool pool = TypePool.Default.of(classes);
-        for (Plan.Hook h : Plan.HOOKS) {
+        for (Plan.Hook h : Plan.hooks(line, mode)) {
             TypePool.Resolution r = pool.describe(h.type());
             if (!r.isResolved()) {
                 problems.add("class " + h.type() + " not found");
@@ -84,7 +87,7 @@ final class VersionGate {
                 }
             }
         }
-        for (Plan.Field f : Plan.FIELDS) {
+        for (Plan.Field f : Plan.fields(mode)) {
             TypePool.Resolution r = pool.describe(f.type());
             boolean found = r.isResolved() && r.resolve().getDeclaredFields().stream()
                 .anyMatch(d -> d.getName().equals(f.name()) && d.getDescriptor().equals(f.descriptor()));
@@ -166,35 +169,42 @@ final class VersionGate {
         return p;
     }
 
-    /** ZooKeeper mode with ZooKeeper ISR writes (IBP below 2.7-IV2, the AlterPartition cut-over). */
-    static void checkMode(Properties config, List<String> problems) {
+    /**
+     * The broker's mode from its properties: KRaft when {@code process.roles} includes {@code broker}; otherwise
+     * ZooKeeper mode (3.9 only), whose {@code inter.broker.protocol.version} decides between ZooKeeper ISR writes
+     * (below 2.7-IV2) and AlterPartition (2.7-IV2 and later, and the 3.9 default). Null, with a problem, when the
+     * agent does not model it.
+     */
+    static Plan.Mode mode(Properties config, List<String> problems) {
         String roles = config.getProperty("process.roles", "").trim();
         if (!roles.isEmpty()) {
-            problems.add("the broker runs in KRaft mode (process.roles=" + roles + "); only ZooKeeper mode is modelled");
-            return;
+            boolean broker = false;
+            for (String role : roles.split(",")) {
+                broker |= role.trim().equals("broker");
+            }
+            if (!broker) {
+                problems.add("process.roles=" + roles + " runs no broker: nothing to report");
+                return null;
+            }
+            return Plan.Mode.KRAFT;
         }
         if (config.getProperty("zookeeper.connect", "").isBlank()) {
-            problems.add("zookeeper.connect is not set: not a ZooKeeper-mode broker");
+            problems.add("neither process.roles nor zookeeper.connect is set: neither a KRaft nor a ZooKeeper broker");
+            return null;
         }
         if (Boolean.parseBoolean(config.getProperty("zookeeper.metadata.migration.enable", "false").trim())) {
             problems.add("zookeeper.metadata.migration.enable=true: KRaft migration is not modelled");
+            return null;
         }
         String ibp = config.getProperty("inter.broker.protocol.version");
         if (ibp == null || ibp.isBlank()) {
-            problems.add("inter.broker.protocol.version is unset: Kafka 3.9 then defaults to 3.9, which sends "
-                + "AlterPartition instead of writing the ISR to ZooKeeper (set it below 2.7-IV2, e.g. 2.6)");
-            return;
+            return Plan.Mode.ZK_ALTER_PARTITION; // Kafka 3.9's default IBP is 3.9
         }
-        MetadataVersion version;
-        try {
-            version = MetadataVersion.fromVersionString(ibp.trim());
-        } catch (RuntimeException e) {
+        Boolean alterPartition = ZkHooks.ibpSendsAlterPartition(ibp.trim());
+        if (alterPartition == null) {
             problems.add("inter.broker.protocol.version=" + ibp + " is not a version Kafka knows");
-            return;
+            return null;
         }
-        if (version.isAlterPartitionSupported()) {
-            problems.add("inter.broker.protocol.version=" + ibp + " sends AlterPartition; the agent models the "
-                + "ZooKeeper ISR writes of IBP below 2.7-IV2 (e.g. 2.6)");
-        }
+        return alterPartition ? Plan.Mode.ZK_ALTER_PARTITION : Plan.Mode.ZOOKEEPER;
     }
 }

@@ -235,4 +235,36 @@ class CoalescerTest {
         assertEquals(List.of(1L, 3L), times());
         assertEquals(1, c.heldCount());
     }
+
+    @Test
+    void aNewBrokerEpochIsNotARepeat() {
+        // A follower that restarted (new broker epoch) at the same caught-up offset: KRaft's expand checks the epoch.
+        c.fetch(new Event.Fetch(1, "t", 0, 2, 10, 10, 0, 5, true, 20));
+        c.fetch(new Event.Fetch(2, "t", 0, 2, 10, 10, 0, 5, true, 20));
+        c.fetch(new Event.Fetch(3, "t", 0, 2, 10, 10, 0, 5, true, 31));
+        // the repeat at 2 was held; the new epoch's fetch is not a repeat, so it is emitted after what was held
+        assertEquals(List.of(1L, 2L, 3L), times());
+        assertEquals(0, c.heldCount());
+    }
+
+    @Test
+    void anAlterPartitionResponseEmitsWhatThePartitionHoldsFirst() {
+        caughtUp(0, 1, 2, 3);
+        caughtUp(1, 1, 2);
+        Event.AlterPartitionResponse resp =
+            new Event.AlterPartitionResponse(4, "t", 0, null, null, new int[] {1, 2}, 0, 1);
+        c.partitionEvent(resp);
+        // partition 0's held repeat (ts 3) goes before the response; partition 1's stays held
+        assertEquals(List.of(1L, 1L, 3L, 4L), times());
+        assertEquals(1, c.heldCount());
+    }
+
+    @Test
+    void brokerRegistrationsAndSentRequestsPassThrough() {
+        caughtUp(0, 1, 2);
+        c.other(new Event.BrokerRegistration(3, 2, 10, true, false));
+        c.other(new Event.AlterPartitionSent(4, 20, List.of()));
+        assertEquals(List.of(1L, 3L, 4L), times());
+        assertEquals(1, c.heldCount());
+    }
 }

@@ -54,7 +54,7 @@ class JsonTest {
             enc(new Event.Tick(5, Event.Tick.ISR_EXPIRATION, "3.9.2")));
         assertEquals("{\"type\":\"tick\",\"ts\":5,\"cluster\":\"prod-eu\",\"broker\":1,\"seq\":7,"
                 + "\"task\":\"isr-change-propagation\",\"kafka_version\":\"3.9.2\",\"last_isr_change_ms\":3,"
-                + "\"last_propagation_ms\":5}",
+                + "\"last_propagation_ms\":5,\"isr_protocol\":\"zookeeper\"}",
             enc(new Event.Tick(5, Event.Tick.ISR_CHANGE_PROPAGATION, "3.9.2", 3, 5)));
     }
 
@@ -90,5 +90,64 @@ class JsonTest {
         String json = Json.encode(new Event.Tick(1, "isr-expiration", "3.9.2"), 1, cluster, 0);
         assertEquals("{\"type\":\"tick\",\"ts\":1,\"cluster\":\"q\\\"b\\\\s/\\n\\r\\t\\b\\f\\u0001\\u001f\\u007f"
             + "\\u2028é€😀\",\"broker\":0,\"seq\":1,\"task\":\"isr-expiration\",\"kafka_version\":\"3.9.2\"}", json);
+    }
+
+    @Test
+    void fetchWithBrokerEpoch() {
+        assertEquals("{\"type\":\"fetch\",\"ts\":1000,\"cluster\":\"prod-eu\",\"broker\":1,\"seq\":7,\"topic\":\"orders\","
+                + "\"partition\":3,\"replica\":2,\"fetch_offset\":10,\"leader_leo\":12,\"log_start_offset\":0,"
+                + "\"current_leader_epoch\":5,\"broker_epoch\":11}",
+            enc(new Event.Fetch(1000, "orders", 3, 2, 10, 12, 0, 5, true, 11)));
+    }
+
+    @Test
+    void kraftLeaderAndIsrCarriesElrAndRecoveryState() {
+        assertEquals("{\"type\":\"leader_and_isr\",\"ts\":5,\"cluster\":\"prod-eu\",\"broker\":1,\"seq\":7,\"topic\":\"t\","
+                + "\"partition\":0,\"controller_epoch\":-1,\"leader\":1,\"leader_epoch\":4,"
+                + "\"isr\":[1],\"replicas\":[2,1,3],\"partition_epoch\":9,\"leader_leo\":100,\"hw\":90,"
+                + "\"min_insync_replicas\":2,\"new_leader\":false,\"elr\":[2,3],\"last_known_elr\":[],"
+                + "\"leader_recovery_state\":\"RECOVERED\"}",
+            enc(new Event.LeaderAndIsr(5, "t", 0, -1, -1, 1, 4, new int[] {1}, new int[] {2, 1, 3}, 9, 100, 90, 2,
+                false, new int[] {2, 3}, new int[] {}, "RECOVERED")));
+    }
+
+    @Test
+    void alterPartitionResponse() {
+        assertEquals("{\"type\":\"alter_partition_response\",\"ts\":5,\"cluster\":\"prod-eu\",\"broker\":1,\"seq\":7,"
+                + "\"topic\":\"orders\",\"partition\":1,\"topic_id\":\"ClAYvCKeSb2Vq2bCUlVMKw\",\"error\":null,"
+                + "\"isr\":[1,2],\"leader_epoch\":0,\"partition_epoch\":1}",
+            enc(new Event.AlterPartitionResponse(5, "orders", 1, "ClAYvCKeSb2Vq2bCUlVMKw", null, new int[] {1, 2}, 0,
+                1)));
+        assertEquals("{\"type\":\"alter_partition_response\",\"ts\":5,\"cluster\":\"prod-eu\",\"broker\":1,\"seq\":7,"
+                + "\"topic\":\"orders\",\"partition\":1,\"error\":\"OPERATION_NOT_ATTEMPTED\"}",
+            enc(new Event.AlterPartitionResponse(5, "orders", 1, null, "OPERATION_NOT_ATTEMPTED", null, -1, -1)));
+    }
+
+    @Test
+    void alterPartitionSent() {
+        assertEquals("{\"type\":\"alter_partition_sent\",\"ts\":5,\"cluster\":\"prod-eu\",\"broker\":1,\"seq\":7,"
+                + "\"broker_epoch\":20,\"partitions\":[{\"topic\":\"orders\",\"topic_id\":\"ClAYvCKeSb2Vq2bCUlVMKw\","
+                + "\"partition\":1,\"isr\":[2,1],\"isr_broker_epochs\":[11,20],\"leader_epoch\":0,"
+                + "\"partition_epoch\":0,\"leader_recovery_state\":\"RECOVERED\"},{\"partition\":2,\"isr\":[3],"
+                + "\"leader_epoch\":4,\"partition_epoch\":7}]}",
+            enc(new Event.AlterPartitionSent(5, 20, List.of(
+                new Event.ProposedPartition("orders", "ClAYvCKeSb2Vq2bCUlVMKw", 1, new int[] {2, 1},
+                    new long[] {11, 20}, 0, 0, "RECOVERED"),
+                new Event.ProposedPartition(null, null, 2, new int[] {3}, null, 4, 7, null)))));
+    }
+
+    @Test
+    void brokerRegistration() {
+        assertEquals("{\"type\":\"broker_registration\",\"ts\":5,\"cluster\":\"prod-eu\",\"broker\":1,\"seq\":7,"
+                + "\"id\":3,\"epoch\":10,\"fenced\":true,\"in_controlled_shutdown\":false}",
+            enc(new Event.BrokerRegistration(5, 3, 10, true, false)));
+    }
+
+    @Test
+    void expirationTickReportsTheIsrProtocol() {
+        assertEquals("{\"type\":\"tick\",\"ts\":5,\"cluster\":\"prod-eu\",\"broker\":1,\"seq\":7,"
+                + "\"task\":\"isr-expiration\",\"kafka_version\":\"4.4.0\",\"end_ms\":9,"
+                + "\"isr_protocol\":\"alter_partition\"}",
+            enc(Event.Tick.expiration(5, 9, "4.4.0", Event.Tick.ALTER_PARTITION)));
     }
 }

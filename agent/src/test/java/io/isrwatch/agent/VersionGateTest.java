@@ -27,12 +27,14 @@ class VersionGateTest {
     @Test
     void theKafkaOnTheClasspathIsKnown() {
         assertEquals("3.9.2", VersionGate.kafkaVersion(getClass().getClassLoader()));
-        assertEquals(List.of(), VersionGate.check("3.9.2", KAFKA));
+        for (Plan.Mode m : Plan.Mode.values()) {
+            assertEquals(List.of(), VersionGate.check("3.9.2", m, KAFKA), m.toString());
+        }
     }
 
     @Test
     void eachSubstitutedMethodReadsTheClockOnce() {
-        for (Plan.Hook h : Plan.HOOKS) {
+        for (Plan.Hook h : Plan.hooks(Plan.Line.V3_9, Plan.Mode.ZOOKEEPER)) {
             if (h.clock() != null) {
                 assertEquals(1, VersionGate.calls(KAFKA, h.type(), h.method(), h.descriptor(), "milliseconds", "()J"),
                     h.describe());
@@ -52,9 +54,13 @@ class VersionGateTest {
 
     @Test
     void anUnknownVersionIsRefused() {
-        assertEquals(List.of("Kafka 3.8.1 is not a version this agent knows (3.9.x)"), VersionGate.check("3.8.1", KAFKA));
+        assertEquals(List.of("Kafka 3.8.1 is not a version this agent knows (3.9.x, 4.0.x-4.4.x)"),
+            VersionGate.check("3.8.1", Plan.Mode.KRAFT, KAFKA));
+        assertEquals(List.of("Kafka 4.5.0 is not a version this agent knows (3.9.x, 4.0.x-4.4.x)"),
+            VersionGate.check("4.5.0", Plan.Mode.KRAFT, KAFKA));
+        assertEquals(List.of("Kafka 4.0.2 has no ZooKeeper mode"), VersionGate.check("4.0.2", Plan.Mode.ZOOKEEPER, KAFKA));
         assertEquals(List.of("no Kafka on the classpath (kafka/kafka-version.properties not found)"),
-            VersionGate.check(null, KAFKA));
+            VersionGate.check(null, Plan.Mode.KRAFT, KAFKA));
     }
 
     @Test
@@ -67,7 +73,7 @@ class VersionGateTest {
             ClassFileLocator.Simple.of("kafka.cluster.Replica", fake), KAFKA);
         assertEquals(List.of("method kafka.cluster.Replica#updateFetchStateOrThrow"
             + "(Lorg/apache/kafka/storage/internals/log/LogOffsetMetadata;JJJJ)V not found"),
-            VersionGate.check("3.9.2", locator));
+            VersionGate.check("3.9.2", Plan.Mode.ZOOKEEPER, locator));
     }
 
     @Test
@@ -82,7 +88,7 @@ class VersionGateTest {
             public void close() {
             }
         };
-        assertEquals(List.of("class kafka.zk.KafkaZkClient not found"), VersionGate.check("3.9.2", noZk));
+        assertEquals(List.of("class kafka.zk.KafkaZkClient not found"), VersionGate.check("3.9.2", Plan.Mode.ZOOKEEPER, noZk));
     }
 
     @Test
@@ -96,7 +102,7 @@ class VersionGateTest {
         assertNotNull(p);
         assertEquals("2.6", p.getProperty("inter.broker.protocol.version"));
         assertEquals("7", p.getProperty("broker.id"));
-        VersionGate.checkMode(p, problems);
+        assertEquals(Plan.Mode.ZOOKEEPER, VersionGate.mode(p, problems));
         assertEquals(List.of(), problems);
     }
 
@@ -116,46 +122,54 @@ class VersionGateTest {
 
     @ParameterizedTest
     @CsvSource(delimiter = '|', value = {
-        "2.6|",
-        "2.6-IV0|",
-        "2.4|",
-        "2.7-IV1|",
-        "2.7|inter.broker.protocol.version=2.7 sends AlterPartition",
-        "2.7-IV2|inter.broker.protocol.version=2.7-IV2 sends AlterPartition",
-        "3.9|inter.broker.protocol.version=3.9 sends AlterPartition",
-        "banana|inter.broker.protocol.version=banana is not a version Kafka knows",
-        "''|inter.broker.protocol.version is unset",
+        "2.6|ZOOKEEPER|",
+        "2.6-IV0|ZOOKEEPER|",
+        "2.4|ZOOKEEPER|",
+        "2.7-IV1|ZOOKEEPER|",
+        "2.7|ZK_ALTER_PARTITION|",
+        "2.7-IV2|ZK_ALTER_PARTITION|",
+        "3.9|ZK_ALTER_PARTITION|",
+        "''|ZK_ALTER_PARTITION|",
+        "banana||inter.broker.protocol.version=banana is not a version Kafka knows",
     })
-    void onlyZooKeeperIsrWritesAreAccepted(String ibp, String problem) {
+    void theIbpPicksTheZooKeeperMode(String ibp, String mode, String problem) {
         Properties p = new Properties();
         p.setProperty("zookeeper.connect", "127.0.0.1:2181");
         if (!ibp.isEmpty()) {
             p.setProperty("inter.broker.protocol.version", ibp);
         }
         List<String> problems = new ArrayList<>();
-        VersionGate.checkMode(p, problems);
+        Plan.Mode m = VersionGate.mode(p, problems);
         if (problem == null) {
             assertEquals(List.of(), problems);
+            assertEquals(Plan.Mode.valueOf(mode), m);
         } else {
-            assertEquals(1, problems.size(), problems.toString());
-            assertTrue(problems.get(0).startsWith(problem), problems.get(0));
+            assertNull(m);
+            assertEquals(List.of(problem), problems);
         }
     }
 
     @Test
-    void kraftAndMigrationAreRefused() {
-        Properties kraft = new Properties();
-        kraft.setProperty("process.roles", "broker");
+    void kraftBrokersAreAcceptedControllersAndMigrationAreNot() {
         List<String> problems = new ArrayList<>();
-        VersionGate.checkMode(kraft, problems);
-        assertEquals(List.of("the broker runs in KRaft mode (process.roles=broker); only ZooKeeper mode is modelled"),
-            problems);
+        for (String roles : new String[] {"broker", "broker,controller", " controller , broker "}) {
+            Properties kraft = new Properties();
+            kraft.setProperty("process.roles", roles);
+            assertEquals(Plan.Mode.KRAFT, VersionGate.mode(kraft, problems), roles);
+        }
+        assertEquals(List.of(), problems);
+        Properties controller = new Properties();
+        controller.setProperty("process.roles", "controller");
+        assertNull(VersionGate.mode(controller, problems));
+        assertEquals(List.of("process.roles=controller runs no broker: nothing to report"), problems);
         Properties migrating = new Properties();
-        migrating.setProperty("inter.broker.protocol.version", "2.6");
+        migrating.setProperty("zookeeper.connect", "127.0.0.1:2181");
         migrating.setProperty("zookeeper.metadata.migration.enable", "true");
         problems.clear();
-        VersionGate.checkMode(migrating, problems);
-        assertEquals(List.of("zookeeper.connect is not set: not a ZooKeeper-mode broker",
-            "zookeeper.metadata.migration.enable=true: KRaft migration is not modelled"), problems);
+        assertNull(VersionGate.mode(migrating, problems));
+        assertEquals(List.of("zookeeper.metadata.migration.enable=true: KRaft migration is not modelled"), problems);
+        problems.clear();
+        assertNull(VersionGate.mode(new Properties(), problems));
+        assertEquals(1, problems.size());
     }
 }
