@@ -392,3 +392,36 @@ def test_a_change_the_broker_sent_a_batch_earlier_is_the_same_change_displaced()
 
     assert audited(model_batch(25_200, 0, 1)) == [(15_200, "timing"), (25_200, "timing")]
     assert audited(model_batch(15_200, 0), model_batch(25_200, 0, 1)) == [(25_200, "different_batch")]
+
+
+def test_a_split_ends_when_a_later_pair_of_writes_agrees_so_a_real_divergence_a_minute_later_counts(run: Run) -> None:
+    """One slow clock read must not silence a partition's audit: at 11500 follower 3 is exactly at the lag limit for
+    the model, the broker read its clock 2 ms later and shrank (timing: margin). 3 rejoins at 20000 and both sides
+    write the same expand: the views agree again. 3 stops again after 60000; the model shrinks it at 71500, the
+    broker never does. That shrink is a real divergence, not a consequence of the first one."""
+    end = 90_000
+
+    def leo(ts: int) -> int:  # a record appended at 2000 and one at 62000
+        return 200 if ts < 62_000 else 300
+
+    expand = {**isr_updated(20_010, [1, 2, 3], 2, check_ms=0), "kind": "expand", "isr_before": [1, 2]}
+    del expand["check_ms"]
+    expand["out_of_sync"] = []
+    events = [
+        lai(1000, 1, [1, 2, 3], [1, 2, 3], 0, leader_leo=100, hw=100, broker=1),
+        fetch(1500, 3, 100, 100, broker=1),
+        fetch(1500, 2, 100, 100, broker=1),
+        append(2000, 200, broker=1),
+        append(62_000, 300, broker=1),
+        *(fetch(ts, 2, leo(ts), leo(ts), broker=1) for ts in range(6500, end, 5000)),
+        *(fetch(ts, 3, 200, 200, broker=1) for ts in range(20_000, 60_001, 5000)),
+        *(tick(ts, "isr-expiration", broker=1) for ts in range(1500, end, 5000)),
+        *(tick(ts, "isr-change-propagation", broker=1) for ts in range(2500, end, 2500)),
+        isr_updated(11_520, [1, 2], 1, check_ms=11_502),
+        expand,
+    ]
+    outcome = run(sorted(events, key=lambda ev: ev["ts"]), end, **AGENT)
+    writes = [(d["ts"], d["kind"]) for d in outcome.decisions if d["kind"] in ("shrink", "expand")]
+    assert writes == [(16_500, "shrink"), (20_000, "expand"), (71_500, "shrink")]
+    isr = [(d["ts"], d["kind"], d["margin_ms"]) for d in outcome.divergences if d["subject"] == "isr"]
+    assert isr == [(11_520, "timing", 2), (71_500, "unexplained_by_model", 1_500)]
