@@ -85,6 +85,7 @@ def test_the_audit_finds_only_timing(coalesced: ReplayResult) -> None:
     assert kinds == [("isr", "timing", "orders", 1, 3)]
     in_flight = coalesced.divergences[0]
     assert in_flight.margin_ms is not None and -2000 < in_flight.margin_ms < 0
+    assert in_flight.cause == "in_flight"
 
 
 def test_the_models_batches_are_the_brokers(coalesced: ReplayResult) -> None:
