@@ -409,6 +409,7 @@ def test_a_change_the_broker_sent_a_batch_earlier_is_the_same_change_displaced()
     assert audited(model_batch(25_200, 0, 1)) == [(15_200, "timing", "shifted"), (25_200, "timing", "displaced")]
 
 
+@pytest.mark.spark_parity
 def test_a_split_ends_when_a_later_pair_of_writes_agrees_so_a_real_divergence_a_minute_later_counts(run: Run) -> None:
     """One slow clock read must not silence a partition's audit: at 11500 follower 3 is exactly at the lag limit for
     the model, the broker read its clock 2 ms later and shrank (timing: margin). 3 rejoins at 20000 and both sides
