@@ -375,6 +375,7 @@ Divergence = _from_struct(
         "cluster": "lab",
         "broker": 1,
         "kind": "timing",
+        "cause": "margin",
         "subject": "isr",
         "topic": "orders",
         "partition": 2,
@@ -387,12 +388,16 @@ Divergence = _from_struct(
     described={
         "kind": "missed_by_model: the broker wrote an ISR or sent a batch the model did not decide; "
         "unexplained_by_model: the model decided one no broker act explains; different_isr / different_batch: "
-        "both acted, differently; timing: it hinges on a few ms of the broker's clock reads (see margin_ms)",
+        "both acted, differently; timing: it hinges on the broker's clock reads or its ZooKeeper write's latency, "
+        "not on the rules (see cause)",
+        "cause": "timing: the rule that called it so (SPEC §7): in_flight, both_expand, margin, shifted, displaced, "
+        "split; null for every other kind",
         "subject": "isr: a partition's ISR write; propagation: a batch (/isr_change_notification)",
         "model": "the model's side: its ISR write with evidence, or its propagation batch (null: none)",
         "observed": "the broker's side: its isr_updated or isr_change_propagated event (null: none)",
         "evidence": "the model's record of the followers concerned: LEO, lastCaughtUpTimeMs, last fetch",
-        "margin_ms": "how far past (+) or short of (-) replica.lag.time.max.ms the deciding follower was",
+        "margin_ms": "a shrink: how far past (+) or short of (-) replica.lag.time.max.ms the deciding follower was; "
+        "timing: the margin of the rule named by cause (SPEC §7)",
     },
 )
 

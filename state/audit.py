@@ -1,35 +1,16 @@
-"""The live audit (SPEC §7): what the model decided against what each broker observably did.
+"""The live audit (SPEC §7): the model's ISR writes and batches paired with what each broker observably did.
 
-With agent input every leader reports its real ISR writes (`isr_updated`) and its real
-`/isr_change_notification` writes (`isr_change_propagated`). The engine hands the audit the model's
-own ISR writes (`IsrWrite`, with the evidence it judged on) and each broker write with the model's view of
-the partition at that moment (`Observation`); the propagation book hands it the model's batches.
-
-Pairing:
-- an ISR write pairs with the broker's write of the same cluster, leader, partition and partition epoch
-  (the zkVersion the write created);
-- a batch pairs with the broker's znode of the same cluster and broker at the same time (the agent's
-  propagation tick and its write carry the run's one `now`).
-
-A side left without a partner once its cluster's time has passed it by `audit_window_ms`, or a pair
-that disagrees, is a `Divergence`. Some disagreements are timing, not error, and say so (`timing`, with
-the margin):
-- Kafka reads its clock per partition a few ms after its task starts, so a shrink that hinges on less
-  than `audit_timing_ms` goes either way;
-- the model takes an ISR write as done when decided; Kafka's ZooKeeper write takes time, and until it
-  commits no other ISR change of the partition starts (Partition.scala `isInflight`), so a model write
-  decided before the broker's previous write of that partition committed may differ;
-- a broker puts a change in its batch set when its write commits (ZkAlterPartitionManager.scala L74-79); the
-  book follows the broker's reported clocks at each run, but a commit may still fall on the other side of a run
-  than the model's view of it, so a change may go one batch earlier or later.
-Like the engine and the book, the audit advances "up to W" per cluster and serialises, so any cut of the input
-gives the same divergences.
+A pair that disagrees, or a side left alone once its cluster's time has passed it by `audit_window_ms`, is a
+`Divergence`. Whether one is `timing` is decided in one place, `excuse`, by the ordered rules of `RULES` (SPEC §7
+numbers them by these names); each rule's docstring carries its reason and Kafka citation. Like the engine and
+the book, the audit advances "up to W" per cluster and serialises, so any cut of the input gives the same
+divergences.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 import msgspec
 from msgspec import Struct
@@ -37,6 +18,7 @@ from msgspec import Struct
 from .config import Config
 from .events import IsrChangePropagated, IsrUpdated
 from .records import (
+    Cause,
     DecisionKind,
     Divergence,
     DivergenceKind,
@@ -46,56 +28,238 @@ from .records import (
     ReplicaView,
 )
 
-STATE_VERSION = 2
+STATE_VERSION = 3  # 3: one struct per partition and per broker
 
-
-class _AuditState(Struct, array_like=True):
-    version: int
-    writes: list[IsrWrite]
-    observed: list[Observation]
-    batches: list[Propagation]
-    propagated: list[IsrChangePropagated]
-    spans: list[tuple[str, int, str, int, int, int]]  # (cluster, broker, topic, partition, lo, hi): see `spans`
-    commits: list[tuple[str, int, str, int, int, int]]  # (cluster, leader, topic, partition, epoch, ts)
-    reporting: list[tuple[str, int]]  # (cluster, broker): leaders whose writes are audited (the agent's)
-    splits: list[tuple[str, str, int, int]] = []  # (cluster, topic, partition, ts): see `splits`
-    resyncs: list[tuple[str, str, int, int]] = []  # (cluster, topic, partition, ts): see `resyncs`
-    sent: list[tuple[str, int, str, int, int, bool]] = []  # (cluster, broker, topic, partition, ts, by broker)
-
-
-_encoder = msgspec.msgpack.Encoder()
-_decoder = msgspec.msgpack.Decoder(_AuditState)
-IsrKey = tuple[str, int, str, int, int]  # (cluster, leader, topic, partition, partition epoch)
-PartitionKey = tuple[str, int, str, int]  # (cluster, leader, topic, partition)
-BatchKey = tuple[str, int, int]  # (cluster, broker, ts)
-K = TypeVar("K")
-T = TypeVar("T")
+Epoch = tuple[int, int]  # (leader, partition epoch): an ISR write of a partition (the zkVersion it creates)
+PartitionKey = tuple[str, str, int]  # (cluster, topic, partition)
+BrokerKey = tuple[str, int]  # (cluster, broker)
 A = TypeVar("A", bound="IsrWrite | Observation")
 B = TypeVar("B", bound="IsrWrite | Observation")
 
 
-def _write_key(w: IsrWrite) -> IsrKey:
-    return (w.cluster, w.broker, w.topic, w.partition, w.partition_epoch)
+class Span(Struct, array_like=True, frozen=True):
+    """A recent ISR change of the partition by `leader`, from the earlier side's time of it to the later's."""
+
+    leader: int
+    lo: int
+    hi: int
 
 
-def _observed_key(o: Observation) -> IsrKey:
-    ev = o.event
-    return (ev.cluster, ev.leader, ev.topic, ev.partition, ev.partition_epoch)
+class Send(Struct, array_like=True, frozen=True):
+    """A batch that carried the partition: its broker, its time and whose it was (the broker's or the model's)."""
+
+    broker: int
+    ts: int
+    by_broker: bool
 
 
-def _batch_key(b: Propagation | IsrChangePropagated) -> BatchKey:
-    return (b.cluster, b.broker, b.ts)
+class PartitionAudit(Struct, kw_only=True):
+    """All the audit keeps of one partition: the sides waiting for a partner, and the times its rules look back on."""
+
+    writes: dict[Epoch, IsrWrite] = {}  # the model's, not yet judged
+    observed: dict[Epoch, Observation] = {}  # the brokers', not yet judged
+    commits: dict[Epoch, int] = {}  # when each broker write committed (its `ts`): see `in_flight`
+    spans: list[Span] = []  # see `shifted`
+    sent: list[Send] = []  # see `displaced`
+    splits: list[int] = []  # when a timing divergence split the two sides' views of the ISR: see `split`
+    joins: list[int] = []  # when they joined again: a LeaderAndIsr, or a pair of writes that agreed
+
+    def split_since(self, ts: int) -> int | None:
+        """When the views were split as of `ts`: the last split at or before it, if no join followed it by `ts`."""
+        start = max((s for s in self.splits if s <= ts), default=None)
+        if start is None or any(start < j <= ts for j in self.joins):
+            return None
+        return start
+
+    def prune(self, horizon: int) -> None:
+        """Forget the times before `horizon`, which no side still to judge looks back on; a split still open there
+        stays, as one time."""
+        open_split = max((s for s in self.splits if s < horizon), default=None)
+        if open_split is not None and any(open_split < j < horizon for j in self.joins):
+            open_split = None
+        self.splits = [s for s in self.splits if s >= horizon] + ([] if open_split is None else [open_split])
+        self.joins = [j for j in self.joins if j >= horizon]
+        self.commits = {epoch: ts for epoch, ts in self.commits.items() if ts >= horizon}
+        self.spans = [s for s in self.spans if s.hi >= horizon]
+        self.sent = [s for s in self.sent if s.ts >= horizon]
+
+    def is_empty(self) -> bool:
+        return not (
+            self.writes or self.observed or self.commits or self.spans or self.sent or self.splits or self.joins
+        )
 
 
-def _meet(key: K, side: A, waiting: dict[K, A], partners: dict[K, B]) -> B | None:
-    """The other side's partner of `side` under `key` (the same partition epoch) that agrees on kind and new ISR,
-    taken out of `partners`; without one, `side` waits: a partner that differs may be another epoch's, and is
-    judged when due."""
-    partner = partners.get(key)
-    if partner is None or _side(partner)[:2] != _side(side)[:2]:
-        waiting[key] = side
+class BrokerAudit(Struct, kw_only=True):
+    """A broker that reports (its writes are audited): its batches and the model's, not yet judged, by time."""
+
+    batches: dict[int, Propagation] = {}
+    propagated: dict[int, IsrChangePropagated] = {}
+
+
+class _AuditState(Struct, array_like=True):
+    version: int
+    partitions: dict[PartitionKey, PartitionAudit] = {}
+    brokers: dict[BrokerKey, BrokerAudit] = {}
+
+
+class _Version(Struct, array_like=True):
+    version: int  # every version's blob starts with it
+
+
+_encoder = msgspec.msgpack.Encoder()
+_decoder = msgspec.msgpack.Decoder(_AuditState)
+
+
+def _decode(blob: bytes) -> _AuditState:
+    version = msgspec.msgpack.decode(blob, type=_Version).version
+    if version != STATE_VERSION:
+        raise ValueError(
+            f"audit state version {version} is not {STATE_VERSION}: this checkpoint was written by another "
+            "isrwatch; start the new version with a new --checkpoint (and a new store)"
+        )
+    return _decoder.decode(blob)
+
+
+class Case(NamedTuple):
+    """What the rules judge: an ISR write's pair or lone side, or a partition one side's batch carried and the
+    other's did not."""
+
+    ts: int  # the earlier side's time; a batch's time
+    broker: int  # the write's leader; the batch's broker
+    write: IsrWrite | None = None
+    observed: Observation | None = None
+    margin_ms: int | None = None  # a shrink: how far past (+) or short of (-) the lag limit its deciding follower was
+    carried_by_broker: bool | None = None  # a batch: whether the broker's batch carried the partition (else model's)
+
+
+class Excuse(NamedTuple):
+    """A rule's verdict that a divergence is `timing`: which rule, and its margin (see the rule)."""
+
+    cause: Cause
+    margin_ms: int | None
+
+
+def _agrees(w: IsrWrite, o: Observation | None) -> bool:
+    return o is not None and _side(w)[:2] == _side(o)[:2]
+
+
+def _since_commit(p: PartitionAudit, w: IsrWrite) -> int | None:
+    """How long after the broker's previous write of the partition committed the model made `w` (negative: before)."""
+    committed = p.commits.get((w.broker, w.partition_epoch - 1))
+    return None if committed is None else w.ts - committed
+
+
+# The timing rules, in the order `excuse` asks them (SPEC §7 numbers them so).
+
+
+def in_flight(audit: Audit, p: PartitionAudit, case: Case) -> Excuse | None:
+    """Kafka starts no ISR change of a partition while its previous ZooKeeper write is in flight (Partition.scala 3.9
+    `partitionState.isInflight`: L1023 and L1046-1048 for expands, L1245 for shrinks); the model takes a write as
+    done when it decides it. So a model write decided before the broker's previous write of the partition committed
+    may differ from the broker's, or have no partner. Margin: how long before the commit (-)."""
+    w = case.write
+    if w is None or _agrees(w, case.observed):
         return None
-    return partners.pop(key)
+    since = _since_commit(p, w)
+    return Excuse(Cause.IN_FLIGHT, since) if since is not None and since <= 0 else None
+
+
+def both_expand(audit: Audit, p: PartitionAudit, case: Case) -> Excuse | None:
+    """Kafka 3.1+ runs the HW rule when a write commits (handleAlterPartitionUpdate, Partition.scala 3.9
+    L1953-1981), the model when it decides: two expands that differ, the model's made within `audit_timing_ms` after
+    the broker's previous write committed, may each have taken back the follower that was at the HW first by its own
+    clock. Margin: how long after the commit (+)."""
+    w, o = case.write, case.observed
+    if w is None or o is None or w.kind is not DecisionKind.EXPAND or o.event.kind != "expand" or _agrees(w, o):
+        return None
+    since = _since_commit(p, w)
+    return Excuse(Cause.BOTH_EXPAND, since) if since is not None and 0 < since <= audit.timing_ms else None
+
+
+def margin(audit: Audit, p: PartitionAudit, case: Case) -> Excuse | None:
+    """Kafka reads its clock per partition a few ms after its isr-expiration task starts (`getOutOfSyncReplicas`,
+    Partition.scala 3.9 L1309-1315; the agent reports it: `check_ms`), the model at the task's start: a shrink whose
+    deciding follower was within `audit_timing_ms` of the lag limit goes either way. Margin: how far past (+) or
+    short of (-) the limit that follower was."""
+    m = case.margin_ms
+    return Excuse(Cause.MARGIN, m) if m is not None and abs(m) <= audit.timing_ms else None
+
+
+def shifted(audit: Audit, p: PartitionAudit, case: Case) -> Excuse | None:
+    """A broker puts a change in its batch set when its write commits (ZkAlterPartitionManager.scala 3.9 L74-79), the
+    model when it decides; the model follows the broker's reported clocks at each run (SPEC §4.6), but a commit may
+    still fall on the other side of a run than the model's view of it. A batch that carries a change or not depending
+    on which side's time of it counts: at or after the change on one side (a run in the same ms as the model's
+    decision may come after it) and before the next propagation run past its linger deadline on the other (a batch
+    forced by the max delay takes it at once). Margin: how long after the earlier side's time of the change."""
+    if case.carried_by_broker is None:
+        return None
+    reach = audit.linger + audit.propagation_period
+    since = [case.ts - s.lo for s in p.spans if s.leader == case.broker and s.lo <= case.ts <= s.hi + reach]
+    return Excuse(Cause.SHIFTED, min(since)) if since else None
+
+
+def displaced(audit: Audit, p: PartitionAudit, case: Case) -> Excuse | None:
+    """A batch carries a change of the partition the other side sent in an earlier batch, within the max delay, with
+    no send of it by this side since: the same change in another run. A change committed during a slow
+    isr-expiration run goes in the broker's batch of a propagation run inside it; the model, which has it from the
+    run's end, sends it with its next batch, which later changes can keep back past the linger deadline `shifted`
+    allows for. Margin: how long after the other side's send."""
+    mine = case.carried_by_broker
+    if mine is None:
+        return None
+    sends = [s for s in p.sent if s.broker == case.broker]
+    earlier = [s.ts for s in sends if s.by_broker != mine and case.ts - audit.max_delay <= s.ts < case.ts]
+    if not earlier:
+        return None
+    twin = max(earlier)
+    if any(s.by_broker == mine and twin <= s.ts < case.ts for s in sends):
+        return None
+    return Excuse(Cause.DISPLACED, case.ts - twin)
+
+
+def split(audit: Audit, p: PartitionAudit, case: Case) -> Excuse | None:
+    """After a timing divergence the two sides' views of the partition's ISR may follow different followers (a write
+    in flight for a second after a broker resumed: the model re-added one follower, the broker another after its
+    commit); a write the model made while the broker's previous one was in flight splits them even when both agree.
+    Until a later pair of writes of the partition agrees again, or a LeaderAndIsr gives both sides the controller's
+    state, its divergences are consequences. Margin: how long the views had been split."""
+    since = p.split_since(case.ts)
+    return Excuse(Cause.SPLIT, case.ts - since) if since is not None else None
+
+
+Rule = Callable[["Audit", PartitionAudit, Case], Excuse | None]
+RULES: tuple[Rule, ...] = (in_flight, both_expand, margin, shifted, displaced, split)
+
+
+def excuse(audit: Audit, p: PartitionAudit, case: Case) -> Excuse | None:
+    """The first rule of `RULES` that calls `case` timing, with its margin; None: the divergence counts."""
+    for rule in RULES:
+        found = rule(audit, p, case)
+        if found is not None:
+            return found
+    return None
+
+
+def same_run(audit: Audit, w: IsrWrite, o: Observation) -> bool:
+    """Whether a pair that agrees on kind and ISR is one act, not a divergence: a shrink the broker checked within
+    the model's isr-expiration run (Kafka checks each partition at its own clock during the run, SPEC §4.7:
+    [ts, run_end_ms], give or take `audit_timing_ms`), or an expand the broker wrote at or after the model's
+    decision (the same fetch: the broker's write lands after it)."""
+    ev = o.event
+    if w.kind is DecisionKind.EXPAND:
+        return w.ts <= ev.ts + audit.timing_ms
+    return w.ts - audit.timing_ms <= _decided_at(ev) <= (w.run_end_ms or w.ts) + audit.timing_ms
+
+
+def _meet(epoch: Epoch, side: A, waiting: dict[Epoch, A], partners: dict[Epoch, B]) -> B | None:
+    """The other side's partner of `side` at the same epoch that agrees on kind and new ISR, taken out of `partners`;
+    without one, `side` waits: a partner that differs may be another epoch's, and is judged when due."""
+    partner = partners.get(epoch)
+    if partner is None or _side(partner)[:2] != _side(side)[:2]:
+        waiting[epoch] = side
+        return None
+    return partners.pop(epoch)
 
 
 def _decided_at(ev: IsrUpdated) -> int:
@@ -111,22 +275,49 @@ def _side(side: IsrWrite | Observation) -> tuple[DecisionKind, list[int], int]:
 
 
 def _nearest_alike(
-    key: IsrKey,
+    epoch: Epoch,
     side: tuple[DecisionKind, list[int], int],
-    others: Mapping[IsrKey, IsrWrite] | Mapping[IsrKey, Observation],
+    others: Mapping[Epoch, IsrWrite] | Mapping[Epoch, Observation],
     window: int,
-) -> IsrKey | None:
-    """Of `others`, the write of `key`'s partition with `side`'s kind and ISR nearest to it in time, within `window`."""
+) -> Epoch | None:
+    """Of `others`, the write by `epoch`'s leader with `side`'s kind and ISR nearest to it in time, within `window`."""
     kind, isr, ts = side
-    best: tuple[int, IsrKey] | None = None
-    for other_key, other in others.items():
-        if other_key[:4] != key[:4]:
+    best: tuple[int, Epoch] | None = None
+    for other_epoch, other in others.items():
+        if other_epoch[0] != epoch[0]:
             continue
         other_kind, other_isr, other_ts = _side(other)
         if other_kind is kind and other_isr == isr and abs(other_ts - ts) <= window:
-            candidate = (abs(other_ts - ts), other_key)
+            candidate = (abs(other_ts - ts), other_epoch)
             best = candidate if best is None or candidate < best else best
     return None if best is None else best[1]
+
+
+def _partner(
+    epoch: Epoch,
+    side: IsrWrite | Observation,
+    others: Mapping[Epoch, IsrWrite] | Mapping[Epoch, Observation],
+    mine: Mapping[Epoch, IsrWrite] | Mapping[Epoch, Observation],
+    window: int,
+) -> Epoch | None:
+    """The other side's write a settled side is judged with. First one of the same leader, kind and new ISR within
+    the window, at any partition epoch: once one write is missed or extra, the model's epochs run off the broker's
+    until the next LeaderAndIsr, and the writes after it still match (the nearest in time). Else the write of the
+    same epoch, unless that one has such a match of its own among this side's."""
+    drifted = _nearest_alike(epoch, _side(side), others, window)
+    if drifted is not None:
+        return drifted
+    same = others.get(epoch)
+    if same is None or _nearest_alike(epoch, _side(same), mine, window) is not None:
+        return None
+    return epoch
+
+
+def _lag_margin(evidence: list[ReplicaView], at: int, replicas: Iterable[int], lag: int) -> int | None:
+    """How far past the lag limit the first of `replicas` to pass it was at `at`, by the model's record."""
+    concerned = set(replicas)
+    margins = [at - r.last_caught_up_ms - lag for r in evidence if r.replica in concerned]
+    return max(margins) if margins else None
 
 
 class Audit:
@@ -143,60 +334,24 @@ class Audit:
         # A batch carries a change at most the max delay after it; the batch is judged a window later.
         self.max_delay = config.isr_change_max_delay_ms
         self.kept = self.max_delay + self.window
-        self.writes: dict[IsrKey, IsrWrite] = {}
-        self.observed: dict[IsrKey, Observation] = {}
-        self.batches: dict[BatchKey, Propagation] = {}
-        self.propagated: dict[BatchKey, IsrChangePropagated] = {}
-        # Per partition, the times each recent ISR change has on the two sides (model decision, broker commit):
-        # a batch decided between their linger deadlines may differ by it.
-        self.spans: dict[PartitionKey, list[tuple[int, int]]] = {}
-        self.commits: dict[IsrKey, int] = {}  # when each broker write committed (its `ts`)
-        self.reporting: set[tuple[str, int]] = set()
-        # Per partition, when a timing divergence split the model's view of its ISR from the broker's, and when a
-        # LeaderAndIsr took the controller's state again (both sides start from it): in between, the two sides'
-        # writes follow different ISRs, and a divergence there is a consequence of the split (timing).
-        self.splits: dict[tuple[str, str, int], int] = {}
-        self.resyncs: dict[tuple[str, str, int], list[int]] = {}
-        # Per partition, the batches each side sent it in (ts, by the broker): see `_displaced`.
-        self.sent: dict[PartitionKey, list[tuple[int, bool]]] = {}
-        if blob is not None:
-            state = _decoder.decode(blob)
-            if state.version != STATE_VERSION:
-                raise ValueError(f"audit state version {state.version} is not {STATE_VERSION}")
-            self.writes = {_write_key(w): w for w in state.writes}
-            self.observed = {_observed_key(o): o for o in state.observed}
-            self.batches = {_batch_key(b): b for b in state.batches}
-            self.propagated = {_batch_key(p): p for p in state.propagated}
-            for t in state.spans:
-                self.spans.setdefault(t[:4], []).append((t[4], t[5]))
-            self.commits = {t[:5]: t[5] for t in state.commits}
-            self.reporting = set(state.reporting)
-            self.splits = {t[:3]: t[3] for t in state.splits}
-            for cluster, topic, partition, ts in state.resyncs:
-                self.resyncs.setdefault((cluster, topic, partition), []).append(ts)
-            for cluster, broker, topic, partition, ts, by_broker in state.sent:
-                self.sent.setdefault((cluster, broker, topic, partition), []).append((ts, by_broker))
+        self.state = _AuditState(STATE_VERSION) if blob is None else _decode(blob)
+        self.partitions = self.state.partitions
+        self.brokers = self.state.brokers  # the brokers that report: their writes and batches are audited
 
     def to_bytes(self) -> bytes:
-        return _encoder.encode(
-            _AuditState(
-                STATE_VERSION,
-                list(self.writes.values()),
-                list(self.observed.values()),
-                list(self.batches.values()),
-                list(self.propagated.values()),
-                [(*k, *span) for k, spans in self.spans.items() for span in spans],
-                [(*k, ts) for k, ts in self.commits.items()],
-                sorted(self.reporting),
-                [(*k, ts) for k, ts in self.splits.items()],
-                [(*k, ts) for k, times in self.resyncs.items() for ts in times],
-                [(*k, ts, by_broker) for k, sends in self.sent.items() for ts, by_broker in sends],
-            )
-        )
+        return _encoder.encode(self.state)
 
     def pending(self) -> int:
         """Sides still waiting for a partner or for their cluster's time to pass the window."""
-        return len(self.writes) + len(self.observed) + len(self.batches) + len(self.propagated)
+        return sum(len(p.writes) + len(p.observed) for p in self.partitions.values()) + sum(
+            len(b.batches) + len(b.propagated) for b in self.brokers.values()
+        )
+
+    def _partition(self, cluster: str, topic: str, partition: int) -> PartitionAudit:
+        return self.partitions.setdefault((cluster, topic, partition), PartitionAudit())
+
+    def _broker(self, cluster: str, broker: int) -> BrokerAudit:
+        return self.brokers.setdefault((cluster, broker), BrokerAudit())
 
     def add(
         self,
@@ -207,228 +362,160 @@ class Audit:
     ) -> list[Divergence]:
         """Take new sides; ISR writes that find their partner are judged at once (batches wait for `advance`:
         their verdict may rest on ISR timing divergences not yet judged). Only the batches of brokers that
-        report (whose writes are audited or who reported writes) are audited."""
+        report (whose writes are audited or who reported writes) are audited. `resyncs`: the (cluster, topic,
+        partition, ts) of the model's LeaderAndIsr decisions."""
         out: list[Divergence] = []
-        for cluster, topic, partition, ts in resyncs:  # (cluster, topic, partition, ts) of the model's LeaderAndIsr
-            self.resyncs.setdefault((cluster, topic, partition), []).append(ts)
+        for cluster, topic, partition, ts in resyncs:
+            self._partition(cluster, topic, partition).joins.append(ts)
         for w in writes:
-            self.reporting.add((w.cluster, w.broker))
-            partner = _meet(_write_key(w), w, self.writes, self.observed)
+            self._broker(w.cluster, w.broker)
+            p = self._partition(w.cluster, w.topic, w.partition)
+            partner = _meet((w.broker, w.partition_epoch), w, p.writes, p.observed)
             if partner is not None:
-                self._judge_pair(w, partner, out)
+                self._judge_pair(p, w, partner, out)
         for o in observed:
             if isinstance(o, IsrChangePropagated):
-                self.propagated[_batch_key(o)] = o
-                self.reporting.add(_batch_key(o)[:2])
+                self._broker(o.cluster, o.broker).propagated[o.ts] = o
                 self._record_sent(o, by_broker=True)
                 continue
-            key = _observed_key(o)
-            self.reporting.add(key[:2])
-            self.commits[key] = o.event.ts
-            mine = _meet(key, o, self.observed, self.writes)
+            ev = o.event
+            self._broker(ev.cluster, ev.leader)
+            p = self._partition(ev.cluster, ev.topic, ev.partition)
+            p.commits[(ev.leader, ev.partition_epoch)] = ev.ts
+            mine = _meet((ev.leader, ev.partition_epoch), o, p.observed, p.writes)
             if mine is not None:
-                self._judge_pair(mine, o, out)
+                self._judge_pair(p, mine, o, out)
         for b in batches:
-            if (b.cluster, b.broker) in self.reporting:
-                self.batches[_batch_key(b)] = b
+            broker = self.brokers.get((b.cluster, b.broker))
+            if broker is not None:
+                broker.batches[b.ts] = b
                 self._record_sent(b, by_broker=False)
         return out
 
     def _record_sent(self, batch: Propagation | IsrChangePropagated, by_broker: bool) -> None:
         for tp in batch.partitions:
-            key = (batch.cluster, batch.broker, tp.topic, tp.partition)
-            self.sent.setdefault(key, []).append((batch.ts, by_broker))
+            self._partition(batch.cluster, tp.topic, tp.partition).sent.append(Send(batch.broker, batch.ts, by_broker))
 
     def advance(self, until: int | Mapping[str, int]) -> list[Divergence]:
         """Judge every side its cluster's time (`until`: one for all, or one per cluster) has passed by the
-        window: ISR writes first, then batches."""
+        window: ISR writes first, then batches; then forget what no later verdict looks back on."""
         out: list[Divergence] = []
 
-        def due(cluster: str, ts: int) -> bool:
-            at = until if isinstance(until, int) else until.get(cluster)
-            return at is not None and ts + self.window < at
+        def frontier(cluster: str) -> int | None:
+            return until if isinstance(until, int) else until.get(cluster)
 
-        for key, w in sorted(self.writes.items()):  # sorted: the same order whatever the arrival
-            if due(w.cluster, w.ts):
-                del self.writes[key]
-                partner = self._partner(key, w, self.observed, self.writes)
-                if partner is None:
-                    self._judge_write_alone(w, out)
-                else:
-                    self._judge_pair(w, self.observed.pop(partner), out)
-        for key, o in sorted(self.observed.items()):
-            if due(o.event.cluster, o.event.ts):
-                del self.observed[key]
-                mine = self._partner(key, o, self.writes, self.observed)
-                if mine is None:
-                    self._judge_observed_alone(o, out)
-                else:
-                    self._judge_pair(self.writes.pop(mine), o, out)
-        for batch in sorted(set(self.batches) | set(self.propagated)):
-            if due(batch[0], batch[2]):
-                self._judge_batch(batch, self.batches.pop(batch, None), self.propagated.pop(batch, None), out)
-        _prune(self.spans, lambda partition, span: not due(partition[0], span[1] + self.kept))
-        for where, times in list(self.resyncs.items()):
-            kept_times = [ts for ts in times if not due(where[0], ts + self.kept)]
-            if kept_times:
-                self.resyncs[where] = kept_times
-            else:
-                del self.resyncs[where]
-            split = self.splits.get(where)
-            if split is not None and any(split < ts for ts in times) and due(where[0], max(times) + self.kept):
-                del self.splits[where]
-        for write, ts in list(self.commits.items()):
-            if due(write[0], ts + self.kept):
-                del self.commits[write]
-        _prune(self.sent, lambda partition, send: not due(partition[0], send[0] + self.kept))
+        for key in sorted(self.partitions):  # sorted: the same order whatever the arrival
+            at = frontier(key[0])
+            if at is not None:
+                self._judge_due_writes(self.partitions[key], at - self.window, out)
+        for (cluster, who), broker in sorted(self.brokers.items()):
+            at = frontier(cluster)
+            for ts in sorted(set(broker.batches) | set(broker.propagated)):
+                if at is not None and ts + self.window < at:
+                    self._judge_batch(
+                        cluster, who, ts, broker.batches.pop(ts, None), broker.propagated.pop(ts, None), out
+                    )
+        for key, p in list(self.partitions.items()):
+            at = frontier(key[0])
+            if at is not None:
+                p.prune(at - self.window - self.kept)
+                if p.is_empty():
+                    del self.partitions[key]
         return out
 
-    def _partner(
-        self,
-        key: IsrKey,
-        side: IsrWrite | Observation,
-        others: Mapping[IsrKey, IsrWrite] | Mapping[IsrKey, Observation],
-        mine: Mapping[IsrKey, IsrWrite] | Mapping[IsrKey, Observation],
-    ) -> IsrKey | None:
-        """The other side's write a settled side is judged with. First one of the same partition, kind and new ISR
-        within the window, at any partition epoch: once one write is missed or extra, the model's epochs run off
-        the broker's until the next LeaderAndIsr, and the writes after it still match (the nearest in time). Else
-        the write of the same epoch, unless that one has such a match of its own among this side's."""
-        drifted = _nearest_alike(key, _side(side), others, self.window)
-        if drifted is not None:
-            return drifted
-        same = others.get(key)
-        if same is None or _nearest_alike(key, _side(same), mine, self.window) is not None:
-            return None
-        return key
+    def _judge_due_writes(self, p: PartitionAudit, before: int, out: list[Divergence]) -> None:
+        """Judge the partition's sides older than `before`: the model's writes, then the brokers'."""
+        for epoch, w in sorted(p.writes.items()):
+            if w.ts < before:
+                del p.writes[epoch]
+                partner = _partner(epoch, w, p.observed, p.writes, self.window)
+                if partner is None:
+                    self._judge_write_alone(p, w, out)
+                else:
+                    self._judge_pair(p, w, p.observed.pop(partner), out)
+        for epoch, o in sorted(p.observed.items()):
+            if o.event.ts < before:
+                del p.observed[epoch]
+                mine = _partner(epoch, o, p.writes, p.observed, self.window)
+                if mine is None:
+                    self._judge_observed_alone(p, o, out)
+                else:
+                    self._judge_pair(p, p.writes.pop(mine), o, out)
 
     # The verdicts
-    # The verdicts
 
-    def _margin(self, evidence: list[ReplicaView], at: int, replicas: Iterable[int]) -> int | None:
-        """How far past the lag limit the first of `replicas` to pass it was at `at`, by the model's record."""
-        concerned = set(replicas)
-        margins = [at - r.last_caught_up_ms - self.lag for r in evidence if r.replica in concerned]
-        return max(margins) if margins else None
-
-    def _is_timing(self, margin: int | None) -> bool:
-        return margin is not None and abs(margin) <= self.timing_ms
-
-    def _in_flight(self, w: IsrWrite, after_ms: int = 0) -> int | None:
-        """How long before the broker's previous write of the partition committed the model made `w` (negative
-        ms), if it did: Kafka starts no ISR change while one is in flight. With `after_ms`, also a write made up to
-        that long after the commit (positive ms)."""
-        committed = self.commits.get((w.cluster, w.broker, w.topic, w.partition, w.partition_epoch - 1))
-        return None if committed is None or w.ts - committed > after_ms else w.ts - committed
-
-    def _judge_pair(self, w: IsrWrite, o: Observation, out: list[Divergence]) -> None:
+    def _judge_pair(self, p: PartitionAudit, w: IsrWrite, o: Observation, out: list[Divergence]) -> None:
         ev = o.event
-        self._span(_write_key(w), min(w.ts, ev.ts), max(w.ts, ev.ts))
-        if str(w.kind) != ev.kind or w.isr != sorted(ev.isr):
-            # Two expands right after a write: Kafka runs the HW rule when a write commits (3.1+,
-            # handleAlterPartitionUpdate, Partition.scala 3.9 L1953-1981), the model when it decides, so which
-            # follower is back at the HW first may differ by the write's latency.
-            both_expand = w.kind is DecisionKind.EXPAND and ev.kind == "expand"
-            early = self._in_flight(w, self.timing_ms if both_expand else 0)
-            kind = DivergenceKind.DIFFERENT_ISR if early is None else DivergenceKind.TIMING
-            out.append(self._isr_divergence(kind, w, o, early))
+        p.spans.append(Span(w.broker, min(w.ts, ev.ts), max(w.ts, ev.ts)))
+        if not _agrees(w, o):
+            out.append(self._isr_divergence(p, DivergenceKind.DIFFERENT_ISR, w, o, None))
             return
-        if self._in_flight(w) is not None:
+        since = _since_commit(p, w)
+        made_in_flight = since is not None and since <= 0
+        if made_in_flight:
             # The same write, but the model made it while the broker's previous one was in flight: the followers
             # it saw then are not the ones Kafka saw after the commit, so the two views are split from here.
-            self._split((w.cluster, w.topic, w.partition), w.ts)
-        broker_at = _decided_at(ev)
-        if w.kind is DecisionKind.EXPAND:
-            if w.ts <= ev.ts + self.timing_ms:
-                return  # the same fetch: the broker's write lands after the model's decision
-            out.append(self._isr_divergence(DivergenceKind.MISSED_BY_MODEL, w, o, None))
-            return
-        if w.ts - self.timing_ms <= broker_at <= (w.run_end_ms or w.ts) + self.timing_ms:
-            return  # the same run: the broker checked this partition within it
-        removed = [int(r) for r in w.reasons]
-        if w.ts < broker_at:  # the model shrank first; the broker did not at that run
-            margin = self._margin(w.evidence, w.ts, removed)
-            kind = DivergenceKind.UNEXPLAINED_BY_MODEL
-        else:  # the broker shrank first; the model only at a later run
-            margin = self._margin(o.evidence, broker_at, [r.replica for r in ev.out_of_sync])
-            kind = DivergenceKind.MISSED_BY_MODEL
-        out.append(self._isr_divergence(DivergenceKind.TIMING if self._is_timing(margin) else kind, w, o, margin))
+            p.splits.append(w.ts)
+        if not same_run(self, w, o):
+            kind, lag_margin = self._first_side(w, o)
+            out.append(self._isr_divergence(p, kind, w, o, lag_margin))
+        if not made_in_flight:
+            p.joins.append(min(w.ts, ev.ts))  # both sides wrote the same ISR: their views agree again
 
-    def _judge_write_alone(self, w: IsrWrite, out: list[Divergence]) -> None:
-        margin = self._in_flight(w)
-        if margin is None:
-            margin = self._margin(w.evidence, w.ts, [int(r) for r in w.reasons]) if w.reasons else None
-            if not self._is_timing(margin):
-                out.append(self._isr_divergence(DivergenceKind.UNEXPLAINED_BY_MODEL, w, None, margin))
-                return
-        self._span(_write_key(w), w.ts, w.ts)  # a timing: the batches may differ by it
-        out.append(self._isr_divergence(DivergenceKind.TIMING, w, None, margin))
-
-    def _judge_observed_alone(self, o: Observation, out: list[Divergence]) -> None:
+    def _first_side(self, w: IsrWrite, o: Observation) -> tuple[DivergenceKind, int | None]:
+        """A pair that agrees but was not one act: which side wrote first, with a shrink's lag margin at its check."""
         ev = o.event
-        margin = None
+        broker_at = _decided_at(ev)
+        if w.kind is DecisionKind.EXPAND:  # the model took the follower back only later
+            return DivergenceKind.MISSED_BY_MODEL, None
+        if w.ts < broker_at:  # the model shrank first; the broker did not at that run
+            return DivergenceKind.UNEXPLAINED_BY_MODEL, _lag_margin(w.evidence, w.ts, map(int, w.reasons), self.lag)
+        # the broker shrank first; the model only at a later run
+        out_of_sync = [r.replica for r in ev.out_of_sync]
+        return DivergenceKind.MISSED_BY_MODEL, _lag_margin(o.evidence, broker_at, out_of_sync, self.lag)
+
+    def _judge_write_alone(self, p: PartitionAudit, w: IsrWrite, out: list[Divergence]) -> None:
+        lag_margin = _lag_margin(w.evidence, w.ts, [int(r) for r in w.reasons], self.lag) if w.reasons else None
+        d = self._isr_divergence(p, DivergenceKind.UNEXPLAINED_BY_MODEL, w, None, lag_margin)
+        if d.cause is not None and d.cause is not Cause.SPLIT:
+            p.spans.append(Span(w.broker, w.ts, w.ts))  # a timing of its own: the batches may differ by it
+        out.append(d)
+
+    def _judge_observed_alone(self, p: PartitionAudit, o: Observation, out: list[Divergence]) -> None:
+        ev = o.event
+        lag_margin = None
         if ev.kind == "shrink":
-            margin = self._margin(o.evidence, _decided_at(ev), [r.replica for r in ev.out_of_sync])
-        if not self._is_timing(margin):
-            out.append(self._isr_divergence(DivergenceKind.MISSED_BY_MODEL, None, o, margin))
-            return
-        self._span(_observed_key(o), ev.ts, ev.ts)
-        out.append(self._isr_divergence(DivergenceKind.TIMING, None, o, margin))
-
-    def _span(self, write: IsrKey, lo: int, hi: int) -> None:
-        self.spans.setdefault(write[:4], []).append((lo, hi))
-
-    def _shifted(self, at: int, spans: list[tuple[int, int]]) -> bool:
-        """Whether a batch at `at` may carry a change or not depending on which side's time of it counts: at or
-        after the change on one side (a run in the same ms as the model's decision may come after it) and not yet
-        by the next propagation run past its linger deadline on the other (a batch forced by the max delay takes
-        it at once)."""
-        return any(lo <= at <= hi + self.linger + self.propagation_period for lo, hi in spans)
-
-    def _displaced(self, partition: PartitionKey, at: int, by_broker: bool) -> bool:
-        """Whether a batch at `at` (the broker's, or the model's) carries a change of the partition the other side
-        sent in an earlier batch, within the max delay, with no send of it by this side since: the same change in
-        another run. A change committed during a slow isr-expiration run goes in the broker's batch of a
-        propagation run inside it; the model, which has it from the run's end, sends it with its next batch, which
-        later changes can keep back past the linger deadline `_shifted` allows for."""
-        sends = self.sent.get(partition, [])
-        earlier = [ts for ts, side in sends if side != by_broker and at - self.max_delay <= ts < at]
-        if not earlier:
-            return False
-        twin = max(earlier)
-        return not any(side == by_broker and twin <= ts < at for ts, side in sends)
-
-    def _split(self, partition: tuple[str, str, int], ts: int) -> None:
-        """A timing divergence at `ts`: from there the two sides' views of the partition's ISR may differ."""
-        self.splits[partition] = min(ts, self.splits.get(partition, ts))
-
-    def _split_at(self, partition: tuple[str, str, int], ts: int) -> bool:
-        """Whether the partition's views were split at `ts`: a timing divergence before it, and no LeaderAndIsr
-        in between (the controller's state, which both sides take verbatim, joins them again)."""
-        split = self.splits.get(partition)
-        if split is None or ts < split:
-            return False
-        return not any(split < resync <= ts for resync in self.resyncs.get(partition, ()))
+            lag_margin = _lag_margin(o.evidence, _decided_at(ev), [r.replica for r in ev.out_of_sync], self.lag)
+        d = self._isr_divergence(p, DivergenceKind.MISSED_BY_MODEL, None, o, lag_margin)
+        if d.cause is not None and d.cause is not Cause.SPLIT:
+            p.spans.append(Span(ev.leader, ev.ts, ev.ts))
+        out.append(d)
 
     def _isr_divergence(
-        self, kind: DivergenceKind, w: IsrWrite | None, o: Observation | None, margin: int | None
+        self,
+        p: PartitionAudit,
+        kind: DivergenceKind,
+        w: IsrWrite | None,
+        o: Observation | None,
+        lag_margin: int | None,
     ) -> Divergence:
+        """The divergence of an ISR write (`kind` unless a rule excuses it); an excused one splits the views."""
         ev = o.event if o is not None else None
-        times = [side.ts for side in (w, ev) if side is not None]
+        ts = min(side.ts for side in (w, ev) if side is not None)
         if w is not None:
-            cluster, broker, topic, partition, epoch = _write_key(w)
+            cluster, broker, topic, partition, epoch = w.cluster, w.broker, w.topic, w.partition, w.partition_epoch
         else:
-            assert o is not None
-            cluster, broker, topic, partition, epoch = _observed_key(o)
-        if kind is DivergenceKind.TIMING:
-            self._split((cluster, topic, partition), min(times))
-        elif self._split_at((cluster, topic, partition), min(times)):
-            kind = DivergenceKind.TIMING
+            assert ev is not None
+            cluster, broker, topic, partition, epoch = ev.cluster, ev.leader, ev.topic, ev.partition, ev.partition_epoch
+        found = excuse(self, p, Case(ts, broker, w, o, margin_ms=lag_margin))
+        if found is not None and found.cause is not Cause.SPLIT:
+            p.splits.append(ts)
         return Divergence(
-            ts=min(times),
+            ts=ts,
             cluster=cluster,
             broker=broker,
-            kind=kind,
+            kind=kind if found is None else DivergenceKind.TIMING,
+            cause=None if found is None else found.cause,
             subject="isr",
             topic=topic,
             partition=partition,
@@ -436,24 +523,32 @@ class Audit:
             model=w,
             observed=ev,
             evidence=(o.evidence if o is not None else []) if w is None or not w.evidence else w.evidence,
-            margin_ms=margin,
+            margin_ms=lag_margin if found is None else found.margin_ms,
         )
 
     def _judge_batch(
-        self, key: BatchKey, b: Propagation | None, p: IsrChangePropagated | None, out: list[Divergence]
+        self,
+        cluster: str,
+        who: int,
+        ts: int,
+        b: Propagation | None,
+        p: IsrChangePropagated | None,
+        out: list[Divergence],
     ) -> None:
+        """A batch pair (or lone batch) is timing when a rule excuses every partition only one side carried; the
+        first of those partitions names the cause."""
         model = {(tp.topic, tp.partition) for tp in b.partitions} if b else set()
         broker = {(tp.topic, tp.partition) for tp in p.partitions} if p else set()
         if b is not None and p is not None and model == broker:
             return
-        cluster, who, ts = key
-        differ = model ^ broker
-        if all(
-            self._shifted(ts, self.spans.get((cluster, who, t, n), []))
-            or self._split_at((cluster, t, n), ts)
-            or self._displaced((cluster, who, t, n), ts, by_broker=(t, n) in broker)
-            for t, n in differ
-        ):
+        nothing = PartitionAudit()
+        excuses = [
+            excuse(self, self.partitions.get((cluster, t, n), nothing), Case(ts, who, carried_by_broker=tp in broker))
+            for tp in sorted(model ^ broker)
+            for t, n in [tp]
+        ]
+        found = excuses[0] if all(e is not None for e in excuses) else None
+        if found is not None:
             kind = DivergenceKind.TIMING
         elif b is None:
             kind = DivergenceKind.MISSED_BY_MODEL
@@ -462,18 +557,18 @@ class Audit:
         else:
             kind = DivergenceKind.DIFFERENT_BATCH
         out.append(
-            Divergence(ts=ts, cluster=cluster, broker=who, kind=kind, subject="propagation", model=b, observed=p)
+            Divergence(
+                ts=ts,
+                cluster=cluster,
+                broker=who,
+                kind=kind,
+                cause=None if found is None else found.cause,
+                subject="propagation",
+                model=b,
+                observed=p,
+                margin_ms=None if found is None else found.margin_ms,
+            )
         )
-
-
-def _prune(by_key: dict[K, list[T]], keep: Callable[[K, T], bool]) -> None:
-    """Keep, per key, the items `keep` accepts; a key left without any goes."""
-    for key, items in list(by_key.items()):
-        kept = [item for item in items if keep(key, item)]
-        if kept:
-            by_key[key] = kept
-        else:
-            del by_key[key]
 
 
 def sorted_divergences(divergences: Iterable[Divergence]) -> list[Divergence]:

@@ -102,8 +102,9 @@ IGNORED_LEADER_AND_ISR = counter(
 )
 DIVERGENCES = counter(
     "divergences",
-    "Where the model and a broker disagreed (agent input), by kind; `timing` hinges on a few ms of clock reads",
-    ("cluster", "kind"),
+    "Where the model and a broker disagreed (agent input), by kind; a `timing` one by the rule that excused it "
+    "(cause, SPEC §7; empty for other kinds)",
+    ("cluster", "kind", "cause"),
 )
 LATE_EVENTS = counter("late_events", "Events at or behind the watermark, counted and dropped")
 STREAM_INPUT_ROWS = counter("stream_input_rows", "Input rows the streaming query read")
@@ -191,7 +192,7 @@ def tallies(
 
     Counted once at write time, so /metrics never scans the decision history: shrinks per removed
     follower by its reason, expands, decisions by kind, batches by trigger, the batch-size and
-    change-to-batch delay histograms, divergences by kind, plus the step's `name[.reason]` counters.
+    change-to-batch delay histograms, divergences by kind and cause, plus the step's `name[.reason]` counters.
     """
     counts: dict[TallyKey, float] = defaultdict(float)
 
@@ -215,7 +216,7 @@ def tallies(
             add(f"{histogram.tally}_sum", value, cluster=p.cluster)
             add(f"{histogram.tally}_count", cluster=p.cluster)
     for divergence in divergences:
-        add(DIVERGENCES.tally, cluster=divergence.cluster, kind=divergence.kind)
+        add(DIVERGENCES.tally, cluster=divergence.cluster, kind=divergence.kind, cause=divergence.cause or "")
     for name, value in counters.items():
         tally, _, why = name.partition(".")
         if why:

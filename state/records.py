@@ -165,6 +165,18 @@ class DivergenceKind(StrEnum):
     TIMING = "timing"  # it hinges on the broker's clock reads or its ZooKeeper write's latency (`margin_ms`)
 
 
+class Cause(StrEnum):
+    """Which timing rule called a divergence `timing`: the rules of `isrwatch.state.audit.RULES`, by their names and in
+    their order (SPEC §7)."""
+
+    IN_FLIGHT = "in_flight"  # the model decided before the broker's previous ZooKeeper write committed
+    BOTH_EXPAND = "both_expand"  # two expands right after a commit: Kafka ran the HW rule at the commit
+    MARGIN = "margin"  # a shrink within audit_timing_ms of the lag limit: the broker's clock read decided it
+    SHIFTED = "shifted"  # a batch between one side's time of a change and the other's linger deadline of it
+    DISPLACED = "displaced"  # the same change in another batch of the other side, within the max delay
+    SPLIT = "split"  # the sides' views of the ISR were split by an earlier timing divergence
+
+
 class ReplicaView(Struct, kw_only=True):
     """A follower as the model knew it: the evidence a shrink or expand is judged on."""
 
@@ -231,6 +243,7 @@ class Divergence(Struct, kw_only=True):
     cluster: str
     broker: int
     kind: DivergenceKind
+    cause: Cause | None = None  # `timing`: the rule that called it so (SPEC §7); null for every other kind
     subject: str  # "isr" (a partition's ISR write) or "propagation" (a batch)
     topic: str | None = None
     partition: int | None = None
@@ -238,8 +251,8 @@ class Divergence(Struct, kw_only=True):
     model: IsrWrite | Propagation | None = None
     observed: IsrUpdated | IsrChangePropagated | None = None
     evidence: list[ReplicaView] = []
-    # A shrink: how far past (+) or short of (-) the lag limit the deciding follower was. A write the model made
-    # while the broker's previous write of the partition was in flight: how long before it committed (-).
+    # A shrink: how far past (+) or short of (-) the lag limit the deciding follower was; `timing`: the margin of the
+    # rule named by `cause` (SPEC §7: e.g. `in_flight`, how long before the broker's previous write committed).
     margin_ms: int | None = None
 
 

@@ -35,7 +35,7 @@ Key = tuple[Any, ...]
 # The live audit's tables and the columns each is filtered on by equality, in filter order.
 AUDIT_COLUMNS = {
     "observed": ("cluster", "broker", "topic", "partition", "type"),
-    "divergences": ("cluster", "broker", "topic", "partition", "kind", "subject"),
+    "divergences": ("cluster", "broker", "topic", "partition", "kind", "cause", "subject"),
 }
 
 

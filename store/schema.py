@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Self
 from urllib.parse import urlsplit
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4  # 4: divergences.cause
 
 
 class StoreError(RuntimeError):
@@ -84,11 +84,12 @@ CREATE INDEX IF NOT EXISTS observed_partition ON observed (cluster, topic, parti
 CREATE INDEX IF NOT EXISTS observed_broker ON observed (broker, cluster, ts, batch_id, seq);
 CREATE TABLE IF NOT EXISTS divergences (
     batch_id BIGINT NOT NULL, seq INTEGER NOT NULL, ts BIGINT NOT NULL, cluster TEXT NOT NULL,
-    broker INTEGER NOT NULL, kind TEXT NOT NULL, subject TEXT NOT NULL, topic TEXT, partition INTEGER,
+    broker INTEGER NOT NULL, kind TEXT NOT NULL, cause TEXT, subject TEXT NOT NULL, topic TEXT, partition INTEGER,
     record TEXT NOT NULL, PRIMARY KEY (batch_id, seq));
 CREATE INDEX IF NOT EXISTS divergences_time ON divergences (ts, batch_id, seq);
 CREATE INDEX IF NOT EXISTS divergences_partition ON divergences (cluster, topic, partition, ts, batch_id, seq);
 CREATE INDEX IF NOT EXISTS divergences_kind ON divergences (kind, ts, batch_id, seq);
+CREATE INDEX IF NOT EXISTS divergences_cause ON divergences (cause, ts, batch_id, seq) WHERE cause IS NOT NULL;
 CREATE TABLE IF NOT EXISTS dead_letters (
     batch_id BIGINT NOT NULL, seq INTEGER NOT NULL, ts BIGINT, reason TEXT NOT NULL, field TEXT,
     raw {blob} NOT NULL, PRIMARY KEY (batch_id, seq));
@@ -310,18 +311,19 @@ class Database:
     def _create_schema(self) -> None:
         with self._transaction() as cur:
             self.dialect.ddl_lock(cur)
-            for statement in _DDL.format(blob=self.dialect.blob).split(";"):
-                if statement.strip():
-                    cur.execute(statement)
+            meta, *tables = [s for s in _DDL.format(blob=self.dialect.blob).split(";") if s.strip()]
+            cur.execute(meta)  # the version first: another version's tables may lack what this one's DDL indexes
             cur.execute(self._q("SELECT value FROM meta WHERE key = 'schema_version'"))
             row = cur.fetchone()
+            if row is not None and row[0] != str(SCHEMA_VERSION):
+                raise StoreError(
+                    f"store {_redacted(self.url)} has schema version {row[0]}, this isrwatch writes {SCHEMA_VERSION}"
+                )
+            for statement in tables:
+                cur.execute(statement)
             if row is None:
                 cur.execute(
                     self._q("INSERT INTO meta (key, value) VALUES ('schema_version', ?)"), (str(SCHEMA_VERSION),)
-                )
-            elif row[0] != str(SCHEMA_VERSION):
-                raise StoreError(
-                    f"store {_redacted(self.url)} has schema version {row[0]}, this isrwatch writes {SCHEMA_VERSION}"
                 )
 
     # -- writes

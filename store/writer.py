@@ -110,7 +110,19 @@ class Writer(Database):
             insert(
                 cur,
                 "divergences",
-                ("batch_id", "seq", "ts", "cluster", "broker", "kind", "subject", "topic", "partition", "record"),
+                (
+                    "batch_id",
+                    "seq",
+                    "ts",
+                    "cluster",
+                    "broker",
+                    "kind",
+                    "cause",
+                    "subject",
+                    "topic",
+                    "partition",
+                    "record",
+                ),
                 [
                     (
                         batch_id,
@@ -119,6 +131,7 @@ class Writer(Database):
                         d.cluster,
                         d.broker,
                         str(d.kind),
+                        None if d.cause is None else str(d.cause),
                         d.subject,
                         d.topic,
                         d.partition,

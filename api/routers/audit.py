@@ -8,7 +8,7 @@ from fastapi import Query
 from pydantic import BaseModel
 
 from isrwatch.state.events import MAX_ID
-from isrwatch.state.records import DivergenceKind
+from isrwatch.state.records import Cause, DivergenceKind
 
 from ..deps import data_router
 from ..listing import list_route
@@ -35,6 +35,7 @@ class ObservedFilters(AuditFilters):
 
 class DivergenceFilters(AuditFilters):
     kind: DivergenceKind | None = None
+    cause: Cause | None = None
     subject: Literal["isr", "propagation"] | None = None
     since: SinceQ = None
 

@@ -287,12 +287,24 @@ function divergenceSide(side) {
   return `${side.kind} → [${side.isr.join(",")}]`;
 }
 
+// Timing divergences counted by the rule that excused each (SPEC §7), from isrwatch_divergences_total{cause}.
+function renderTimingCauses(metrics) {
+  const byCause = new Map();
+  for (const s of series(metrics, "isrwatch_divergences_total", { kind: "timing" })) {
+    byCause.set(s.labels.cause, (byCause.get(s.labels.cause) || 0) + s.value);
+  }
+  const causes = [...byCause].filter(([, count]) => count > 0).sort(([a], [b]) => a.localeCompare(b));
+  document.getElementById("timing-causes").replaceChildren(
+    causes.length ? "timing divergences by cause: " : "no timing divergence",
+    ...causes.map(([cause, count]) => el("span", { class: "badge ok", dataset: { cause } }, `${cause} ${count}`)));
+}
+
 function renderDivergences(divergences) {
-  const rows = divergences.map((d) => el("tr", { dataset: { kind: d.kind }, class: d.kind === "timing" ? undefined : "problem" },
+  const rows = divergences.map((d) => el("tr", { dataset: d.cause ? { kind: d.kind, cause: d.cause } : { kind: d.kind }, class: d.kind === "timing" ? undefined : "problem" },
     el("td", {}, clock(d.ts)),
     el("td", {}, view.clusters.length > 1 ? `${d.cluster}/${d.broker}` : d.broker),
     el("td", {}, d.subject === "isr" ? `${d.topic}-${d.partition} epoch ${d.partition_epoch}` : "ISR-change batch"),
-    el("td", {}, el("span", { class: `badge ${d.kind === "timing" ? "ok" : "warn"}` }, d.kind)),
+    el("td", {}, el("span", { class: `badge ${d.kind === "timing" ? "ok" : "warn"}` }, d.kind), d.cause ? [" ", el("span", { class: "cause" }, d.cause)] : null),
     el("td", {}, divergenceSide(d.model)),
     el("td", {}, divergenceSide(d.observed)),
     el("td", { class: "num" }, d.margin_ms === null ? "—" : `${d.margin_ms} ms`)));
@@ -374,6 +386,7 @@ async function refresh() {
     renderDecisions(decisions);
     renderPropagations(propagations.propagations);
     renderDivergences(divergences.divergences);
+    renderTimingCauses(metrics);
     error.hidden = true;
   } catch (err) {
     if (err instanceof NeedsToken) {

@@ -74,6 +74,7 @@ function tableRows(selector) {
         decisions: rows("#decisions"),
         propagations: rows("#propagations"),
         divergences: rows("#divergences"),
+        timingCauses: [...document.querySelectorAll("#timing-causes [data-cause]")].map((s) => s.textContent),
         stream: rows("#stream"),
         brokers: rows("#brokers"),
       };

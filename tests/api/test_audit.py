@@ -70,7 +70,26 @@ def test_divergences_filter_by_kind_subject_and_cluster(audited: TestClient) -> 
     assert audited.get("/v1/divergences", params={"kind": "nonsense"}).status_code == 422
 
 
+def test_a_timing_divergence_names_its_cause_and_the_list_filters_by_it(audited: TestClient) -> None:
+    got = pages(audited, "/v1/divergences", "divergences", 1)
+    assert sorted((d["cluster"], d["subject"], d["kind"], d["cause"]) for d in got) == [
+        ("a", "isr", "timing", "margin"),
+        ("a", "propagation", "timing", "shifted"),
+        ("a", "propagation", "timing", "shifted"),
+        ("b", "isr", "unexplained_by_model", None),
+        ("b", "propagation", "unexplained_by_model", None),
+    ]
+    shifted = audited.get("/v1/divergences", params={"cause": "shifted"}).json()["divergences"]
+    assert [(d["subject"], d["ts"]) for d in shifted] == [("propagation", 22_500), ("propagation", 17_500)]
+    [margin] = audited.get("/v1/divergences", params={"cause": "margin", "cluster": "a"}).json()["divergences"]
+    assert (margin["topic"], margin["partition"], margin["margin_ms"]) == ("t", 0, 2)
+    assert audited.get("/v1/divergences", params={"cause": "split"}).json()["divergences"] == []
+    assert audited.get("/v1/divergences", params={"cause": "nonsense"}).status_code == 422
+
+
 def test_divergences_are_counted_for_prometheus(audited: TestClient) -> None:
     text = audited.get("/metrics").text
-    assert 'isrwatch_divergences_total{cluster="a",kind="timing"} 3.0' in text
-    assert 'isrwatch_divergences_total{cluster="b",kind="unexplained_by_model"} 2.0' in text
+    # cluster a: 3 timing (1 margin, 2 shifted); cluster b: 2 unexplained_by_model, with no cause
+    assert 'isrwatch_divergences_total{cause="margin",cluster="a",kind="timing"} 1.0' in text
+    assert 'isrwatch_divergences_total{cause="shifted",cluster="a",kind="timing"} 2.0' in text
+    assert 'isrwatch_divergences_total{cause="",cluster="b",kind="unexplained_by_model"} 2.0' in text

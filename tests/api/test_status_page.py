@@ -200,3 +200,13 @@ def test_status_page_shows_where_the_model_and_the_brokers_disagree(tmp_path):
     assert all(("problem" in r["classes"]) is (r["dataset"]["kind"] != "timing") for r in rows)
     [shrink] = [r for r in rows if r["cells"][1] == "b/1" and r["cells"][2] == "t-0 epoch 1"]
     assert shrink["cells"][4:] == ["shrink → [1,2]", "—", "3500 ms"]
+    # each timing row names the rule that excused it; the counts by cause come from the metric
+    causes = sorted((r["cells"][2], r["cells"][3], r["dataset"].get("cause")) for r in rows)
+    assert causes == [
+        ("ISR-change batch", "timing shifted", "shifted"),
+        ("ISR-change batch", "timing shifted", "shifted"),
+        ("ISR-change batch", "unexplained_by_model", None),
+        ("t-0 epoch 1", "timing margin", "margin"),
+        ("t-0 epoch 1", "unexplained_by_model", None),
+    ]
+    assert seen["timingCauses"] == ["margin 1", "shifted 2"]

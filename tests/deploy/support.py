@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from isrwatch.state.records import Divergence, DivergenceKind
+from isrwatch.state.records import Cause, Divergence, DivergenceKind
 from isrwatch.state.step import Settled
 from isrwatch.store import open_store
 
@@ -147,8 +147,11 @@ def commit_demo_batch(store_url: str, batch_wall_ms: int) -> None:
                 "late_rows": 2,
             }
         )
-        # A divergence of the audit, which only agent input produces (docs/SPEC.md §7).
-        divergence = Divergence(
-            ts=40_000, cluster="default", broker=1, kind=DivergenceKind.MISSED_BY_MODEL, subject="isr"
-        )
-        store.write_batch(batch_id + 1, Settled(divergences=[divergence], counters=Counter(late_events=2)))
+        # Divergences of the audit, which only agent input produces (docs/SPEC.md §7): a real one and a timing one.
+        divergences = [
+            Divergence(ts=40_000, cluster="default", broker=1, kind=DivergenceKind.MISSED_BY_MODEL, subject="isr"),
+            Divergence(
+                ts=40_000, cluster="default", broker=1, kind=DivergenceKind.TIMING, cause=Cause.MARGIN, subject="isr"
+            ),
+        ]
+        store.write_batch(batch_id + 1, Settled(divergences=divergences, counters=Counter(late_events=2)))

@@ -82,9 +82,15 @@ def in_window(ts: int, window: FaultWindow) -> bool:
     return window.start_ms <= ts <= window.end_ms
 
 
+def _kind(divergence: dict) -> str:
+    """A divergence's kind, with the rule that excused it for a timing one: `timing/split`."""
+    return divergence["kind"] + (f"/{divergence['cause']}" if divergence.get("cause") else "")
+
+
 def around(reality: Reality, divergence: dict, before_ms: int = 15_000, after_ms: int = 10_000) -> str:
     """What a CI log needs to explain a divergence without the session's files: the broker's reported propagation
-    runs and ISR writes near it, and the model's decisions and batches for that broker (or partition)."""
+    runs and ISR writes near it, the model's decisions and batches for that broker (or partition), and the audit's
+    timing divergences there with the rule that excused each (a real one may follow a timing one)."""
     lo, hi = divergence["ts"] - before_ms, divergence["ts"] + after_ms
     broker, where = divergence["broker"], (divergence["topic"], divergence["partition"])
 
@@ -93,7 +99,7 @@ def around(reality: Reality, divergence: dict, before_ms: int = 15_000, after_ms
             return (write["topic"], write["partition"]) == where
         return write["leader"] == broker
 
-    lines = [f"-- around {divergence['kind']} {divergence['subject']} at {divergence['ts']} (broker {broker}):"]
+    lines = [f"-- around {_kind(divergence)} {divergence['subject']} at {divergence['ts']} (broker {broker}):"]
     for ev in reality.events:
         if not lo <= ev["ts"] <= hi:
             continue
@@ -109,6 +115,10 @@ def around(reality: Reality, divergence: dict, before_ms: int = 15_000, after_ms
     for d in stored(reality, "decisions"):
         if lo <= d["ts"] <= hi and d["kind"] in ("shrink", "expand") and concerned(d):
             lines.append(f"  {d['ts']} model {d['kind']} {d['topic']}-{d['partition']} {d['isr_after']}")
+    for d in stored(reality, "divergences", kind="timing"):
+        if lo <= d["ts"] <= hi and d["broker"] == broker:
+            where_d = f"{d['topic']}-{d['partition']}" if d["subject"] == "isr" else "batch"
+            lines.append(f"  {d['ts']} audit {_kind(d)} {where_d} margin {d['margin_ms']}")
     for b in stored(reality, "propagations"):
         if lo <= b["ts"] <= hi and b["broker"] == broker:
             tps = [(p["topic"], p["partition"]) for p in b["partitions"]]
@@ -125,9 +135,10 @@ def test_isrwatch_decided_what_the_brokers_did(reality: Reality) -> None:
         say(
             f"{window.kind}: {sum(in_window(d['ts'], window) for d in decisions)} isrwatch decisions, "
             f"{sum(in_window(o['ts'], window) for o in updates)} broker ISR writes, divergences "
-            f"{dict(Counter(d['kind'] for d in divergences if in_window(d['ts'], window)))}"
+            f"{dict(Counter(_kind(d) for d in divergences if in_window(d['ts'], window)))}"
         )
     assert updates and any(d["kind"] == "shrink" for d in decisions)
+    assert [d for d in divergences if (d["kind"] == "timing") != (d.get("cause") is not None)] == []
     wrong = [d for d in divergences if d["kind"] != "timing"]
     assert wrong == [], "\n".join([json.dumps(wrong)[:3000], *(around(reality, d)[:3000] for d in wrong[:3])])
     # Every settled ISR write, the brokers' and the model's, has its partner: the same leader, partition, kind and

@@ -9,7 +9,9 @@ divergence but timing.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import re
+from operator import itemgetter
 from pathlib import Path
 
 import msgspec
@@ -17,6 +19,7 @@ import pytest
 
 from isrwatch.state.config import Config
 from isrwatch.state.replay import ReplayResult, replay
+from tests.state.helpers import run_local, run_stateful
 
 DATA = Path(__file__).parents[1] / "agent" / "data"
 BROKERS = (1, 2, 3)
@@ -85,6 +88,7 @@ def test_the_audit_finds_only_timing(coalesced: ReplayResult) -> None:
     assert kinds == [("isr", "timing", "orders", 1, 3)]
     in_flight = coalesced.divergences[0]
     assert in_flight.margin_ms is not None and -2000 < in_flight.margin_ms < 0
+    assert in_flight.cause == "in_flight"
 
 
 def test_the_models_batches_are_the_brokers(coalesced: ReplayResult) -> None:
@@ -111,3 +115,16 @@ def test_coalescing_changes_no_output(coalesced: ReplayResult) -> None:
 
     for name in ("decisions", "propagations", "records", "observed", "divergences"):
         assert unnumbered(getattr(raw, name)) == unnumbered(getattr(coalesced, name)), name
+
+
+def test_the_stream_cut_line_by_line_finds_the_replays_divergences() -> None:
+    """The audit serialises its state between micro-batches: the streaming shell with every line its own micro-batch
+    judges the recording's writes and batches as the one-pass replay does, cause and margin included."""
+    lines = [line for b in BROKERS for line in (DATA / f"broker{b}.events.jsonl").read_bytes().splitlines()]
+    events = sorted(
+        ({k: v for k, v in msgspec.json.decode(line).items() if k != "seq"} for line in lines), key=itemgetter("ts")
+    )
+    config = {f.name: getattr(CONFIG, f.name) for f in dataclasses.fields(CONFIG)}
+    replayed, streamed = run_local(events, **config), run_stateful(events, **config)
+    assert streamed.divergences == replayed.divergences
+    assert [(d["kind"], d["cause"]) for d in streamed.divergences] == [("timing", "in_flight")]

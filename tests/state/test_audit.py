@@ -177,6 +177,7 @@ def test_a_batch_in_the_same_ms_as_the_check_that_changed_it_is_timing(run: Run)
     outcome = run(story([10_000, 20_000, 25_000, 30_000, 35_000], *acts), END, **AGENT, isr_change_max_delay_ms=10_000)
     assert [(p["ts"], p["first_change_ts"]) for p in outcome.propagations] == [(15_200, 15_200)]
     assert [(d["ts"], d["kind"]) for d in outcome.divergences] == [(15_200, "timing"), (17_500, "timing")]
+    assert [d["cause"] for d in outcome.divergences] == ["shifted", "shifted"]
 
 
 def test_after_a_write_the_model_missed_the_next_writes_still_pair_across_the_epoch_drift(run: Run) -> None:
@@ -220,6 +221,7 @@ def test_which_follower_rejoins_first_right_after_a_write_commits_is_timing(run:
     ]
     divergences = run(events, END, **AGENT).divergences
     assert [(d["kind"], d["partition_epoch"], d["margin_ms"]) for d in divergences] == [("timing", 2, 5)]
+    assert divergences[0]["cause"] == "both_expand"
 
 
 def test_a_shrink_that_hinges_on_the_brokers_clock_read_is_timing_and_so_is_its_batch(run: Run) -> None:
@@ -232,6 +234,7 @@ def test_a_shrink_that_hinges_on_the_brokers_clock_read_is_timing_and_so_is_its_
     assert kinds(outcome) == [("isr", "timing"), ("propagation", "timing"), ("propagation", "timing")]
     isr, broker_batch, model_batch = outcome.divergences
     assert isr["margin_ms"] == 2 and isr["model"]["ts"] == 16_500 and isr["observed"]["ts"] == 11_520
+    assert [d["cause"] for d in outcome.divergences] == ["margin", "shifted", "shifted"]
     assert broker_batch["ts"] == 17_500 and broker_batch["model"] is None
     assert model_batch["ts"] == 22_500 and model_batch["observed"] is None
 
@@ -241,6 +244,7 @@ def test_the_same_write_with_another_isr_is_different_isr(run: Run) -> None:
     outcome = run(events, END, **AGENT)
     assert kinds(outcome) == [("isr", "different_isr")]
     d = outcome.divergences[0]
+    assert d["cause"] is None
     assert d["model"]["isr"] == [1, 2] and d["observed"]["isr"] == [1]
 
 
@@ -284,6 +288,7 @@ def test_a_write_made_while_the_brokers_previous_write_was_in_flight_is_timing(r
     )
     [d] = [d for d in outcome.divergences if d["subject"] == "isr"]
     assert (d["kind"], d["margin_ms"]) == ("timing", 15_500 - 17_000)
+    assert d["cause"] == "in_flight"
 
 
 def test_after_a_timing_divergence_the_partition_is_split_until_a_leader_and_isr() -> None:
@@ -305,8 +310,10 @@ def test_after_a_timing_divergence_the_partition_is_split_until_a_leader_and_isr
     audit.add(writes=[write(20_000, 1, lcu=10_000 - 50)])  # 50 ms past the lag: the broker saw it a run later
     audit.add(writes=[write(30_000, 2, lcu=10_000)], resyncs=[("c", "t", 0, 40_000)])
     audit.add(writes=[write(50_000, 3, lcu=10_000)])
-    got = [(d.partition_epoch, str(d.kind)) for d in audit.advance(100_000)]
+    judged = audit.advance(100_000)
+    got = [(d.partition_epoch, str(d.kind)) for d in judged]
     assert got == [(1, "timing"), (2, "timing"), (3, "unexplained_by_model")]
+    assert [(d.cause, d.margin_ms) for d in judged] == [("margin", 50), ("split", 10_000), (None, 30_000)]
 
 
 def test_a_write_made_while_the_brokers_previous_one_was_in_flight_splits_the_views_even_when_it_agrees() -> None:
@@ -340,8 +347,13 @@ def test_a_write_made_while_the_brokers_previous_one_was_in_flight_splits_the_vi
     audit.add(observed=[broker(11_784, 5, "shrink", [3])])  # committed 1.2 s after its check
     audit.add(writes=[model(10_600, 6, [2, 3])], observed=[broker(11_816, 6, "expand", [2, 3])])
     audit.add(writes=[model(10_636, 7, [1, 2, 3])])  # the broker never took 1 back within the window
-    got = [(d.partition_epoch, str(d.kind)) for d in audit.advance(100_000)]
+    judged = audit.advance(100_000)
+    got = [(d.partition_epoch, str(d.kind)) for d in judged]
     assert sorted(got) == [(5, "timing"), (7, "timing")]  # the broker's shrink alone: within the split too
+    assert sorted((d.partition_epoch, d.cause, d.margin_ms) for d in judged) == [
+        (5, "split", 11_784 - 10_636),  # since the in-flight write 7 (judged first: the model's side)
+        (7, "in_flight", 10_636 - 11_816),
+    ]
 
 
 def test_a_change_the_broker_sent_a_batch_earlier_is_the_same_change_displaced() -> None:
@@ -388,7 +400,67 @@ def test_a_change_the_broker_sent_a_batch_earlier_is_the_same_change_displaced()
         for model, broker in (writes(0, 15_000, 15_150, 1), writes(1, 17_000, 17_002, 1), writes(1, 19_000, 19_002, 2)):
             audit.add(writes=[model], observed=[broker])
         audit.add(observed=[broker_batch(15_200, 0), broker_batch(25_200, 1)], batches=model_batches)
-        return [(d.ts, str(d.kind)) for d in audit.advance(100_000) if d.subject == "propagation"]
+        return [(d.ts, str(d.kind), d.cause) for d in audit.advance(100_000) if d.subject == "propagation"]
 
-    assert audited(model_batch(25_200, 0, 1)) == [(15_200, "timing"), (25_200, "timing")]
-    assert audited(model_batch(15_200, 0), model_batch(25_200, 0, 1)) == [(25_200, "different_batch")]
+    assert [got[:2] for got in audited(model_batch(25_200, 0, 1))] == [(15_200, "timing"), (25_200, "timing")]
+    assert [got[:2] for got in audited(model_batch(15_200, 0), model_batch(25_200, 0, 1))] == [
+        (25_200, "different_batch")
+    ]
+    assert audited(model_batch(25_200, 0, 1)) == [(15_200, "timing", "shifted"), (25_200, "timing", "displaced")]
+
+
+@pytest.mark.spark_parity
+def test_a_split_ends_when_a_later_pair_of_writes_agrees_so_a_real_divergence_a_minute_later_counts(run: Run) -> None:
+    """One slow clock read must not silence a partition's audit: at 11500 follower 3 is exactly at the lag limit for
+    the model, the broker read its clock 2 ms later and shrank (timing: margin). 3 rejoins at 20000 and both sides
+    write the same expand: the views agree again. 3 stops again after 60000; the model shrinks it at 71500, the
+    broker never does. That shrink is a real divergence, not a consequence of the first one."""
+    end = 90_000
+
+    def leo(ts: int) -> int:  # a record appended at 2000 and one at 62000
+        return 200 if ts < 62_000 else 300
+
+    expand = {**isr_updated(20_010, [1, 2, 3], 2, check_ms=0), "kind": "expand", "isr_before": [1, 2]}
+    del expand["check_ms"]
+    expand["out_of_sync"] = []
+    events = [
+        lai(1000, 1, [1, 2, 3], [1, 2, 3], 0, leader_leo=100, hw=100, broker=1),
+        fetch(1500, 3, 100, 100, broker=1),
+        fetch(1500, 2, 100, 100, broker=1),
+        append(2000, 200, broker=1),
+        append(62_000, 300, broker=1),
+        *(fetch(ts, 2, leo(ts), leo(ts), broker=1) for ts in range(6500, end, 5000)),
+        *(fetch(ts, 3, 200, 200, broker=1) for ts in range(20_000, 60_001, 5000)),
+        *(tick(ts, "isr-expiration", broker=1) for ts in range(1500, end, 5000)),
+        *(tick(ts, "isr-change-propagation", broker=1) for ts in range(2500, end, 2500)),
+        isr_updated(11_520, [1, 2], 1, check_ms=11_502),
+        expand,
+    ]
+    outcome = run(sorted(events, key=lambda ev: ev["ts"]), end, **AGENT)
+    writes = [(d["ts"], d["kind"]) for d in outcome.decisions if d["kind"] in ("shrink", "expand")]
+    assert writes == [(16_500, "shrink"), (20_000, "expand"), (71_500, "shrink")]
+    isr = [(d["ts"], d["kind"], d["cause"], d["margin_ms"]) for d in outcome.divergences if d["subject"] == "isr"]
+    assert isr == [(11_520, "timing", "margin", 2), (71_500, "unexplained_by_model", None, 1_500)]
+
+
+def test_the_timing_rules_are_one_ordered_table_named_as_the_causes() -> None:
+    """SPEC §7 numbers the rules by these names; a divergence's `cause` is the name of the rule that excused it."""
+    from isrwatch.state.audit import RULES
+    from isrwatch.state.records import Cause
+
+    assert [rule.__name__ for rule in RULES] == [str(cause) for cause in Cause]
+    assert [rule.__name__ for rule in RULES] == ["in_flight", "both_expand", "margin", "shifted", "displaced", "split"]
+
+
+def test_an_audit_state_of_another_version_is_a_clear_error() -> None:
+    """Version 2 kept ten parallel tuple lists; its blob is refused naming both versions and what to do."""
+    import msgspec
+
+    from isrwatch.state.audit import STATE_VERSION, Audit
+    from isrwatch.state.config import Config
+
+    old = msgspec.msgpack.encode([2, [], [], [], [], [], [], [], [], [], []])
+    with pytest.raises(ValueError, match=rf"audit state version 2 is not {STATE_VERSION}: .*new --checkpoint"):
+        Audit(Config(), old)
+    fresh = Audit(Config())
+    assert Audit(Config(), fresh.to_bytes()).to_bytes() == fresh.to_bytes()

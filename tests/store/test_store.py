@@ -18,6 +18,7 @@ from isrwatch.state.events import DeadLetter
 from isrwatch.state.records import Decision, PartitionRecord
 from isrwatch.state.step import Settled
 from isrwatch.store import StoreError, open_store
+from isrwatch.store.schema import SCHEMA_VERSION
 from tests.api.fleet import END, S, Streamed, fleet_lines, follower_shrink_predicted, stream_into
 
 j = msgspec.to_builtins  # typed records as the JSON the engine's records are compared in
@@ -326,6 +327,20 @@ def test_schema_from_another_version_is_refused(store_url: str) -> None:
     with open_store(store_url) as store, store._transaction() as cur:
         cur.execute("UPDATE meta SET value = '999' WHERE key = 'schema_version'")
     with pytest.raises(StoreError, match="schema version 999"):
+        open_store(store_url)
+
+
+def test_a_store_of_the_previous_schema_is_refused_before_any_ddl_touches_it(store_url: str) -> None:
+    """Schema 3 had no divergences.cause; its store is refused by version, not by the new index's SQL error."""
+    with open_store(store_url) as store, store._transaction() as cur:
+        cur.execute("DROP TABLE divergences")
+        cur.execute(
+            "CREATE TABLE divergences (batch_id BIGINT NOT NULL, seq INTEGER NOT NULL, ts BIGINT NOT NULL, "
+            "cluster TEXT NOT NULL, broker INTEGER NOT NULL, kind TEXT NOT NULL, subject TEXT NOT NULL, topic TEXT, "
+            "partition INTEGER, record TEXT NOT NULL, PRIMARY KEY (batch_id, seq))"
+        )
+        cur.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
+    with pytest.raises(StoreError, match=f"schema version 3, this isrwatch writes {SCHEMA_VERSION}"):
         open_store(store_url)
 
 
