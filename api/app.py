@@ -57,9 +57,7 @@ def create_app(store_url: str, settings: Settings | None = None, **overrides: An
     errors.install(app)
     for module in (partitions, brokers, history, audit, metrics, health):
         app.include_router(module.router)
-    # follow_symlink: a checkout's strict editable install serves the status page through links to api/static/.
-    files = StatusPageFiles(directory=settings.static_dir, check_dir=False, follow_symlink=True)
-    app.mount("/static", files, name="static")
+    app.mount("/static", StatusPageFiles(directory=settings.static_dir, check_dir=False), name="static")
     if settings.cors_origins:
         app.add_middleware(
             CORSMiddleware,
