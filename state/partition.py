@@ -18,6 +18,8 @@ from .config import Config
 from .events import Append, Fetch, IsrChangePropagated, IsrUpdated, LeaderAndIsr
 from .order import Order
 from .records import (
+    AlterPartitionAnswer,
+    AlterPartitionSubmit,
     Decision,
     DecisionKind,
     FollowerRecord,
@@ -95,6 +97,7 @@ class Outputs:
         "ticks",
         "observed",
         "writes",
+        "alter_partition",
         "ignored_fetches",
         "ignored_appends",
         "ignored_leader_and_isr",
@@ -108,6 +111,8 @@ class Outputs:
         self.ticks: list[PropagationTick] = []
         self.observed: list[Observation | IsrChangePropagated] = []  # what brokers did, with the model's view
         self.writes: list[IsrWrite] = []  # the model's ISR writes of audited partitions, with their evidence
+        # Leaders' AlterPartition proposals and the answers they handled, for their brokers' managers (§4.9).
+        self.alter_partition: list[AlterPartitionSubmit | AlterPartitionAnswer] = []
         self.ignored_fetches: Counter[str] = Counter()
         self.ignored_appends: Counter[str] = Counter()
         self.ignored_leader_and_isr: Counter[str] = Counter()

@@ -19,6 +19,9 @@ from .audit import Audit, sorted_divergences
 from .events import DeadLetter, IsrChangePropagated, Observed
 from .propagation import PropagationBook
 from .records import (
+    AlterPartitionAnswer,
+    AlterPartitionRequest,
+    AlterPartitionSubmit,
     BrokerRecord,
     Decision,
     DecisionKind,
@@ -51,6 +54,8 @@ class StepOutputs(Protocol):
     def writes(self) -> list[IsrWrite]: ...
     @property
     def observed(self) -> list[Observation | IsrChangePropagated]: ...
+    @property
+    def alter_partition(self) -> list[AlterPartitionSubmit | AlterPartitionAnswer]: ...
 
 
 @dataclass
@@ -63,6 +68,7 @@ class Settled:
 
     decisions: list[Decision] = field(default_factory=list)
     propagations: list[Propagation] = field(default_factory=list)
+    alter_partitions: list[AlterPartitionRequest] = field(default_factory=list)  # the requests answered (§4.9)
     records: list[PartitionRecord] = field(default_factory=list)
     brokers: list[BrokerRecord] = field(default_factory=list)
     dead_letters: list[DeadLetter] = field(default_factory=list)
