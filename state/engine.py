@@ -14,14 +14,29 @@ from msgspec import Struct
 from msgspec.structs import replace
 
 from .config import Config, ConfigError, isr_protocol, kafka_rules
-from .events import Append, Event, Fetch, IsrChangePropagated, IsrUpdated, LeaderAndIsr, Tick, sorts_at
+from .events import (
+    AlterPartitionResponse,
+    Append,
+    BrokerRegistration,
+    Event,
+    Fetch,
+    IsrChangePropagated,
+    IsrUpdated,
+    LeaderAndIsr,
+    Tick,
+    sorts_at,
+)
 from .order import Half, Order
 from .partition import (
+    NO_METADATA,
     Outputs,
     Partition,
     PartitionKey,
+    Registration,
     append_to_leader,
     become_leader_or_follower,
+    commit_isr_write,
+    handle_alter_partition_response,
     maybe_shrink_isr,
     next_shrink_eligible_at,
     update_follower_fetch_state,
@@ -42,6 +57,7 @@ class _GroupState(Struct, array_like=True):
     next_eligible: int
     kafka_versions: list[tuple[str, int, str]]  # (cluster, broker, version) as each broker's agent reported it
     isr_protocols: list[tuple[str, int, str]] = []  # (cluster, broker, isr_protocol) likewise
+    registrations: list[tuple[str, int, Registration]] = []  # (cluster, broker id, its registration)
 
 
 _encoder = msgspec.msgpack.Encoder()
@@ -77,6 +93,8 @@ class PartitionEngine:
         # The Kafka version each broker reported on its ticks (the agent): the partitions it leads follow its rules.
         self.kafka_versions: dict[tuple[str, int], str] = {}
         self.isr_protocols: dict[tuple[str, int], str] = {}  # likewise, how each broker writes its ISR (SPEC §2)
+        # The leaders' KRaft metadata about each broker (`broker_registration`), per cluster (SPEC §4.9).
+        self.registrations: dict[str, dict[int, Registration]] = {}
         self._configs: dict[tuple[str, str], Config] = {(config.kafka_version, config.isr_protocol): config}
         if blob is not None:
             state = _decoder.decode(blob)
@@ -90,6 +108,8 @@ class PartitionEngine:
             self.next_eligible = state.next_eligible
             self.kafka_versions = {(c, b): v for c, b, v in state.kafka_versions}
             self.isr_protocols = {(c, b): v for c, b, v in state.isr_protocols}
+            for c, b, r in state.registrations:
+                self.registrations.setdefault(c, {})[b] = r
 
     def to_bytes(self) -> bytes:
         """The compact serialised form (msgpack, version first) a Spark state row keeps."""
@@ -104,6 +124,7 @@ class PartitionEngine:
                 self.next_eligible,
                 [(c, b, v) for (c, b), v in self.kafka_versions.items()],
                 [(c, b, v) for (c, b), v in self.isr_protocols.items()],
+                [(c, b, r) for c, regs in self.registrations.items() for b, r in regs.items()],
             )
         )
 
@@ -124,6 +145,7 @@ class PartitionEngine:
         partitions = self.partitions
         config = self.config
         versions, protocols = self.kafka_versions, self.isr_protocols  # either: some broker has its own rules
+        registrations = self.registrations
         scheduled = self.interval > 0
         done = 0
         for ev in buf:
@@ -132,12 +154,14 @@ class PartitionEngine:
                 break
             if scheduled and self.next_check < ts:
                 self._run_checks_before(ts, out)
+            brokers = registrations.get(ev.cluster, NO_METADATA) if registrations else NO_METADATA
             if type(ev) is Fetch:
                 p = partitions.get((ev.cluster, ev.topic, ev.partition))
-                update_follower_fetch_state(p, ev, self._leader_config(p) if versions or protocols else config, out)
+                leader_config = self._leader_config(p) if versions or protocols else config
+                update_follower_fetch_state(p, ev, leader_config, out, brokers)
             elif type(ev) is Append:
                 p = partitions.get((ev.cluster, ev.topic, ev.partition))
-                append_to_leader(p, ev, self._leader_config(p) if versions or protocols else config, out)
+                append_to_leader(p, ev, self._leader_config(p) if versions or protocols else config, out, brokers)
             elif type(ev) is LeaderAndIsr:
                 key = (ev.cluster, ev.topic, ev.partition)
                 p = partitions.get(key)
@@ -146,12 +170,23 @@ class PartitionEngine:
                 # The rules of the broker that takes the state: the new leader (an offline state: who reported it).
                 broker = ev.leader if ev.leader >= 0 else ev.broker
                 become_leader_or_follower(
-                    p, ev, self._broker_config(ev.cluster, broker) if versions or protocols else config, out
+                    p, ev, self._broker_config(ev.cluster, broker) if versions or protocols else config, out, brokers
                 )
             elif type(ev) is Tick:
                 self._tick(ev, out)
-            elif type(ev) is IsrUpdated:  # what a broker did: recorded with the model's view, never applied
-                out.observe(partitions.get((ev.cluster, ev.topic, ev.partition)), replace(ev, arrival=0))
+            elif type(ev) is AlterPartitionResponse:
+                p = partitions.get((ev.cluster, ev.topic, ev.partition))
+                leader_config = self._leader_config(p) if versions or protocols else config
+                handle_alter_partition_response(p, ev, leader_config, out, brokers)
+            elif type(ev) is BrokerRegistration:
+                registrations.setdefault(ev.cluster, {})[ev.id] = Registration(
+                    ev.epoch, ev.fenced, ev.in_controlled_shutdown
+                )
+            elif type(ev) is IsrUpdated:
+                # What a broker did: recorded with the model's view, after it commits the model's write in flight.
+                p = partitions.get((ev.cluster, ev.topic, ev.partition))
+                commit_isr_write(p, ev, self._leader_config(p) if versions or protocols else config, brokers)
+                out.observe(p, replace(ev, arrival=0))
             elif type(ev) is IsrChangePropagated:
                 out.observed.append(replace(ev, arrival=0))  # its input position is no part of the record
             self.stale = True
@@ -227,7 +262,8 @@ class PartitionEngine:
                 if broker is not None and p.checked_in_run == now:
                     continue  # this run checked it already, at its append's check_ms
                 leader_config = self._leader_config(p) if versions or protocols else config
-                eligible = maybe_shrink_isr(p, now, leader_config, out, at, run_end_ms)
+                brokers = self.registrations.get(p.cluster, NO_METADATA)
+                eligible = maybe_shrink_isr(p, now, leader_config, out, at, run_end_ms, brokers)
                 if eligible < next_eligible:
                     next_eligible = eligible
         return next_eligible

@@ -81,6 +81,8 @@ class Report(Struct, array_like=True):
     dead: list[DeadLetter] = []
     blob: bytes | None = None  # the bucket's state, only when replaying (to finish at --until)
     alter_partition: list[AlterPartitionSubmit | AlterPartitionAnswer] = []  # for the brokers' managers
+    failed_isr_updates: dict[str, int] = {}
+    ignored_alter_partition_responses: dict[str, int] = {}
 
 
 # Module-level functions (not bound methods) so that Spark's closure pickling refers to them by name.
