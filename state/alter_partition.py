@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from operator import attrgetter
 
 import msgspec
 from msgspec import Struct
 
+from .propagation import buffer_in_time
 from .records import AlterPartitionAnswer, AlterPartitionItem, AlterPartitionRequest, AlterPartitionSubmit
 from .schedule import INF
 
@@ -45,30 +45,22 @@ class ClusterManagers(Struct, array_like=True):
     applied_until: int
 
 
-class _State(Struct, array_like=True):
-    version: int
-    clusters: list[ClusterManagers]
-
-
-_encoder = msgspec.msgpack.Encoder()
-_decoder = msgspec.msgpack.Decoder(_State)
+_decoder = msgspec.msgpack.Decoder(tuple[int, list[ClusterManagers]])  # (STATE_VERSION, clusters)
 
 
 class AlterPartitionBook:
     """All brokers' AlterPartition managers, each cluster advanced in its own event time."""
 
     def __init__(self, blob: bytes | None = None) -> None:
-        self.clusters: dict[str, ClusterManagers] = {}
         # Answers for which no request of the broker awaits (`ignored_alter_partition_answers.<reason>`).
         self.ignored: Counter[str] = Counter()
-        if blob is not None:
-            state = _decoder.decode(blob)
-            if state.version != STATE_VERSION:
-                raise ValueError(f"alter-partition state version {state.version} is not {STATE_VERSION}")
-            self.clusters = {c.cluster: c for c in state.clusters}
+        version, clusters = (STATE_VERSION, []) if blob is None else _decoder.decode(blob)
+        if version != STATE_VERSION:
+            raise ValueError(f"alter-partition state version {version} is not {STATE_VERSION}")
+        self.clusters = {c.cluster: c for c in clusters}
 
     def to_bytes(self) -> bytes:
-        return _encoder.encode(_State(STATE_VERSION, list(self.clusters.values())))
+        return msgspec.msgpack.encode((STATE_VERSION, list(self.clusters.values())))
 
     def _cluster(self, name: str) -> ClusterManagers:
         managers = self.clusters.get(name)
@@ -78,14 +70,7 @@ class AlterPartitionBook:
 
     def add(self, items: Iterable[Item]) -> int:
         """Buffer proposals and answers; returns how many were too late (before what their cluster applied)."""
-        late = 0
-        for item in items:
-            managers = self._cluster(item.cluster)
-            if item.ts < managers.applied_until:
-                late += 1
-            else:
-                managers.buffer.append(item)
-        return late
+        return buffer_in_time(items, self._cluster)
 
     def advance(self, until: int | Mapping[str, int]) -> list[AlterPartitionRequest]:
         """Apply every buffered item strictly before `until` (one time for every cluster, or one per cluster);
@@ -96,7 +81,7 @@ class AlterPartitionBook:
             managers = self._cluster(name)
             if limit <= managers.applied_until:
                 continue
-            managers.buffer.sort(key=attrgetter("order"))
+            managers.buffer.sort(key=_place)
             done = 0
             for item in managers.buffer:
                 if item.ts >= limit:
@@ -159,21 +144,23 @@ class AlterPartitionBook:
             maybe_propagate_isr_changes(manager, answer.ts)
 
 
+# The fields a queued item takes from the proposal, as they are.
+_FROM_PROPOSAL = ("topic", "partition", "kind", "leader_epoch", "partition_epoch")
+
+
+def _place(item: Item) -> tuple[object, str, int]:
+    """Where an item applies: its order, then its partition. One isr-expiration run submits its partitions one after
+    another in Kafka's (hash) order; the model takes them by name, so that every cut into state keys agrees. A retry
+    and the answer that caused it share both: the sort is stable, the retry comes first (as it was emitted)."""
+    return (item.order, item.topic, item.partition)
+
+
 def submit(manager: Manager, proposal: AlterPartitionSubmit) -> None:
     """DefaultAlterPartitionManager.submit (AlterPartitionManager@3.9.0-rc3 L155-170): the proposal joins the
     queue (the partition refused a second one itself: `state.partition.submit_alter_partition`), then
     maybePropagateIsrChanges."""
-    manager.queue.append(
-        AlterPartitionItem(
-            topic=proposal.topic,
-            partition=proposal.partition,
-            kind=proposal.kind,
-            proposed_isr=list(proposal.isr),
-            leader_epoch=proposal.leader_epoch,
-            partition_epoch=proposal.partition_epoch,
-            submitted_ms=proposal.ts,
-        )
-    )
+    shared = {name: getattr(proposal, name) for name in _FROM_PROPOSAL}
+    manager.queue.append(AlterPartitionItem(proposed_isr=list(proposal.isr), submitted_ms=proposal.ts, **shared))
     maybe_propagate_isr_changes(manager, proposal.ts)
 
 
