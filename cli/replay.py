@@ -2,7 +2,8 @@
 
 Replay JSONL events (SPEC §3) in (ts, seq) order, run the scheduled isr-expiration and propagation checks up
 to --until, and write decisions.jsonl, propagations.jsonl, state.jsonl, dead_letter.jsonl and summary.json
-into --out (with agent input also observed.jsonl and divergences.jsonl), and/or the store, in one pass.
+into --out (with agent input also observed.jsonl and divergences.jsonl; with AlterPartition leaders also
+alter_partitions.jsonl), and/or the store, in one pass.
 Replaying the same events with another --set replica_lag_time_max_ms=... shows how many shrinks it would cause.
 """
 
@@ -111,6 +112,8 @@ def write_outputs(out: Path, result: ReplayResult) -> None:
     )
     if result.observed or result.divergences:  # agent input: what brokers did, and the audit
         files += (("observed", result.observed), ("divergences", result.divergences))
+    if result.alter_partitions or any(b.queue is not None for b in result.brokers):  # some leader uses AlterPartition
+        files += (("alter_partitions", result.alter_partitions),)
     for name, rows in files:
         with open(out / f"{name}.jsonl", "wb") as fh:
             for row in rows:

@@ -13,17 +13,23 @@ class ConfigError(ValueError):
     """A configuration key or value that isrwatch cannot use; the message names the key."""
 
 
-# The Kafka versions isrwatch models: 2.4 to 3.9, the ZooKeeper-era brokers (4.x has no ZooKeeper mode),
-# as `kafka_version` or an agent tick names them: MAJOR.MINOR, an optional .PATCH and an optional -suffix.
-KAFKA_VERSION_PATTERN = r"(2\.[4-9]|3\.[0-9])(\.[0-9]+)?(-[A-Za-z0-9._-]+)?"
+# The Kafka versions isrwatch models: 2.4 to 3.9 (ZooKeeper mode or AlterPartition) and 4.x (KRaft only: 4.0 removed
+# ZooKeeper), as `kafka_version` or an agent tick names them: MAJOR.MINOR, an optional .PATCH and an optional -suffix.
+KAFKA_VERSION_PATTERN = r"(2\.[4-9]|3\.[0-9]|4\.[0-9])(\.[0-9]+)?(-[A-Za-z0-9._-]+)?"
 _KAFKA_VERSION = re.compile(KAFKA_VERSION_PATTERN)
+
+# How a leader writes its ISR (SPEC §2, §4.9): itself, to ZooKeeper (IBP below 2.7), or by proposing it to the
+# controller with an AlterPartition request (KIP-497: IBP 2.7+, and every KRaft cluster).
+ZOOKEEPER = "zookeeper"
+ALTER_PARTITION = "alter_partition"
+ISR_PROTOCOLS = (ZOOKEEPER, ALTER_PARTITION)
 
 
 @dataclass(frozen=True)
 class KafkaRules:
-    """The partition-leader rules that differ between the Kafka versions isrwatch models (SPEC §4.8), in ZooKeeper
-    mode with inter.broker.protocol.version below 2.7. Each flag is named after the Kafka code that has it and is
-    set from the release that brought it; the rules in `state.partition` branch on them where Kafka's code does."""
+    """The partition-leader rules that differ between the Kafka versions isrwatch models (SPEC §4.8). Each flag is
+    named after the Kafka code that has it and is set from the release that brought it; the rules in
+    `state.partition` branch on them where Kafka's code does."""
 
     # 3.1: every successful ISR write ends in maybeIncrementLeaderHW (Partition.handleAlterPartitionUpdate),
     # the expand too; before, only maybeShrinkIsr ran it.
@@ -34,6 +40,11 @@ class KafkaRules:
     reset_replica_state: bool
     # 3.7: maybeIncrementLeaderHW leaves the HW while the ISR is smaller than the effective min.insync.replicas.
     under_min_isr_holds_hw: bool
+    # 3.1: the ISR write runs outside the partition's lock (Partition@3.1.0 L772, L955): while it is in flight the
+    # partition is pending, and no fetch expands it nor check shrinks it (Partition@3.9.0-rc3 L1023, L1245). 2.x and
+    # 2.8-3.0 hold the write lock through the ZooKeeper write. Applied in ZooKeeper mode when the agent reports the
+    # write's commit (`isr_updated`); an AlterPartition proposal is always in flight until its response.
+    isr_write_in_flight: bool
 
 
 def kafka_rules(version: Any) -> KafkaRules:
@@ -48,8 +59,8 @@ def _kafka_rules(version: str) -> KafkaRules:
     match = _KAFKA_VERSION.fullmatch(version)
     if match is None:
         raise ConfigError(
-            f"kafka_version: {version!r} is not a Kafka version isrwatch models: 2.4 to 3.9 (ZooKeeper mode), "
-            'as MAJOR.MINOR[.PATCH][-suffix], e.g. "2.6" or "3.9.2"'
+            f"kafka_version: {version!r} is not a Kafka version isrwatch models: 2.4 to 4.9, "
+            'as MAJOR.MINOR[.PATCH][-suffix], e.g. "2.6", "3.9.2" or "4.1.0"'
         )
     at = tuple(int(n) for n in match.group(1).split("."))
     return KafkaRules(
@@ -57,7 +68,32 @@ def _kafka_rules(version: str) -> KafkaRules:
         max_last_fetch_leader_log_end_offset=at >= (3, 3),
         reset_replica_state=at >= (3, 3),
         under_min_isr_holds_hw=at >= (3, 7),
+        isr_write_in_flight=at >= (3, 1),
     )
+
+
+@cache
+def _release(version: str) -> tuple[int, int]:
+    """MAJOR.MINOR of a modelled Kafka version (ConfigError if not one)."""
+    _kafka_rules(version)
+    major, minor = version.split(".")[:2]
+    return int(major), int(minor.split("-")[0])
+
+
+def isr_protocol(version: str, configured: str) -> str:
+    """The way a broker running `version` writes its ISR, `configured` the config's or its own tick's: 4.x has only
+    AlterPartition; ConfigError if the version cannot speak the one configured."""
+    if configured not in ISR_PROTOCOLS:
+        raise ConfigError(f"isr_protocol: must be one of {', '.join(ISR_PROTOCOLS)}, got {configured!r}")
+    kafka_rules(version)
+    at = _release(version)
+    if at >= (4, 0):  # KIP-500: 4.0 removed ZooKeeper; every leader proposes with AlterPartition
+        return ALTER_PARTITION
+    if configured == ALTER_PARTITION and at < (2, 7):  # KIP-497: AlterIsr came in 2.7
+        raise ConfigError(
+            f"isr_protocol: Kafka {version} has no AlterPartition (AlterIsr came in 2.7, KIP-497); use {ZOOKEEPER!r}"
+        )
+    return configured
 
 
 @dataclass(frozen=True)
@@ -79,6 +115,7 @@ class Config:
     audit_window_ms: int | None = None
     audit_timing_ms: int = 100
     kafka_version: str = "2.6"  # the brokers' Kafka version, for its rule set (an agent's tick overrides it per broker)
+    isr_protocol: str = ZOOKEEPER  # how leaders write their ISR (an agent's tick overrides it per broker)
 
     @property
     def expiration_interval_ms(self) -> int:
@@ -96,10 +133,17 @@ class Config:
         """The rule set of `kafka_version` (SPEC §4.8)."""
         return kafka_rules(self.kafka_version)
 
-    def for_kafka_version(self, version: str) -> Config:
-        """This configuration as a broker running `version` applies it (ConfigError if not a modelled version)."""
-        kafka_rules(version)
-        return replace(self, kafka_version=version)
+    @cached_property
+    def alter_partition(self) -> bool:
+        """Whether leaders propose their ISR changes with AlterPartition (SPEC §4.9): `isr_protocol`, or Kafka 4.x."""
+        return isr_protocol(self.kafka_version, self.isr_protocol) == ALTER_PARTITION
+
+    def for_broker(self, version: str, protocol: str | None = None) -> Config:
+        """This configuration as a broker running `version` (with `protocol`, its own ISR protocol) applies it;
+        ConfigError if not a modelled version or a protocol the version cannot speak."""
+        protocol = self.isr_protocol if protocol is None else protocol
+        isr_protocol(version, protocol)
+        return replace(self, kafka_version=version, isr_protocol=protocol)
 
     def min_isr(self, topic: str) -> int:
         return self.min_insync_replicas_by_topic.get(topic, self.min_insync_replicas)
@@ -129,13 +173,17 @@ class Config:
                 continue
             elif key == "kafka_version":
                 kafka_rules(value)
+            elif key == "isr_protocol":
+                isr_protocol("3.9", value)
             elif not _is_int(value):
                 raise ConfigError(f"{key}: must be an integer, got {value!r}")
             elif key in ("replica_lag_time_max_ms", "min_insync_replicas") and value < 1:
                 raise ConfigError(f"{key}: must be >= 1, got {value}")
             elif key != "schedule_origin_ms" and value < 0:
                 raise ConfigError(f"{key}: must be >= 0, got {value}")
-        return cls(**raw)
+        config = cls(**raw)
+        isr_protocol(config.kafka_version, config.isr_protocol)
+        return config
 
     def with_profile(self, name: str | None) -> Config:
         """A named set of overrides (`PROFILES`): `agent` runs checks and propagation on the brokers' own ticks."""

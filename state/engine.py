@@ -13,15 +13,30 @@ import msgspec
 from msgspec import Struct
 from msgspec.structs import replace
 
-from .config import Config, ConfigError, kafka_rules
-from .events import Append, Event, Fetch, IsrChangePropagated, IsrUpdated, LeaderAndIsr, Tick, sorts_at
+from .config import Config, ConfigError, isr_protocol, kafka_rules
+from .events import (
+    AlterPartitionResponse,
+    Append,
+    BrokerRegistration,
+    Event,
+    Fetch,
+    IsrChangePropagated,
+    IsrUpdated,
+    LeaderAndIsr,
+    Tick,
+    sorts_at,
+)
 from .order import Half, Order
 from .partition import (
+    NO_METADATA,
     Outputs,
     Partition,
     PartitionKey,
+    Registration,
     append_to_leader,
     become_leader_or_follower,
+    commit_isr_write,
+    handle_alter_partition_response,
     maybe_shrink_isr,
     next_shrink_eligible_at,
     update_follower_fetch_state,
@@ -41,6 +56,8 @@ class _GroupState(Struct, array_like=True):
     stale: bool
     next_eligible: int
     kafka_versions: list[tuple[str, int, str]]  # (cluster, broker, version) as each broker's agent reported it
+    isr_protocols: list[tuple[str, int, str]] = []  # (cluster, broker, isr_protocol) likewise
+    registrations: list[tuple[str, int, Registration]] = []  # (cluster, broker id, its registration)
 
 
 _encoder = msgspec.msgpack.Encoder()
@@ -75,7 +92,10 @@ class PartitionEngine:
         self.next_eligible = INF
         # The Kafka version each broker reported on its ticks (the agent): the partitions it leads follow its rules.
         self.kafka_versions: dict[tuple[str, int], str] = {}
-        self._configs: dict[str, Config] = {config.kafka_version: config}
+        self.isr_protocols: dict[tuple[str, int], str] = {}  # likewise, how each broker writes its ISR (SPEC §2)
+        # The leaders' KRaft metadata about each broker (`broker_registration`), per cluster (SPEC §4.9).
+        self.registrations: dict[str, dict[int, Registration]] = {}
+        self._configs: dict[tuple[str, str], Config] = {(config.kafka_version, config.isr_protocol): config}
         if blob is not None:
             state = _decoder.decode(blob)
             if state.version != STATE_VERSION:
@@ -87,6 +107,9 @@ class PartitionEngine:
             self.stale = state.stale
             self.next_eligible = state.next_eligible
             self.kafka_versions = {(c, b): v for c, b, v in state.kafka_versions}
+            self.isr_protocols = {(c, b): v for c, b, v in state.isr_protocols}
+            for c, b, r in state.registrations:
+                self.registrations.setdefault(c, {})[b] = r
 
     def to_bytes(self) -> bytes:
         """The compact serialised form (msgpack, version first) a Spark state row keeps."""
@@ -100,6 +123,8 @@ class PartitionEngine:
                 self.stale,
                 self.next_eligible,
                 [(c, b, v) for (c, b), v in self.kafka_versions.items()],
+                [(c, b, v) for (c, b), v in self.isr_protocols.items()],
+                [(c, b, r) for c, regs in self.registrations.items() for b, r in regs.items()],
             )
         )
 
@@ -119,7 +144,8 @@ class PartitionEngine:
         buf.sort(key=_order)
         partitions = self.partitions
         config = self.config
-        versions = self.kafka_versions
+        versions, protocols = self.kafka_versions, self.isr_protocols  # either: some broker has its own rules
+        registrations = self.registrations
         scheduled = self.interval > 0
         done = 0
         for ev in buf:
@@ -128,12 +154,14 @@ class PartitionEngine:
                 break
             if scheduled and self.next_check < ts:
                 self._run_checks_before(ts, out)
+            brokers = registrations.get(ev.cluster, NO_METADATA) if registrations else NO_METADATA
             if type(ev) is Fetch:
                 p = partitions.get((ev.cluster, ev.topic, ev.partition))
-                update_follower_fetch_state(p, ev, self._leader_config(p) if versions else config, out)
+                leader_config = self._leader_config(p) if versions or protocols else config
+                update_follower_fetch_state(p, ev, leader_config, out, brokers)
             elif type(ev) is Append:
                 p = partitions.get((ev.cluster, ev.topic, ev.partition))
-                append_to_leader(p, ev, self._leader_config(p) if versions else config, out)
+                append_to_leader(p, ev, self._leader_config(p) if versions or protocols else config, out, brokers)
             elif type(ev) is LeaderAndIsr:
                 key = (ev.cluster, ev.topic, ev.partition)
                 p = partitions.get(key)
@@ -141,11 +169,24 @@ class PartitionEngine:
                     p = partitions[key] = Partition(sys.intern(ev.cluster), sys.intern(ev.topic), ev.partition)
                 # The rules of the broker that takes the state: the new leader (an offline state: who reported it).
                 broker = ev.leader if ev.leader >= 0 else ev.broker
-                become_leader_or_follower(p, ev, self._broker_config(ev.cluster, broker) if versions else config, out)
+                become_leader_or_follower(
+                    p, ev, self._broker_config(ev.cluster, broker) if versions or protocols else config, out, brokers
+                )
             elif type(ev) is Tick:
                 self._tick(ev, out)
-            elif type(ev) is IsrUpdated:  # what a broker did: recorded with the model's view, never applied
-                out.observe(partitions.get((ev.cluster, ev.topic, ev.partition)), replace(ev, arrival=0))
+            elif type(ev) is AlterPartitionResponse:
+                p = partitions.get((ev.cluster, ev.topic, ev.partition))
+                leader_config = self._leader_config(p) if versions or protocols else config
+                handle_alter_partition_response(p, ev, leader_config, out, brokers)
+            elif type(ev) is BrokerRegistration:
+                registrations.setdefault(ev.cluster, {})[ev.id] = Registration(
+                    ev.epoch, ev.fenced, ev.in_controlled_shutdown
+                )
+            elif type(ev) is IsrUpdated:
+                # What a broker did: recorded with the model's view, after it commits the model's write in flight.
+                p = partitions.get((ev.cluster, ev.topic, ev.partition))
+                commit_isr_write(p, ev, self._leader_config(p) if versions or protocols else config, brokers)
+                out.observe(p, replace(ev, arrival=0))
             elif type(ev) is IsrChangePropagated:
                 out.observed.append(replace(ev, arrival=0))  # its input position is no part of the record
             self.stale = True
@@ -188,13 +229,14 @@ class PartitionEngine:
             self.next_check = max(self.next_check, first_at_or_after(limit, self.origin, self.interval))
 
     def _broker_config(self, cluster: str, broker: int | None) -> Config:
-        """The configuration `broker` runs with: the config's, with the Kafka version it reported if it did."""
-        version = self.kafka_versions.get((cluster, broker)) if broker is not None else None
-        if version is None:
+        """The configuration `broker` runs with: the config's, with the Kafka version and ISR protocol it reported."""
+        if broker is None:
             return self.config
-        config = self._configs.get(version)
+        version = self.kafka_versions.get((cluster, broker), self.config.kafka_version)
+        protocol = self.isr_protocols.get((cluster, broker), self.config.isr_protocol)
+        config = self._configs.get((version, protocol))
         if config is None:
-            config = self._configs[version] = self.config.for_kafka_version(version)
+            config = self._configs[version, protocol] = self.config.for_broker(version, protocol)
         return config
 
     def _leader_config(self, p: Partition | None) -> Config:
@@ -213,14 +255,15 @@ class PartitionEngine:
         """The isr-expiration task at `now` over every partition (of `cluster`; with `broker`, only the ones it
         leads: that broker's own run, which ended at `run_end_ms`); returns the next eligible time."""
         config = self.config
-        versions = self.kafka_versions
+        versions, protocols = self.kafka_versions, self.isr_protocols
         next_eligible = INF
         for p in self.partitions.values():
             if (cluster is None or p.cluster == cluster) and (broker is None or p.leader == broker):
                 if broker is not None and p.checked_in_run == now:
                     continue  # this run checked it already, at its append's check_ms
-                leader_config = self._leader_config(p) if versions else config
-                eligible = maybe_shrink_isr(p, now, leader_config, out, at, run_end_ms)
+                leader_config = self._leader_config(p) if versions or protocols else config
+                brokers = self.registrations.get(p.cluster, NO_METADATA)
+                eligible = maybe_shrink_isr(p, now, leader_config, out, at, run_end_ms, brokers)
                 if eligible < next_eligible:
                     next_eligible = eligible
         return next_eligible
@@ -237,9 +280,24 @@ class PartitionEngine:
             return
         self.kafka_versions[(tick.cluster, tick.broker)] = version
 
+    def _take_isr_protocol(self, tick: Tick, protocol: str, out: Outputs) -> None:
+        """A broker's tick tells how it writes its ISR (SPEC §2): the partitions it leads follow it from now on,
+        unless its Kafka version cannot speak it."""
+        if tick.broker is None:
+            out.ignored_ticks["isr_protocol_without_broker"] += 1
+            return
+        try:
+            isr_protocol(self.kafka_versions.get((tick.cluster, tick.broker), self.config.kafka_version), protocol)
+        except ConfigError:
+            out.ignored_ticks["unsupported_isr_protocol"] += 1
+            return
+        self.isr_protocols[(tick.cluster, tick.broker)] = protocol
+
     def _tick(self, tick: Tick, out: Outputs) -> None:
         if tick.kafka_version is not None:
             self._take_kafka_version(tick, tick.kafka_version, out)
+        if tick.isr_protocol is not None:
+            self._take_isr_protocol(tick, tick.isr_protocol, out)
         if tick.task in (None, "isr-expiration"):
             self._check(tick.ts, out, tick.cluster, Order.of_event(tick), tick.broker, tick.end_ms)
         if tick.task in (None, "isr-change-propagation") and self.emit_propagation_ticks:

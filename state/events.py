@@ -62,6 +62,10 @@ class LeaderAndIsr(PartitionEvent, kw_only=True, tag="leader_and_isr"):
     hw: NonNegative | None = None
     min_insync_replicas: Annotated[int, Meta(ge=1, le=MAX_ID)] | None = None  # the topic's, as the leader has it
     new_leader: bool | None = None  # Kafka's own isNewLeader, as the agent saw makeLeader decide
+    # KRaft metadata the leader applies (SPEC §3): the Eligible Leader Replicas (KIP-966) and the leader's recovery.
+    elr: list[BrokerId] | None = None
+    last_known_elr: list[BrokerId] | None = None
+    leader_recovery_state: Literal["RECOVERED", "RECOVERING"] | None = None
 
 
 class Fetch(PartitionEvent, kw_only=True, tag="fetch"):
@@ -72,6 +76,8 @@ class Fetch(PartitionEvent, kw_only=True, tag="fetch"):
     leader_leo: NonNegative
     log_start_offset: Annotated[int, Meta(ge=-1, le=MAX_MS)] | None = None
     current_leader_epoch: Annotated[int, Meta(ge=-1, le=MAX_MS)] | None = None
+    # KRaft: the follower's broker epoch as its fetch carries it (-1: unknown); KIP-903's eligibility test.
+    broker_epoch: Annotated[int, Meta(ge=-1, le=MAX_MS)] | None = None
 
 
 class Append(PartitionEvent, kw_only=True, tag="append"):
@@ -87,6 +93,7 @@ class Tick(_Event, kw_only=True, tag="tick"):
 
     task: Literal["isr-expiration", "isr-change-propagation"] | None = None
     kafka_version: Annotated[str, Meta(max_length=64)] | None = None
+    isr_protocol: Literal["zookeeper", "alter_partition"] | None = None  # with `broker`: how that broker writes ISRs
     # The agent's propagation run: the broker's throttle after it (both start at the broker's start).
     last_isr_change_ms: NonNegative | None = None
     last_propagation_ms: NonNegative | None = None
@@ -132,7 +139,41 @@ class IsrChangePropagated(_Event, kw_only=True, tag="isr_change_propagated"):
     partitions: list[PartitionName]
 
 
-Event = LeaderAndIsr | Fetch | Append | Tick | IsrUpdated | IsrChangePropagated
+# Kafka's Errors names (org.apache.kafka.common.protocol.Errors): upper case words joined by underscores.
+ERROR_NAME_PATTERN = r"^[A-Z][A-Z0-9_]*$"
+
+
+class AlterPartitionResponse(PartitionEvent, kw_only=True, tag="alter_partition_response"):
+    """The controller's answer to the leader's AlterPartition proposal for one partition, as the leader handled it
+    at `ts` (Partition.submitAlterPartition's callback). `error` None: committed, with the ISR and epochs."""
+
+    broker: BrokerId  # the leader that sent the request: required, its manager's request is the one answered
+
+    error: Annotated[str, Meta(max_length=64, pattern=ERROR_NAME_PATTERN)] | None = None
+    isr: list[BrokerId] | None = None
+    leader_epoch: NonNegative | None = None
+    partition_epoch: NonNegative | None = None
+
+
+class BrokerRegistration(_Event, kw_only=True, tag="broker_registration"):
+    """The leader's KRaft metadata about broker `id` (its registration): what makes it eligible to join an ISR."""
+
+    id: BrokerId
+    epoch: NonNegative
+    fenced: bool
+    in_controlled_shutdown: bool
+
+
+Event = (
+    LeaderAndIsr
+    | Fetch
+    | Append
+    | Tick
+    | IsrUpdated
+    | IsrChangePropagated
+    | AlterPartitionResponse
+    | BrokerRegistration
+)
 Observed = IsrUpdated | IsrChangePropagated
 
 _decoder: msgspec.json.Decoder[Event] = msgspec.json.Decoder(Event)
@@ -314,6 +355,11 @@ def parse_event(raw: bytes | str, seq: int, arrival: int = 0) -> Event | DeadLet
     if type(event) is Append and event.check_ms is not None and event.check_ms < event.ts:
         reason = f"check_ms: a run cannot check a partition ({event.check_ms}) before it starts (ts {event.ts})"
         return DeadLetter(raw=_text(raw), reason=reason, field="check_ms", ts=event.ts)
+    if type(event) is AlterPartitionResponse and event.error is None:
+        for name in ("isr", "leader_epoch", "partition_epoch"):
+            if getattr(event, name) is None:
+                reason = f"{name}: a response without an error carries the committed isr and both epochs"
+                return DeadLetter(raw=_text(raw), reason=reason, field=name, ts=event.ts)
     if type(event) is Tick and event.end_ms is not None:
         if event.task != "isr-expiration":
             reason = "end_ms: only an isr-expiration tick reports the end of its run"

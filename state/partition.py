@@ -11,17 +11,21 @@ and every Spark state key.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 
 from msgspec import Struct
 
 from .config import Config
-from .events import Append, Fetch, IsrChangePropagated, IsrUpdated, LeaderAndIsr
+from .events import AlterPartitionResponse, Append, Fetch, IsrChangePropagated, IsrUpdated, LeaderAndIsr
 from .order import Order
 from .records import (
+    AlterPartitionAnswer,
+    AlterPartitionSubmit,
     Decision,
     DecisionKind,
     FollowerRecord,
     IsrChange,
+    IsrState,
     IsrWrite,
     Observation,
     PartitionRecord,
@@ -43,6 +47,19 @@ class Follower(Struct, array_like=True, gc=False):
     last_caught_up_ms: int = 0
     last_fetch_leader_leo: int = 0
     last_fetch_ms: int = 0
+    broker_epoch: int | None = None  # KRaft: the broker epoch its last fetch carried (Replica's brokerEpoch)
+
+
+class Registration(Struct, array_like=True, gc=False):
+    """A broker as the leader's KRaft metadata has it (`broker_registration`): what lets it join an ISR."""
+
+    epoch: int
+    fenced: bool
+    in_controlled_shutdown: bool
+
+
+Metadata = Mapping[int, Registration]  # one cluster's registrations by broker id
+NO_METADATA: Metadata = {}  # ZooKeeper mode, or none reported: every assigned broker counts as alive
 
 
 class Partition(Struct, array_like=True, gc=False):
@@ -70,6 +87,18 @@ class Partition(Struct, array_like=True, gc=False):
     # The start of its leader's isr-expiration run that checked it at an append's `check_ms` (SPEC §4.7): that run's
     # tick, which sorts at the run's end, does not check it again.
     checked_in_run: int | None = None
+    # The leader's ISR change in flight (SPEC §4.9): `isr` stays the committed ISR while `isr_state` is pending, and
+    # `proposed_isr` is the ISR sent (Partition.scala's PendingExpandIsr / PendingShrinkIsr.sentLeaderAndIsr).
+    isr_state: IsrState = IsrState.COMMITTED
+    proposed_isr: tuple[int, ...] = ()
+    pending_since_ms: int | None = None
+    # Its leader's AlterPartition manager still holds an item for it: submitted, not answered (unsentIsrUpdates).
+    submitted: bool = False
+    elr: tuple[int, ...] | None = None
+    last_known_elr: tuple[int, ...] | None = None
+    leader_recovery_state: str | None = None
+    alter_partition: bool = False  # its leader proposes with AlterPartition (for its record)
+    writes_reported: bool = False  # its leader has reported one of its ISR writes (`isr_updated`, the agent)
 
     def follower(self, replica: int) -> Follower | None:
         for f in self.followers:
@@ -95,6 +124,9 @@ class Outputs:
         "ticks",
         "observed",
         "writes",
+        "alter_partition",
+        "failed_isr_updates",
+        "ignored_alter_partition_responses",
         "ignored_fetches",
         "ignored_appends",
         "ignored_leader_and_isr",
@@ -108,6 +140,11 @@ class Outputs:
         self.ticks: list[PropagationTick] = []
         self.observed: list[Observation | IsrChangePropagated] = []  # what brokers did, with the model's view
         self.writes: list[IsrWrite] = []  # the model's ISR writes of audited partitions, with their evidence
+        # Leaders' AlterPartition proposals and the answers they handled, for their brokers' managers (§4.9).
+        self.alter_partition: list[AlterPartitionSubmit | AlterPartitionAnswer] = []
+        # Kafka's FailedIsrUpdatesPerSec by error (AlterPartitionListener.markFailed), and responses no proposal awaits.
+        self.failed_isr_updates: Counter[str] = Counter()
+        self.ignored_alter_partition_responses: Counter[str] = Counter()
         self.ignored_fetches: Counter[str] = Counter()
         self.ignored_appends: Counter[str] = Counter()
         self.ignored_leader_and_isr: Counter[str] = Counter()
@@ -136,7 +173,7 @@ class Outputs:
             leader=p.leader,
             leader_epoch=p.leader_epoch,
             isr_before=list(isr_before),
-            isr_after=list(p.isr),
+            isr_after=list(p.proposed_isr if kind in _PROPOSALS and p.isr_state is not IsrState.COMMITTED else p.isr),
             replicas_changed=changed,
             reasons=reasons or {},
             error=error,
@@ -144,8 +181,10 @@ class Outputs:
             leader_leo=p.leader_leo,
         )
         self.decisions.append(decision)
-        if p.audited and p.leader is not None and kind in (DecisionKind.SHRINK, DecisionKind.EXPAND):
-            self.writes.append(IsrWrite.of(decision, p.partition_epoch, replica_views(p, changed), run_end_ms))
+        if p.audited and p.leader is not None and kind in _PROPOSALS:
+            # The epoch the write creates: a write in flight creates the next one (SPEC §4.9).
+            epoch = p.partition_epoch + (p.isr_state is not IsrState.COMMITTED)
+            self.writes.append(IsrWrite.of(decision, epoch, replica_views(p, changed), run_end_ms))
 
     def observe(self, p: Partition | None, ev: IsrUpdated) -> None:
         """Record a broker's ISR write with the model's view of the partition at that moment."""
@@ -164,6 +203,9 @@ class Outputs:
         )
 
 
+_PROPOSALS = (DecisionKind.SHRINK, DecisionKind.EXPAND)
+
+
 def replica_views(p: Partition, replicas: list[int]) -> list[ReplicaView]:
     """The model's record of these followers of `p`: the evidence an ISR write is judged on."""
     return [
@@ -178,31 +220,67 @@ def shrink_eligible_at(p: Partition, f: Follower, lag: int) -> int:
 
     Replica.isCaughtUp / Partition.isFollowerOutOfSync: out of sync once `now - lastCaughtUpTimeMs > lag`
     (strict), unless the follower is at the leader's LEO (KAFKA-7152) or the partition has no leader.
-    The one definition the check, the scheduler's skip-ahead, the partition record and the API share.
+    The one definition the check, the scheduler's skip-ahead, the partition record and the API share. While an ISR
+    change is in flight no follower is out of sync (getOutOfSyncReplicas, Partition@3.9.0-rc3 L1309-1312).
     """
-    if not p.has_leader or f.leo == p.leader_leo or f.replica not in p.isr:
+    if not p.has_leader or f.leo == p.leader_leo or f.replica not in p.isr or p.isr_state is not IsrState.COMMITTED:
         return INF
     return f.last_caught_up_ms + lag + 1
 
 
-def maybe_increment_leader_hw(p: Partition, now: int, config: Config) -> None:
+def maybe_increment_leader_hw(p: Partition, now: int, config: Config, brokers: Metadata = NO_METADATA) -> None:
     """Partition.maybeIncrementLeaderHW: the HW follows the slowest replica that may still be in sync.
 
-    The candidates are the same from 2.x to 3.9 in ZooKeeper mode (SPEC §4.8): 3.6's shouldWaitForReplicaToJoinIsr
-    adds only ZkMetadataCache.hasAliveBroker, which no event reports, and isCaughtUp's `leo == leader LEO` cannot
-    hold for a replica behind the candidate.
+    The candidates are the maximal ISR's (Partition@3.9.0-rc3 L1185: a pending expand's new replica counts) and the
+    caught-up outsiders. In ZooKeeper mode those are the same from 2.x to 3.9 (SPEC §4.8): 3.6's
+    shouldWaitForReplicaToJoinIsr adds only ZkMetadataCache.hasAliveBroker, which no event reports, and
+    isCaughtUp's `leo == leader LEO` cannot hold for a replica behind the candidate; with KRaft metadata an outsider
+    must also be eligible to join (`is_replica_isr_eligible`, L1178-1181). The 3.7 gate reads the committed ISR.
     """
     if config.rules.under_min_isr_holds_hw and len(p.isr) < effective_min_isr(p, config):
         return  # 3.7: Partition@3.9.0-rc3 L1167-1170 (KAFKA-15583)
     lag = config.replica_lag_time_max_ms
     new = p.leader_leo
-    isr = p.isr
+    isr = maximal_isr(p)
     for f in p.followers:
         leo = f.leo
-        if leo < new and (now - f.last_caught_up_ms <= lag or f.replica in isr):
+        if leo < new and (
+            (now - f.last_caught_up_ms <= lag and (not brokers or is_replica_isr_eligible(f, brokers)))
+            or f.replica in isr
+        ):
             new = leo
     if new > p.hw:
         p.hw = new
+
+
+def maximal_isr(p: Partition) -> tuple[int, ...]:
+    """Partition.scala's maximalIsr (Partition@3.9.0-rc3 L222, L244, L264): the committed ISR, plus the replica a
+    pending expand adds (a pending shrink keeps the committed one: its removal may fail)."""
+    return p.proposed_isr if p.isr_state is IsrState.PENDING_EXPAND else p.isr
+
+
+def is_replica_isr_eligible(f: Follower, brokers: Metadata) -> bool:
+    """Partition.isReplicaIsrEligible (Partition@3.9.0-rc3 L1060-1093): with KRaft metadata, a replica may join the
+    ISR only when its broker is not fenced, not in controlled shutdown, and the broker epoch its fetch carried is
+    the metadata's (or -1, or none: a fetch that does not say). ZooKeeper mode asks only whether the broker is alive,
+    which no event reports: a broker the leader has no registration of counts as alive."""
+    registration = brokers.get(f.replica)
+    if registration is None:
+        return True
+    epoch = f.broker_epoch
+    return (
+        not registration.fenced
+        and not registration.in_controlled_shutdown
+        and (epoch is None or epoch == -1 or epoch == registration.epoch)
+    )
+
+
+def writes_in_flight(p: Partition, config: Config) -> bool:
+    """Whether `p`'s ISR changes stay pending until they commit (SPEC §4.9): every AlterPartition proposal until its
+    response; in ZooKeeper mode 3.1+'s write outside the partition's lock (`isr_write_in_flight`) until the leader
+    reports its commit (`isr_updated`), once it has reported one of the partition's writes: the model then knows it
+    will hear of the commit. Without the agent a write takes no time."""
+    return config.alter_partition or (config.rules.isr_write_in_flight and p.audited and p.writes_reported)
 
 
 def effective_min_isr(p: Partition, config: Config) -> int:
@@ -215,14 +293,157 @@ def update_isr(p: Partition, isr: tuple[int, ...], now: int, at: Order, out: Out
     """Partition.updateIsr (ZooKeeper mode): the leader writes the new ISR, decided at `now`, the write bumps the
     zkVersion (`partition_epoch`), and ReplicaManager.recordIsrChange puts the partition in the leader's pending set
     (from `at`)."""
-    assert p.leader is not None
     p.isr = isr
     p.partition_epoch += 1
+    record_isr_change(p, now, at, out)
+
+
+def record_isr_change(p: Partition, now: int, at: Order, out: Outputs) -> None:
+    """ReplicaManager.recordIsrChange: the leader's ISR write, decided at `now`, is pending propagation from `at`."""
+    assert p.leader is not None
     decided = None if now == at.ts else now
     out.changes.append(IsrChange(*at, p.cluster, p.leader, p.topic, p.partition, decided))
 
 
-def become_leader_or_follower(p: Partition, ev: LeaderAndIsr, config: Config, out: Outputs) -> None:
+def prepare_isr_change(
+    p: Partition, state: IsrState, isr: tuple[int, ...], now: int, at: Order, config: Config, out: Outputs
+) -> bool:
+    """Partition.prepareIsrExpand / prepareIsrShrink (Partition@3.9.0-rc3 L1765-1815): the leader's proposal is
+    pending from `now`, based on its current leader and partition epochs. With AlterPartition it goes to the
+    broker's manager (`submit_alter_partition`; False: refused at once, the partition is committed again); in
+    ZooKeeper mode the write is in flight until the leader reports its commit (`commit_isr_write`)."""
+    p.isr_state = state
+    p.proposed_isr = isr
+    p.pending_since_ms = now
+    if config.alter_partition:
+        return submit_alter_partition(p, at, out)
+    record_isr_change(p, now, at, out)
+    return True
+
+
+def submit_alter_partition(p: Partition, at: Order, out: Outputs) -> bool:
+    """DefaultAlterPartitionManager.submit (AlterPartitionManager@3.9.0-rc3 L155-170): one item per partition. While
+    the manager still holds the partition's previous item (sent before new metadata moved the partition on, not
+    answered yet: items leave it only with their answer, L364) the new one fails at once with
+    OPERATION_NOT_ATTEMPTED, which reverts the partition to its committed state (Partition@3.9.0-rc3 L1898-1910)."""
+    assert p.leader is not None
+    if p.submitted:
+        revert_isr_change(p)
+        out.failed_isr_updates["OPERATION_NOT_ATTEMPTED"] += 1
+        return False
+    p.submitted = True
+    kind = DecisionKind.EXPAND if p.isr_state is IsrState.PENDING_EXPAND else DecisionKind.SHRINK
+    out.alter_partition.append(
+        AlterPartitionSubmit(
+            *at, p.cluster, p.leader, p.topic, p.partition, kind, p.proposed_isr, p.leader_epoch, p.partition_epoch
+        )
+    )
+    return True
+
+
+def revert_isr_change(p: Partition) -> None:
+    """`partitionState = proposedIsrState.lastCommittedState` (Partition@3.9.0-rc3 L1909), or new metadata's
+    CommittedPartitionState (updateAssignmentAndIsr, L1004): nothing is pending any more."""
+    p.isr_state = IsrState.COMMITTED
+    p.proposed_isr = ()
+    p.pending_since_ms = None
+
+
+def commit_isr_change(
+    p: Partition, isr: tuple[int, ...], partition_epoch: int, now: int, config: Config, brokers: Metadata
+) -> None:
+    """Partition.handleAlterPartitionUpdate (Partition@3.9.0-rc3 L1972-1980): the ISR and partition epoch commit,
+    then the HW rule runs (the maximal ISR is the committed one again)."""
+    revert_isr_change(p)
+    p.isr = isr
+    p.partition_epoch = partition_epoch
+    maybe_increment_leader_hw(p, now, config, brokers)
+
+
+# Partition.handleAlterPartitionError (Partition@3.9.0-rc3 L1892-1944): the controller says the request was not
+# applied: back to the last committed state, a new proposal may follow at once.
+REVERTING_ERRORS = frozenset(("OPERATION_NOT_ATTEMPTED", "INELIGIBLE_REPLICA"))
+# ... or the leader's state may be out of date: it stays pending, no retry, until new metadata (L1911-1935).
+STUCK_ERRORS = frozenset(
+    (
+        "UNKNOWN_TOPIC_OR_PARTITION",
+        "UNKNOWN_TOPIC_ID",
+        "FENCED_LEADER_EPOCH",
+        "INVALID_UPDATE_VERSION",
+        "INVALID_REQUEST",
+        "NEW_LEADER_ELECTED",
+    )
+)
+
+
+def handle_alter_partition_response(
+    p: Partition | None, ev: AlterPartitionResponse, config: Config, out: Outputs, brokers: Metadata = NO_METADATA
+) -> None:
+    """Partition.submitAlterPartition's callback (Partition@3.9.0-rc3 L1852-1879) for the controller's answer.
+
+    The broker's manager takes every answer (its request is done when all its partitions are answered). A proposal
+    submitted again after a retriable error reaches the manager first: Kafka resubmits inside the callback, before
+    the manager sends its next request (AlterPartitionManager@3.9.0-rc3 L364-368, 224-227).
+    """
+    at = Order.of_event(ev)
+    if _take_response(p, ev, config, out, brokers):
+        assert p is not None
+        submit_alter_partition(p, at, out)
+    isr = None if ev.isr is None else tuple(sorted(set(ev.isr)))
+    out.alter_partition.append(
+        AlterPartitionAnswer(*at, ev.cluster, ev.broker, ev.topic, ev.partition, ev.error, isr, ev.partition_epoch)
+    )
+
+
+def _take_response(
+    p: Partition | None, ev: AlterPartitionResponse, config: Config, out: Outputs, brokers: Metadata
+) -> bool:
+    """The partition takes an answer only for the proposal in flight: a response for a state that has moved on (new
+    metadata came first, L1857) is ignored, as is one no proposal of this leader awaits. Success commits
+    (`commit_isr_change`) unless its leader epoch is not the partition's or its partition epoch is older (L1958-1965:
+    it stays pending); OPERATION_NOT_ATTEMPTED and INELIGIBLE_REPLICA revert; the errors after which the leader waits
+    for metadata leave it pending (stuck); any other error is retried (L1940-1941). Returns whether to retry."""
+    if p is None or p.leader_epoch < 0:
+        out.ignored_alter_partition_responses["no_leader_and_isr"] += 1
+        return False
+    if not p.submitted or ev.broker != p.leader:
+        out.ignored_alter_partition_responses["no_proposal"] += 1
+        return False
+    p.submitted = False
+    out.touched.add(p.key)
+    if p.isr_state is IsrState.COMMITTED:
+        out.ignored_alter_partition_responses["stale"] += 1
+        return False
+    if ev.error is None:
+        assert ev.isr is not None and ev.partition_epoch is not None
+        if ev.leader_epoch != p.leader_epoch or ev.partition_epoch < p.partition_epoch:
+            out.failed_isr_updates["stale_epoch"] += 1
+            return False
+        commit_isr_change(p, tuple(sorted(set(ev.isr))), ev.partition_epoch, ev.ts, config, brokers)
+        return False
+    out.failed_isr_updates[ev.error] += 1
+    if ev.error in REVERTING_ERRORS:
+        revert_isr_change(p)
+        return False
+    return ev.error not in STUCK_ERRORS
+
+
+def commit_isr_write(p: Partition | None, ev: IsrUpdated, config: Config, brokers: Metadata = NO_METADATA) -> None:
+    """The ZooKeeper write in flight commits (3.1+, with the agent, SPEC §4.9): the leader reports its write
+    (`isr_updated`, stamped after the ZooKeeper write: ZkAlterPartitionManager@3.9.0-rc3 L62-90) with a newer
+    partition epoch. The model's own write commits then, as Kafka's handleAlterPartitionUpdate would (L1953-1981);
+    where the broker wrote something else, the audit shows it."""
+    if p is None or ev.broker != p.leader:
+        return
+    p.writes_reported = True
+    if p.isr_state is IsrState.COMMITTED or config.alter_partition or ev.partition_epoch <= p.partition_epoch:
+        return
+    commit_isr_change(p, p.proposed_isr, p.partition_epoch + 1, ev.ts, config, brokers)
+
+
+def become_leader_or_follower(
+    p: Partition, ev: LeaderAndIsr, config: Config, out: Outputs, brokers: Metadata = NO_METADATA
+) -> None:
     """ReplicaManager.becomeLeaderOrFollower: the epoch guards, then `make_leader` for an accepted state.
 
     A state reported by a broker (the agent) counts once: a live partition's from its new leader (another
@@ -240,13 +461,26 @@ def become_leader_or_follower(p: Partition, ev: LeaderAndIsr, config: Config, ou
         out.decide(p, ev.ts, DecisionKind.REJECTED, p.isr, [], error="STALE_CONTROLLER_EPOCH")
         return
     p.controller_epoch = ev.controller_epoch
-    if ev.leader_epoch <= p.leader_epoch:
+    if ev.leader_epoch < p.leader_epoch or (ev.leader_epoch == p.leader_epoch and not metadata_change(p, ev, config)):
         out.decide(p, ev.ts, DecisionKind.REJECTED, p.isr, [], error="STALE_CONTROLLER_EPOCH")
         return
     if ev.leader >= 0 and ev.leader not in ev.replicas:
         out.decide(p, ev.ts, DecisionKind.REJECTED, p.isr, [], error="UNKNOWN_TOPIC_OR_PARTITION")
         return
-    make_leader(p, ev, config, out)
+    if ev.partition_epoch < p.partition_epoch and config.alter_partition:
+        # Partition.makeLeader skips a state older than the partition epoch it has (Partition@3.9.0-rc3 L724-728):
+        # an AlterPartition response may bring the epoch before the metadata does.
+        out.ignored_leader_and_isr["stale_partition_epoch"] += 1
+        return
+    make_leader(p, ev, config, out, brokers)
+
+
+def metadata_change(p: Partition, ev: LeaderAndIsr, config: Config) -> bool:
+    """A KRaft metadata change of the partition with the same leader epoch (an ISR the controller changed: a broker
+    fenced or shutting down removed, an AlterPartition committed): ReplicaManager takes an equal leader epoch from a
+    KRaft controller only (ReplicaManager@3.9.0-rc3 L1986); isrwatch takes it for a leader that proposes with
+    AlterPartition and stays its leader."""
+    return config.alter_partition and ev.leader == p.leader
 
 
 def _same_state(p: Partition, ev: LeaderAndIsr) -> bool:
@@ -260,10 +494,15 @@ def _same_state(p: Partition, ev: LeaderAndIsr) -> bool:
     )
 
 
-def make_leader(p: Partition, ev: LeaderAndIsr, config: Config, out: Outputs) -> None:
-    """Partition.makeLeader: take the controller's state verbatim and reset the follower records."""
+def make_leader(p: Partition, ev: LeaderAndIsr, config: Config, out: Outputs, brokers: Metadata = NO_METADATA) -> None:
+    """Partition.makeLeader: take the controller's state verbatim and reset the follower records.
+
+    The state is committed (updateAssignmentAndIsr, Partition@3.9.0-rc3 L980-1005): a pending change is dropped.
+    Only a new leader epoch resets the followers and the epoch's start offset (L771-806): a KRaft metadata change
+    with the same epoch (`metadata_change`) keeps them."""
     isr_before = p.isr
     new_leader = ev.leader != p.leader
+    new_epoch = ev.leader_epoch > p.leader_epoch
     leader_leo = p.leader_leo if ev.leader_leo is None else ev.leader_leo
     isr = tuple(sorted(set(ev.isr)))
     p.leader = ev.leader
@@ -271,7 +510,16 @@ def make_leader(p: Partition, ev: LeaderAndIsr, config: Config, out: Outputs) ->
     p.partition_epoch = ev.partition_epoch
     p.replicas = tuple(ev.replicas)
     p.isr = isr
+    revert_isr_change(p)
+    p.elr = None if ev.elr is None else tuple(sorted(set(ev.elr)))
+    p.last_known_elr = None if ev.last_known_elr is None else tuple(sorted(set(ev.last_known_elr)))
+    p.leader_recovery_state = ev.leader_recovery_state
+    p.alter_partition = config.alter_partition
     p.leader_leo = leader_leo
+    if not new_epoch:
+        p.followers = [p.follower(r) or Follower(r) for r in sorted(ev.replicas) if r != ev.leader]
+        _took_state(p, ev, config, out, isr_before, brokers)
+        return
     p.leader_epoch_start_offset = leader_leo
     followers: list[Follower] = []
     for replica in sorted(ev.replicas):
@@ -290,13 +538,20 @@ def make_leader(p: Partition, ev: LeaderAndIsr, config: Config, out: Outputs) ->
         f.last_caught_up_ms = ev.ts if replica in isr else 0
         followers.append(f)
     p.followers = followers
+    _took_state(p, ev, config, out, isr_before, brokers)
+
+
+def _took_state(
+    p: Partition, ev: LeaderAndIsr, config: Config, out: Outputs, isr_before: tuple[int, ...], brokers: Metadata
+) -> None:
+    """The end of makeLeader: the leader's HW and min.insync.replicas, the HW rule (L814), one decision."""
     if ev.hw is not None:
         p.hw = ev.hw
     if ev.min_insync_replicas is not None:
         p.min_isr = ev.min_insync_replicas
     p.audited = ev.broker is not None
-    maybe_increment_leader_hw(p, ev.ts, config)
-    changed = sorted(set(isr_before).symmetric_difference(isr))
+    maybe_increment_leader_hw(p, ev.ts, config, brokers)
+    changed = sorted(set(isr_before).symmetric_difference(p.isr))
     out.decide(p, ev.ts, DecisionKind.LEADER_AND_ISR, isr_before, changed)
 
 
@@ -312,7 +567,9 @@ def _inactive(p: Partition | None, ev: Fetch | Append) -> str | None:
     return None
 
 
-def update_follower_fetch_state(p: Partition | None, ev: Fetch, config: Config, out: Outputs) -> None:
+def update_follower_fetch_state(
+    p: Partition | None, ev: Fetch, config: Config, out: Outputs, brokers: Metadata = NO_METADATA
+) -> None:
     """Partition.updateFollowerFetchState: Replica.updateFetchState, then maybeExpandIsr, then the HW.
 
     A fetch Kafka would have refused changes nothing and is counted by reason: no leader yet or offline,
@@ -343,7 +600,7 @@ def update_follower_fetch_state(p: Partition | None, ev: Fetch, config: Config, 
             # Records a broker took without an `append` (the agent reports appends only at isr-expiration runs):
             # Kafka's appendRecordsToLeader ran the HW rule when it took them, before this fetch read them
             # (Partition.scala 3.9 L1365-1383), with the followers as they were: the HW may move first (SPEC §4.7).
-            maybe_increment_leader_hw(p, t, config)
+            maybe_increment_leader_hw(p, t, config, brokers)
     if offset >= leader_leo:
         if t > f.last_caught_up_ms:
             f.last_caught_up_ms = t
@@ -356,27 +613,43 @@ def update_follower_fetch_state(p: Partition | None, ev: Fetch, config: Config, 
     if leader_leo > f.last_fetch_leader_leo or not config.rules.max_last_fetch_leader_log_end_offset:
         f.last_fetch_leader_leo = leader_leo  # 3.3: the max of both (Replica@3.9.0-rc3 L138)
     f.last_fetch_ms = t
-    expanded = maybe_expand_isr(p, f, ev, config, out)
+    if ev.broker_epoch is not None:
+        f.broker_epoch = ev.broker_epoch
+    expanded = maybe_expand_isr(p, f, ev, config, out, brokers)
     if leo_changed:
-        maybe_increment_leader_hw(p, t, config)
+        maybe_increment_leader_hw(p, t, config, brokers)
     if expanded is not None:
         out.decide(p, t, DecisionKind.EXPAND, expanded, [f.replica])
 
 
-def maybe_expand_isr(p: Partition, f: Follower, ev: Fetch, config: Config, out: Outputs) -> tuple[int, ...] | None:
+def maybe_expand_isr(
+    p: Partition, f: Follower, ev: Fetch, config: Config, out: Outputs, brokers: Metadata = NO_METADATA
+) -> tuple[int, ...] | None:
     """Partition.maybeExpandIsr: a follower outside the ISR rejoins once it reached the HW and the current
-    leader epoch's start offset (no lag-time condition). Returns the ISR before the write, None if none."""
+    leader epoch's start offset (no lag-time condition), unless an ISR change is in flight or (KRaft) it is not
+    eligible (Partition@3.9.0-rc3 L1022-1058). Returns the ISR before the write or proposal, None if none."""
     isr = p.isr
     start = p.leader_epoch_start_offset
     if f.replica in isr or f.leo < p.hw or start is None or f.leo < start:
         return None
-    update_isr(p, tuple(sorted([*isr, f.replica])), ev.ts, Order.of_event(ev), out)
+    if p.isr_state is not IsrState.COMMITTED or (brokers and not is_replica_isr_eligible(f, brokers)):
+        return None
+    new_isr = tuple(sorted([*isr, f.replica]))
+    if writes_in_flight(p, config):
+        return (
+            isr
+            if prepare_isr_change(p, IsrState.PENDING_EXPAND, new_isr, ev.ts, Order.of_event(ev), config, out)
+            else None
+        )
+    update_isr(p, new_isr, ev.ts, Order.of_event(ev), out)
     if config.rules.hw_after_isr_update:  # 3.1: handleAlterPartitionUpdate (Partition@3.9.0-rc3 L1980)
-        maybe_increment_leader_hw(p, ev.ts, config)
+        maybe_increment_leader_hw(p, ev.ts, config, brokers)
     return isr
 
 
-def append_to_leader(p: Partition | None, ev: Append, config: Config, out: Outputs) -> None:
+def append_to_leader(
+    p: Partition | None, ev: Append, config: Config, out: Outputs, brokers: Metadata = NO_METADATA
+) -> None:
     """Partition.appendRecordsToLeader: the leader's LEO only grows; a new LEO may let the HW move."""
     inactive = _inactive(p, ev)
     if inactive:
@@ -385,22 +658,30 @@ def append_to_leader(p: Partition | None, ev: Append, config: Config, out: Outpu
     assert p is not None
     if ev.leader_leo > p.leader_leo:
         p.leader_leo = ev.leader_leo
-    maybe_increment_leader_hw(p, ev.ts, config)
+    maybe_increment_leader_hw(p, ev.ts, config, brokers)
     if ev.check_ms is not None and p.audited:
         # The agent's append is the LEO this partition's check read, at `check_ms`, during the run that started at
         # `ts`: the check is here, after the fetches applied before it and before those applied after it.
-        maybe_shrink_isr(p, ev.check_ms, config, out, Order.of_event(ev))
+        maybe_shrink_isr(p, ev.check_ms, config, out, Order.of_event(ev), brokers=brokers)
         p.checked_in_run = ev.ts
 
 
 def maybe_shrink_isr(
-    p: Partition, now: int, config: Config, out: Outputs, at: Order, run_end_ms: int | None = None
+    p: Partition,
+    now: int,
+    config: Config,
+    out: Outputs,
+    at: Order,
+    run_end_ms: int | None = None,
+    brokers: Metadata = NO_METADATA,
 ) -> int:
     """Partition.maybeShrinkIsr at `now`; returns when the next remaining ISR follower becomes eligible.
     `run_end_ms`: the end of the broker's run that checks it (the agent), for the audit.
 
     Each removed follower gets the reason Kafka's getOutOfSyncReplicas comment names: stuck (no fetch
-    for more than the lag) or slow (fetching, but not caught up within it).
+    for more than the lag) or slow (fetching, but not caught up within it). A partition with a change in flight is
+    skipped (`shrink_eligible_at`); a write that stays in flight is a proposal, which moves no HW until it commits
+    (the maximal ISR of a pending shrink is the committed one, Partition@3.9.0-rc3 L244).
     """
     if not p.has_leader:
         return INF
@@ -415,8 +696,12 @@ def maybe_shrink_isr(
             next_eligible = eligible
     if expired:
         isr_before = p.isr
-        update_isr(p, tuple(r for r in isr_before if str(r) not in expired), now, at, out)
-        maybe_increment_leader_hw(p, now, config)
+        new_isr = tuple(r for r in isr_before if str(r) not in expired)
+        if not writes_in_flight(p, config):
+            update_isr(p, new_isr, now, at, out)
+            maybe_increment_leader_hw(p, now, config, brokers)
+        elif not prepare_isr_change(p, IsrState.PENDING_SHRINK, new_isr, now, at, config, out):
+            return next_eligible
         changed = sorted(int(r) for r in expired)
         out.decide(p, now, DecisionKind.SHRINK, isr_before, changed, reasons=expired, run_end_ms=run_end_ms)
     return next_eligible
@@ -455,6 +740,8 @@ def partition_record(p: Partition, config: Config) -> PartitionRecord:
             )
         )
     min_isr = min(p.min_isr, len(p.replicas) or 1) if p.min_isr is not None else config.min_isr(p.topic)
+    # The ISR-change state shows for AlterPartition leaders and writes in flight: ZooKeeper records keep their keys.
+    shows_state = p.alter_partition or p.isr_state is not IsrState.COMMITTED
     return PartitionRecord(
         cluster=p.cluster,
         topic=p.topic,
@@ -473,4 +760,9 @@ def partition_record(p: Partition, config: Config) -> PartitionRecord:
         under_min_isr=len(isr) < min_isr,
         at_min_isr=len(isr) == min_isr,
         followers=followers,
+        isr_state=p.isr_state if shows_state else None,
+        maximal_isr=list(maximal_isr(p)) if shows_state else None,
+        pending_since_ms=p.pending_since_ms,
+        elr=None if p.elr is None else list(p.elr),
+        last_known_elr=None if p.last_known_elr is None else list(p.last_known_elr),
     )

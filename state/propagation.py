@@ -9,8 +9,9 @@ Each cluster keeps its own event time (SPEC §6), so the book advances each clus
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from operator import attrgetter
+from typing import Any, Protocol
 
 import msgspec
 from msgspec import Struct
@@ -80,14 +81,7 @@ class PropagationBook:
 
     def add(self, items: Iterable[IsrChange | PropagationTick]) -> int:
         """Buffer changes and ticks; returns how many were too late (before what their cluster already applied)."""
-        late = 0
-        for item in items:
-            book = self._cluster(item.cluster)
-            if item.ts < book.applied_until:
-                late += 1
-            else:
-                book.buffer.append(item)
-        return late
+        return buffer_in_time(items, self._cluster)
 
     def advance(self, until: int | Mapping[str, int]) -> list[Propagation]:
         """Apply every buffered item and scheduled check strictly before `until` (one time for every cluster, or
@@ -240,6 +234,31 @@ class PropagationBook:
             broker.last_propagation_ms = now
         if committed is not None:
             broker.last_isr_change_ms = max([committed, *waiting.values()])
+
+
+class _Buffered(Protocol):
+    @property
+    def cluster(self) -> str: ...
+    @property
+    def ts(self) -> int: ...
+
+
+class _TimedBook(Protocol):
+    applied_until: int
+    buffer: list[Any]
+
+
+def buffer_in_time(items: Iterable[_Buffered], book_of: Callable[[str], _TimedBook]) -> int:
+    """Buffer each item in its cluster's book (`book_of`); returns how many were too late: before what their
+    cluster already applied (SPEC §6). The propagation book and the AlterPartition managers share it."""
+    late = 0
+    for item in items:
+        book = book_of(item.cluster)
+        if item.ts < book.applied_until:
+            late += 1
+        else:
+            book.buffer.append(item)
+    return late
 
 
 def _restart(broker: Broker, started: int) -> None:

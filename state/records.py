@@ -38,6 +38,15 @@ class Trigger(StrEnum):
     MAX_DELAY = "max_delay"  # more than isr_change_max_delay_ms since the previous batch
 
 
+class IsrState(StrEnum):
+    """Where a leader's ISR change stands (Partition.scala's PartitionState: Committed, PendingExpandIsr,
+    PendingShrinkIsr; Partition@3.9.0-rc3 L182-272)."""
+
+    COMMITTED = "committed"
+    PENDING_EXPAND = "pending_expand"  # the maximal ISR is the committed ISR plus the replica proposed
+    PENDING_SHRINK = "pending_shrink"  # the maximal ISR is the committed ISR
+
+
 class PartitionState(StrEnum):
     """The partition filters operators ask for (the API's `state` and the store's indexed flags)."""
 
@@ -84,8 +93,37 @@ class Propagation(Struct, kw_only=True):
     last_change_ts: int
 
 
-class BrokerRecord(Struct, kw_only=True):
-    """A leader broker's propagation throttle: its pending ISR-change set and last batch."""
+class AlterPartitionItem(Struct, kw_only=True):
+    """One partition of an AlterPartition request: the leader's proposal and, once answered, its outcome (the
+    committed ISR and partition epoch, or Kafka's error name)."""
+
+    topic: str
+    partition: int
+    kind: DecisionKind  # expand or shrink
+    proposed_isr: list[int]
+    leader_epoch: int
+    partition_epoch: int  # the partition epoch the proposal is based on (Kafka sends its current one)
+    submitted_ms: int  # when the leader decided and queued it
+    answered_ms: int | None = None
+    error: str | None = None
+    committed_isr: list[int] | None = None
+    committed_partition_epoch: int | None = None
+
+
+class AlterPartitionRequest(Struct, kw_only=True):
+    """One AlterPartition request a leader broker sent (DefaultAlterPartitionManager.sendRequest): its partitions,
+    when the model has it sent, and when its last partition's answer came (None: in flight)."""
+
+    cluster: str
+    broker: int
+    sent_ms: int
+    response_ms: int | None
+    partitions: list[AlterPartitionItem]
+
+
+class BrokerRecord(Struct, kw_only=True, omit_defaults=True):
+    """A leader broker's propagation throttle (its pending ISR-change set and last batch) and, with AlterPartition,
+    its manager: the queue of proposals not yet sent, the request in flight and how long it has been."""
 
     cluster: str
     broker: int
@@ -93,6 +131,9 @@ class BrokerRecord(Struct, kw_only=True):
     first_change_ts: int | None
     last_isr_change_ms: int
     last_propagation_ms: int
+    queue: list[AlterPartitionItem] | None = None  # None: a broker without AlterPartition
+    in_flight: AlterPartitionRequest | None = None
+    in_flight_age_ms: int | None = None  # its cluster's time minus the request's send time
 
 
 class FollowerRecord(Struct, kw_only=True):
@@ -110,8 +151,10 @@ class FollowerRecord(Struct, kw_only=True):
     predicted_shrink_at_ms: int | None
 
 
-class PartitionRecord(Struct, kw_only=True):
-    """A partition's state as its leader sees it, with the health flags operators filter on."""
+class PartitionRecord(Struct, kw_only=True, omit_defaults=True):
+    """A partition's state as its leader sees it, with the health flags operators filter on. The ISR-change state
+    (`isr_state` ..) is shown for a leader that proposes with AlterPartition, or whose write is in flight; the ELR
+    when the leader's metadata carries it; a ZooKeeper-mode record without either has none of these keys."""
 
     cluster: str
     topic: str
@@ -130,6 +173,11 @@ class PartitionRecord(Struct, kw_only=True):
     under_min_isr: bool
     at_min_isr: bool
     followers: list[FollowerRecord]
+    isr_state: IsrState | None = None
+    maximal_isr: list[int] | None = None  # the ISR the HW advances over: + the replica a pending expand adds
+    pending_since_ms: int | None = None  # when the pending change was decided
+    elr: list[int] | None = None
+    last_known_elr: list[int] | None = None
 
 
 def shrink_warning_at(eligible_ms: int, last_caught_up_ms: int, window_ms: int | None = None) -> int:
@@ -283,6 +331,31 @@ class IsrChange(Ordered, frozen=True, tag="c"):
     @property
     def decided(self) -> int:
         return self.ts if self.decided_ms is None else self.decided_ms
+
+
+class AlterPartitionSubmit(Ordered, frozen=True, tag="s"):
+    """A leader's proposal to its AlterPartition manager (DefaultAlterPartitionManager.submit), from `ts`."""
+
+    cluster: str
+    broker: int
+    topic: str
+    partition: int
+    kind: DecisionKind
+    isr: tuple[int, ...]
+    leader_epoch: int
+    partition_epoch: int
+
+
+class AlterPartitionAnswer(Ordered, frozen=True, tag="a"):
+    """The controller's answer for one partition of a broker's request, as the leader handled it at `ts`."""
+
+    cluster: str
+    broker: int
+    topic: str
+    partition: int
+    error: str | None = None
+    isr: tuple[int, ...] | None = None
+    partition_epoch: int | None = None
 
 
 class PropagationTick(Ordered, frozen=True, tag="t"):

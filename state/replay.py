@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .alter_partition import AlterPartitionBook
 from .audit import Audit
 from .config import Config
 from .engine import PartitionEngine
@@ -77,10 +78,11 @@ def replay_events(
     engine.add(events)
     book = PropagationBook(config)
     audit = Audit(config)
-    settled = settle(book, [engine.advance(until + 1)], until + 1, audit)
+    settled = settle(book, [engine.advance(until + 1)], until + 1, audit, AlterPartitionBook())
     result = ReplayResult(
         decisions=settled.decisions,
         propagations=settled.propagations,
+        alter_partitions=settled.alter_partitions,
         observed=settled.observed,
         divergences=settled.divergences,
         records=[partition_record(p, config) for p in sorted(engine.partitions.values(), key=lambda p: p.key)],

@@ -15,10 +15,18 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import msgspec
+from msgspec.structs import replace
+
+from .alter_partition import AlterPartitionBook
 from .audit import Audit, sorted_divergences
 from .events import DeadLetter, IsrChangePropagated, Observed
 from .propagation import PropagationBook
 from .records import (
+    AlterPartitionAnswer,
+    AlterPartitionItem,
+    AlterPartitionRequest,
+    AlterPartitionSubmit,
     BrokerRecord,
     Decision,
     DecisionKind,
@@ -51,6 +59,12 @@ class StepOutputs(Protocol):
     def writes(self) -> list[IsrWrite]: ...
     @property
     def observed(self) -> list[Observation | IsrChangePropagated]: ...
+    @property
+    def alter_partition(self) -> list[AlterPartitionSubmit | AlterPartitionAnswer]: ...
+    @property
+    def failed_isr_updates(self) -> Mapping[str, int]: ...
+    @property
+    def ignored_alter_partition_responses(self) -> Mapping[str, int]: ...
 
 
 @dataclass
@@ -63,6 +77,7 @@ class Settled:
 
     decisions: list[Decision] = field(default_factory=list)
     propagations: list[Propagation] = field(default_factory=list)
+    alter_partitions: list[AlterPartitionRequest] = field(default_factory=list)  # the requests answered (§4.9)
     records: list[PartitionRecord] = field(default_factory=list)
     brokers: list[BrokerRecord] = field(default_factory=list)
     dead_letters: list[DeadLetter] = field(default_factory=list)
@@ -84,12 +99,16 @@ def settle(
     outputs: Iterable[StepOutputs],
     until: int | Mapping[str, int] | None,
     audit: Audit | None = None,
+    managers: AlterPartitionBook | None = None,
 ) -> Settled:
     """Fold state keys' outputs into one step: the ISR changes and ticks go to the brokers' propagation
     book, which advances to `until` (one time, or one per cluster; None: the book only buffers); the model's
-    ISR writes and batches and the brokers' observed writes go to the `audit`, which advances likewise."""
+    ISR writes and batches and the brokers' observed writes go to the `audit`, which advances likewise; the
+    leaders' AlterPartition proposals and answers go to their brokers' `managers`, likewise."""
     settled = Settled()
     counters = settled.counters
+    managers = AlterPartitionBook() if managers is None else managers
+    proposals: list[AlterPartitionSubmit | AlterPartitionAnswer] = []
     items: list[IsrChange | PropagationTick] = []
     writes: list[IsrWrite] = []
     observed: list[Observation | IsrChangePropagated] = []
@@ -99,14 +118,17 @@ def settle(
         items.extend(out.ticks)
         writes.extend(out.writes)
         observed.extend(out.observed)
+        proposals.extend(out.alter_partition)
         for name, ignored in (
             ("ignored_fetches", out.ignored_fetches),
             ("ignored_appends", out.ignored_appends),
             ("ignored_leader_and_isr", out.ignored_leader_and_isr),
+            ("failed_isr_updates", out.failed_isr_updates),
+            ("ignored_alter_partition_responses", out.ignored_alter_partition_responses),
         ):
             for reason, count in ignored.items():
                 counters[f"{name}.{reason}"] += count
-    counters["late_events"] += book.add(items)
+    counters["late_events"] += book.add(items) + managers.add(proposals)
     settled.observed = [o.event if isinstance(o, Observation) else o for o in observed]
     divergences: list[Divergence] = []
     if audit is not None:
@@ -118,6 +140,10 @@ def settle(
         divergences = audit.add(writes, observed, resyncs=resyncs)
     if until is not None:
         settled.propagations = book.advance(until)
+        settled.alter_partitions = managers.advance(until)
+        for reason, count in managers.ignored.items():
+            counters[f"ignored_alter_partition_answers.{reason}"] += count
+        managers.ignored.clear()
         clusters = {c: until for c in book.clusters} if isinstance(until, int) else dict(until)
         settled.frontiers = clusters
         settled.watermark = until if isinstance(until, int) else max(until.values(), default=None)
@@ -125,8 +151,36 @@ def settle(
             divergences += audit.add(batches=settled.propagations)
             divergences += audit.advance(until)
     settled.divergences = sorted_divergences(divergences)
-    settled.brokers = book.brokers_view()
+    settled.brokers = brokers_view(book, managers)
     return settled
+
+
+def _snapshot(value: Any, kind: Any) -> Any:
+    """A copy of the manager's live structs: its request's items change as their answers come."""
+    return msgspec.msgpack.decode(msgspec.msgpack.encode(value), type=kind)
+
+
+def brokers_view(book: PropagationBook, managers: AlterPartitionBook) -> list[BrokerRecord]:
+    """Every broker's record: its propagation throttle and, when it proposes with AlterPartition, its manager."""
+    records = {(b.cluster, b.broker): b for b in book.brokers_view()}
+    for manager, now in managers.managers():
+        key = (manager.cluster, manager.broker)
+        record = records.get(key) or BrokerRecord(
+            cluster=manager.cluster,
+            broker=manager.broker,
+            pending=[],
+            first_change_ts=None,
+            last_isr_change_ms=book.origin,
+            last_propagation_ms=book.origin,
+        )
+        request = manager.in_flight
+        records[key] = replace(
+            record,
+            queue=_snapshot(manager.queue, list[AlterPartitionItem]),
+            in_flight=_snapshot(request, AlterPartitionRequest | None),
+            in_flight_age_ms=None if request is None else now - request.sent_ms,
+        )
+    return [records[key] for key in sorted(records)]
 
 
 def by_reason(counters: Mapping[str, int], name: str) -> dict[str, int]:
@@ -154,4 +208,19 @@ def summarize(settled: Settled, partitions: int, book: PropagationBook, audit: A
         "observed_by_type": dict(sorted(Counter(type(o).__name__ for o in settled.observed).items())),
         "divergences_by_kind": dict(sorted(Counter(str(d.kind) for d in settled.divergences).items())),
         "audit_pending": audit.pending(),
+        **alter_partition_summary(settled),
+    }
+
+
+def alter_partition_summary(settled: Settled) -> dict[str, Any]:
+    """The AlterPartition counts of a summary, when some leader proposed with it (none: ZooKeeper mode's keys only)."""
+    names = ("failed_isr_updates", "ignored_alter_partition_responses", "ignored_alter_partition_answers")
+    if not settled.alter_partitions and not any(by_reason(settled.counters, name) for name in names):
+        return {}
+    return {
+        "alter_partition_requests": len(settled.alter_partitions),
+        "alter_partition_errors": dict(
+            sorted(Counter(i.error for r in settled.alter_partitions for i in r.partitions if i.error).items())
+        ),
+        **{f"{name}_by_reason": by_reason(settled.counters, name) for name in names},
     }

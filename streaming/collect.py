@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from isrwatch.state.alter_partition import AlterPartitionBook
 from isrwatch.state.audit import Audit, sorted_divergences
 from isrwatch.state.config import Config
 from isrwatch.state.engine import PartitionEngine
@@ -21,7 +22,7 @@ from isrwatch.state.replay import ReplayResult
 from isrwatch.state.step import Settled, settle, summarize
 
 from .reports import Report, decode_bucket
-from .sink import AUDIT_BLOB, BOOK_BLOB, settle_reports
+from .sink import AUDIT_BLOB, BOOK_BLOB, MANAGERS_BLOB, settle_reports
 
 
 class ReplayCollector:
@@ -45,6 +46,7 @@ class ReplayCollector:
         total = self.total
         total.decisions += settled.decisions
         total.propagations += settled.propagations
+        total.alter_partitions += settled.alter_partitions
         total.observed += settled.observed
         total.divergences += settled.divergences
         total.dead_letters += settled.dead_letters
@@ -81,11 +83,13 @@ class ReplayCollector:
                 buffered += len(engine.buffer)
         book = PropagationBook(self.config, self.sink_blobs.get(BOOK_BLOB))
         audit = Audit(self.config, self.sink_blobs.get(AUDIT_BLOB))
-        last = settle(book, outputs, end + 1, audit)
+        managers = AlterPartitionBook(self.sink_blobs.get(MANAGERS_BLOB))
+        last = settle(book, outputs, end + 1, audit, managers)
         partitions.sort(key=lambda p: p.key)
         result = ReplayResult(
             decisions=total.decisions + last.decisions,
             propagations=total.propagations + last.propagations,
+            alter_partitions=total.alter_partitions + last.alter_partitions,
             observed=total.observed + last.observed,
             divergences=sorted_divergences(total.divergences + last.divergences),
             records=[partition_record(p, self.config) for p in partitions],

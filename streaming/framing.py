@@ -40,7 +40,8 @@ from .buckets import CONTROL_KEY, Layout
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-PARTITION_TYPES = frozenset(("leader_and_isr", "fetch", "append", "isr_updated"))
+PARTITION_TYPES = frozenset(("leader_and_isr", "fetch", "append", "isr_updated", "alter_partition_response"))
+SPREAD_TYPES = frozenset(("tick", "broker_registration"))  # every key obeys them (a registration: its eligibility)
 BROKER_TYPES = frozenset(("isr_change_propagated",))  # a broker's event about many partitions: the first bucket
 INPUT_METRICS = "isrwatch_input"  # observed per batch: input lines (or Kafka records)
 # A line of nothing but whitespace (b" \t\n\x0b\f\r", exactly what bytes.isspace() accepts) is no input.
@@ -198,7 +199,7 @@ def _destinations(keys: list[Routing | None], ids: list[int], until: int | None)
                 cluster = DEFAULT_CLUSTER if key.cluster is None else key.cluster
                 own = own_of[name] = ids[zlib.crc32(f"{cluster}\0{topic}\0{partition}".encode()) % count]
             dest[i] = own
-        elif kind == "tick":
+        elif kind in SPREAD_TYPES:
             dest[i] = _TICK
         elif kind in BROKER_TYPES:
             dest[i] = _BROKER

@@ -7,7 +7,16 @@ import pyarrow as pa
 from msgspec import Struct
 
 from isrwatch.state.events import DeadLetter, Event, IsrChangePropagated
-from isrwatch.state.records import Decision, IsrChange, IsrWrite, Observation, PartitionRecord, PropagationTick
+from isrwatch.state.records import (
+    AlterPartitionAnswer,
+    AlterPartitionSubmit,
+    Decision,
+    IsrChange,
+    IsrWrite,
+    Observation,
+    PartitionRecord,
+    PropagationTick,
+)
 
 REPORT_SCHEMA = "bucket int, report binary"
 STATE_SCHEMA = "blob binary"  # one msgpack blob (version inside): array fields crash PySpark's state schema
@@ -71,6 +80,9 @@ class Report(Struct, array_like=True):
     observed: list[Observation | IsrChangePropagated] = []  # what brokers did (agent input)
     dead: list[DeadLetter] = []
     blob: bytes | None = None  # the bucket's state, only when replaying (to finish at --until)
+    alter_partition: list[AlterPartitionSubmit | AlterPartitionAnswer] = []  # for the brokers' managers
+    failed_isr_updates: dict[str, int] = {}
+    ignored_alter_partition_responses: dict[str, int] = {}
 
 
 # Module-level functions (not bound methods) so that Spark's closure pickling refers to them by name.

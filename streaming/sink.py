@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, TypeVar
 import msgspec
 import psycopg
 
+from isrwatch.state.alter_partition import AlterPartitionBook
 from isrwatch.state.audit import Audit
 from isrwatch.state.config import Config
 from isrwatch.state.propagation import PropagationBook
@@ -45,7 +46,9 @@ STORE_DOWN: tuple[type[BaseException], ...] = (
     psycopg.InterfaceError,
 )
 FRONTIERS_BLOB = "frontiers"
-SINK_BLOBS = (BOOK_BLOB, AUDIT_BLOB, FRONTIERS_BLOB)  # the sink's state, kept in the store with each batch
+MANAGERS_BLOB = "alter_partition_managers"  # the brokers' AlterPartition managers, kept as the propagation book is
+# The sink's state, kept in the store with each batch.
+SINK_BLOBS = (BOOK_BLOB, AUDIT_BLOB, FRONTIERS_BLOB, MANAGERS_BLOB)
 
 
 class Frontiers(msgspec.Struct, array_like=True):
@@ -88,10 +91,11 @@ def settle_reports(
     reports = list(reports)
     book = PropagationBook(config, blobs.get(BOOK_BLOB))
     audit = Audit(config, blobs.get(AUDIT_BLOB))
+    managers = AlterPartitionBook(blobs.get(MANAGERS_BLOB))
     frontiers = Frontiers.load(blobs.get(FRONTIERS_BLOB))
     for r in reports:
         frontiers.report(r.bucket, r.frontiers)
-    settled = settle(book, reports, frontiers.settled(), audit)
+    settled = settle(book, reports, frontiers.settled(), audit, managers)
     for r in reports:
         settled.add_dead_letters(r.dead)
         settled.counters["late_events"] += sum(1 for d in r.dead if d.category == "late")
@@ -100,6 +104,7 @@ def settle_reports(
         settled.as_of.update(zip(keys, r.as_of, strict=True))
     return settled, {
         BOOK_BLOB: book.to_bytes(),
+        MANAGERS_BLOB: managers.to_bytes(),
         AUDIT_BLOB: audit.to_bytes(),
         FRONTIERS_BLOB: msgspec.msgpack.encode(frontiers),
     }

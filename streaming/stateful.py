@@ -24,7 +24,7 @@ import pandas as pd
 
 from isrwatch.state.config import Config
 from isrwatch.state.engine import PartitionEngine
-from isrwatch.state.events import DeadLetter, Event, PartitionEvent, Tick, in_future, parse_event
+from isrwatch.state.events import BrokerRegistration, DeadLetter, Event, PartitionEvent, Tick, in_future, parse_event
 from isrwatch.state.partition import partition_record
 from isrwatch.state.schedule import INF
 
@@ -47,8 +47,9 @@ def _lines(frames: Iterator[pd.DataFrame]) -> Iterator[tuple[bytes, int, int, in
 
 
 def count_events(events: list[Event], first: bool) -> tuple[int, int]:
-    """How many events (a tick only in the first bucket: every bucket gets it) and their latest time."""
-    ticks = sum(1 for ev in events if type(ev) is Tick)
+    """How many events (a tick or registration only in the first bucket: every bucket gets it) and their latest
+    time."""
+    ticks = sum(1 for ev in events if type(ev) is Tick or type(ev) is BrokerRegistration)
     return len(events) - (0 if first else ticks), max((ev.ts for ev in events), default=-1)
 
 
@@ -156,10 +157,13 @@ def state_function(
             report.ticks.extend(out.ticks)
             report.writes.extend(out.writes)
             report.observed.extend(out.observed)
+            report.alter_partition.extend(out.alter_partition)
             for mine, theirs in (
                 (report.ignored_fetches, out.ignored_fetches),
                 (report.ignored_appends, out.ignored_appends),
                 (report.ignored_leader_and_isr, out.ignored_leader_and_isr),
+                (report.failed_isr_updates, out.failed_isr_updates),
+                (report.ignored_alter_partition_responses, out.ignored_alter_partition_responses),
             ):
                 for reason, n in theirs.items():
                     mine[reason] = mine.get(reason, 0) + n

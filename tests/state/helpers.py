@@ -89,6 +89,7 @@ class Outcome:
     summary: dict
     observed: list[dict]
     divergences: list[dict]
+    alter_partitions: list[dict]
 
     @classmethod
     def of(cls, result: ReplayResult) -> Outcome:
@@ -100,6 +101,7 @@ class Outcome:
             result.summary,
             msgspec.to_builtins(result.observed),
             msgspec.to_builtins(result.divergences),
+            msgspec.to_builtins(result.alter_partitions),
         )
 
 

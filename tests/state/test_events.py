@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from isrwatch.state import events
-from isrwatch.state.config import Config
+from isrwatch.state.config import Config, ConfigError
 from isrwatch.state.events import Append, DeadLetter, Fetch, LeaderAndIsr, Tick, parse_event
 from isrwatch.state.replay import replay
 from tests.state.helpers import append, fetch, lai, tick
@@ -156,3 +156,67 @@ def test_replay_routes_bad_lines_to_the_dead_letter_and_keeps_the_rest() -> None
     assert result.summary["dead_letters_by_reason"] == {"invalid_json": 2, "missing_field": 1}
     assert [d.kind for d in result.decisions] == ["leader_and_isr", "expand"]
     assert result.summary["lines"] == 5  # the blank line is skipped, but counted in line numbers
+
+
+# AlterPartition and KRaft input (SPEC §3): the same strict validation, each fault naming its field.
+RESPONSE = {"type": "alter_partition_response", "ts": 5, "topic": "t", "partition": 0, "broker": 1}
+COMMITTED = RESPONSE | {"error": None, "isr": [1, 2], "leader_epoch": 3, "partition_epoch": 7}
+REGISTRATION = {"type": "broker_registration", "ts": 5, "id": 2, "epoch": 40, "fenced": False}
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        COMMITTED,
+        RESPONSE | {"error": "INELIGIBLE_REPLICA"},
+        REGISTRATION | {"in_controlled_shutdown": True, "broker": 1},
+        lai(1, 1, [1], [1, 2], 0) | {"elr": [2], "last_known_elr": [], "leader_recovery_state": "RECOVERED"},
+        fetch(1, 2, 0, 0) | {"broker_epoch": -1},
+        tick(1, broker=1, kafka_version="4.1.0", isr_protocol="alter_partition"),
+    ],
+    ids=lambda r: r["type"],
+)
+def test_alter_partition_input_parses(raw: dict) -> None:
+    ev = parse_event(json.dumps(raw), seq=1)
+    assert not isinstance(ev, DeadLetter), ev.reason
+    assert {k: v for k, v in events.event_to_dict(ev).items() if k in raw} == {
+        k: v for k, v in raw.items() if v is not None
+    }
+
+
+@pytest.mark.parametrize(
+    ("raw", "field", "category"),
+    [
+        ({k: v for k, v in COMMITTED.items() if k != "broker"}, "broker", "missing_field"),
+        (COMMITTED | {"error": "not an error"}, "error", "invalid_value"),
+        (COMMITTED | {"error": "E" * 65}, "error", "out_of_range"),
+        ({k: v for k, v in COMMITTED.items() if k != "isr"}, "isr", "invalid_value"),
+        ({k: v for k, v in COMMITTED.items() if k != "partition_epoch"}, "partition_epoch", "invalid_value"),
+        (COMMITTED | {"leader_epoch": -1}, "leader_epoch", "out_of_range"),
+        (REGISTRATION | {"in_controlled_shutdown": False, "fenced": "no"}, "fenced", "wrong_type"),
+        (REGISTRATION, "in_controlled_shutdown", "missing_field"),
+        (REGISTRATION | {"in_controlled_shutdown": False, "id": -1}, "id", "out_of_range"),
+        (lai(1, 1, [1], [1], 0) | {"elr": [-2]}, "elr", "out_of_range"),
+        (lai(1, 1, [1], [1], 0) | {"leader_recovery_state": "LOST"}, "leader_recovery_state", "invalid_value"),
+        (fetch(1, 2, 0, 0) | {"broker_epoch": -2}, "broker_epoch", "out_of_range"),
+        (tick(1, broker=1, isr_protocol="kraft"), "isr_protocol", "invalid_value"),
+    ],
+)
+def test_alter_partition_input_faults_name_the_field(raw: dict, field: str, category: str) -> None:
+    dead = parse_event(json.dumps(raw), seq=1)
+    assert isinstance(dead, DeadLetter)
+    assert (dead.field, dead.category) == (field, category), dead.reason
+
+
+@pytest.mark.parametrize(
+    ("raw", "reason"),
+    [
+        ({"isr_protocol": "raft"}, "isr_protocol: must be one of zookeeper, alter_partition"),
+        ({"isr_protocol": "alter_partition", "kafka_version": "2.6"}, "isr_protocol: Kafka 2.6 has no AlterPartition"),
+    ],
+)
+def test_isr_protocol_is_checked_by_name(raw: dict, reason: str) -> None:
+    with pytest.raises(ConfigError, match=f"^{reason}"):
+        Config.from_dict(raw)
+    assert Config.from_dict({"kafka_version": "4.0.0"}).alter_partition  # 4.0 removed ZooKeeper
+    assert not Config().alter_partition

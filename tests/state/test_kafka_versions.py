@@ -32,7 +32,7 @@ def test_kafka_version_defaults_to_the_2x_rules_the_public_scenarios_test() -> N
     assert not any(vars(Config().rules).values())
 
 
-RULES_3_1 = {"hw_after_isr_update"}
+RULES_3_1 = {"hw_after_isr_update", "isr_write_in_flight"}
 RULES_3_3 = RULES_3_1 | {"max_last_fetch_leader_log_end_offset", "reset_replica_state"}
 RULES_3_7 = RULES_3_3 | {"under_min_isr_holds_hw"}
 
@@ -49,6 +49,8 @@ RULES_3_7 = RULES_3_3 | {"under_min_isr_holds_hw"}
         ("3.7.0", RULES_3_7),
         ("3.9.2", RULES_3_7),
         ("3.9.0-rc3", RULES_3_7),
+        ("4.0.0", RULES_3_7),  # KRaft only (SPEC §4.8): the leader's rules are 3.9's
+        ("4.3.1", RULES_3_7),
     ],
 )
 def test_each_rule_holds_from_the_release_that_brought_it(version: str, flags: set[str]) -> None:
@@ -60,7 +62,7 @@ def test_each_rule_holds_from_the_release_that_brought_it(version: str, flags: s
 @pytest.mark.parametrize(
     ("value", "reason"),
     [
-        ("4.0.0", "is not a Kafka version isrwatch models: 2.4 to 3.9"),  # KRaft only: no ZooKeeper mode
+        ("5.0.0", "is not a Kafka version isrwatch models: 2.4 to 4.9"),
         ("2.3.1", "is not a Kafka version isrwatch models"),
         ("3.10", "is not a Kafka version isrwatch models"),
         ("3.9.2\n", "is not a Kafka version isrwatch models"),
@@ -79,7 +81,7 @@ def test_kafka_version_outside_the_modelled_range_is_refused_by_name(value: obje
 def test_kafka_version_set_on_the_command_line_is_checked_too() -> None:
     assert Config().with_overrides(['kafka_version="3.9.2"']).rules.under_min_isr_holds_hw
     with pytest.raises(ConfigError, match="kafka_version"):
-        Config().with_overrides(['kafka_version="4.1"'])
+        Config().with_overrides(['kafka_version="5.1"'])
 
 
 # 3.1 — every ISR write ends in maybeIncrementLeaderHW, the expand too.
@@ -254,7 +256,7 @@ def test_a_tick_with_a_version_isrwatch_does_not_model_still_runs_and_is_counted
     engine.add(
         parse_all(
             [
-                tick(T, "isr-expiration", broker=1, kafka_version="4.0.0"),  # KRaft only
+                tick(T, "isr-expiration", broker=1, kafka_version="5.0.0"),  # not modelled
                 tick(T, "isr-expiration", kafka_version="3.9.2"),  # whose version? no broker
                 tick(T + 1, "isr-expiration", broker=2, kafka_version="3.9.2"),
             ]

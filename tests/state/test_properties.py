@@ -20,9 +20,23 @@ BROKERS = [0, 1, 2, 3]
 PARTITIONS = [("a", 0), ("a", 1), ("b", 0)]
 
 
+ERRORS = [
+    None,
+    None,
+    None,
+    "OPERATION_NOT_ATTEMPTED",
+    "INELIGIBLE_REPLICA",
+    "INVALID_UPDATE_VERSION",
+    "UNKNOWN_SERVER_ERROR",
+]
+
+
 @st.composite
-def event(draw: st.DrawFn, with_hw: bool = True) -> dict:
-    kind = draw(st.sampled_from(["fetch"] * 6 + ["append"] * 3 + ["leader_and_isr"] * 2 + ["tick"]))
+def event(draw: st.DrawFn, with_hw: bool = True, alter_partition: bool = False) -> dict:
+    kinds = ["fetch"] * 6 + ["append"] * 3 + ["leader_and_isr"] * 2 + ["tick"]
+    if alter_partition:  # the leaders' answers from the controller and their KRaft metadata (SPEC §3, §4.9)
+        kinds += ["alter_partition_response"] * 3 + ["broker_registration"]
+    kind = draw(st.sampled_from(kinds))
     # Coarse times make ties with each other, with watermarks and with scheduled checks common.
     near_checks = st.tuples(st.integers(0, 1200), st.sampled_from([-1, 1])).map(lambda t: max(0, 100 * t[0] + t[1]))
     ts = draw(st.one_of(st.integers(0, 600).map(lambda k: 200 * k), st.integers(0, 120_000), near_checks))
@@ -32,6 +46,15 @@ def event(draw: st.DrawFn, with_hw: bool = True) -> dict:
         if task:
             ev["task"] = task
         return ev
+    if kind == "broker_registration":
+        return {
+            "type": kind,
+            "ts": ts,
+            "id": draw(st.sampled_from(BROKERS)),
+            "epoch": draw(st.integers(0, 2)),
+            "fenced": draw(st.booleans()),
+            "in_controlled_shutdown": draw(st.booleans()),
+        }
     topic, partition = draw(st.sampled_from(PARTITIONS))
     ev = {"type": kind, "ts": ts, "topic": topic, "partition": partition}
     if kind == "append":
@@ -45,6 +68,14 @@ def event(draw: st.DrawFn, with_hw: bool = True) -> dict:
         }
         if draw(st.booleans()):
             ev["current_leader_epoch"] = draw(st.integers(0, 4))
+        if alter_partition and draw(st.booleans()):
+            ev["broker_epoch"] = draw(st.integers(-1, 2))
+    elif kind == "alter_partition_response":
+        ev.update(broker=draw(st.sampled_from(BROKERS)), error=draw(st.sampled_from(ERRORS)))
+        if ev["error"] is None:
+            ev["isr"] = draw(st.lists(st.sampled_from(BROKERS), unique=True))
+            ev["leader_epoch"] = draw(st.integers(0, 6))
+            ev["partition_epoch"] = draw(st.integers(0, 22))
     else:
         replicas = draw(st.lists(st.sampled_from(BROKERS), min_size=1, max_size=4, unique=True))
         ev |= {
@@ -91,6 +122,30 @@ def test_any_cut_into_batches_gives_the_outputs_of_one_pass(
     micro-batches, hashed into buckets; the real state function runs each key under Spark's calling rules
     (watermark = newest ts seen before the batch minus the lateness, timeouts, no-data batches, state as
     bytes between calls) and the sink settles propagation per batch."""
+    assert_cut_independent(events, config, lateness, buckets, data)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    events=st.lists(event(alter_partition=True), max_size=60),
+    config=config_strategy(),
+    kafka_version=st.sampled_from(["3.9.2", "4.1.0"]),
+    lateness=st.one_of(st.sampled_from([200, 1000, 5000]), st.integers(1, 8000)),
+    buckets=st.integers(1, 5),
+    data=st.data(),
+)
+def test_any_cut_of_alter_partition_input_gives_the_outputs_of_one_pass(
+    events: list[dict], config: Config, kafka_version: str, lateness: int, buckets: int, data: st.DataObject
+) -> None:
+    """The same with AlterPartition leaders (SPEC §4.9): proposals, answers and registrations cut anyhow give the
+    one pass's decisions, states and requests: each broker's manager lives in the sink as the propagation book does."""
+    config = Config(**{**config.to_dict(), "kafka_version": kafka_version, "isr_protocol": "alter_partition"})
+    assert_cut_independent(events, config, lateness, buckets, data)
+
+
+def assert_cut_independent(
+    events: list[dict], config: Config, lateness: int, buckets: int, data: st.DataObject
+) -> None:
     until = 130_000
     config = Config(**{**config.to_dict(), "allowed_lateness_ms": lateness})
     want = replay_events(parse(events), config, until)
@@ -103,6 +158,8 @@ def test_any_cut_into_batches_gives_the_outputs_of_one_pass(
     assert canonical(got.decisions) == canonical(want.decisions)
     assert canonical(got.propagations) == canonical(want.propagations)
     assert canonical(got.records) == canonical(want.records)
+    assert canonical(got.alter_partitions) == canonical(want.alter_partitions)
+    assert canonical(got.brokers) == canonical(want.brokers)
 
 
 @settings(max_examples=150, deadline=None)

@@ -1,5 +1,6 @@
 """The conformance scenarios, run through the `isrwatch replay` command itself: the public five (Kafka 2.x, the
-default rules) and the project's own, one per Kafka rule set (SPEC §4.8), each naming its `kafka_version`."""
+default rules), the project's own, one per Kafka rule set (SPEC §4.8), each naming its `kafka_version`, and the
+AlterPartition ones (SPEC §4.9), each named after the Kafka test it restates."""
 
 from __future__ import annotations
 
@@ -27,7 +28,9 @@ PUBLIC = (
     "04-stale-leader-and-isr",
     "05-propagation-linger-and-max-delay",
 )
-OWN = [name for name in NAMES if name not in PUBLIC]
+OWN = [name for name in NAMES if name not in PUBLIC and name[:2] < "09"]
+# Kafka 3.9's PartitionTest and AlterPartitionManagerTest (and, for the ELR, PartitionChangeBuilderTest) restated.
+ALTER_PARTITION = [name for name in NAMES if name[:2] >= "09"]
 
 
 def _config(name: str) -> dict:
@@ -42,6 +45,13 @@ def test_all_public_scenarios_are_present() -> None:
 def test_the_projects_own_scenarios_name_their_kafka_version() -> None:
     assert len(OWN) == 3
     assert sorted(_config(name)["kafka_version"] for name in OWN) == ["2.6", "3.3", "3.9.2"]
+
+
+def test_the_alter_partition_scenarios_are_named_after_kafka_tests() -> None:
+    assert len(ALTER_PARTITION) == 11
+    tests = ("PartitionTest.test", "AlterPartitionManagerTest.test", "PartitionChangeBuilderTest.test")
+    assert all(name[3:].startswith(tests) for name in ALTER_PARTITION)
+    assert all(_config(name)["isr_protocol"] == "alter_partition" for name in ALTER_PARTITION)
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -62,10 +72,12 @@ def test_scenario_replay_matches_expected(name: str, tmp_path: Path) -> None:
     ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    for output in ("decisions", "propagations", "state"):
-        got = _objects(tmp_path / f"{output}.jsonl")
-        want = _objects(SCENARIOS / f"{name}.expected" / f"{output}.jsonl")
-        assert got == want, f"{name}: {output}.jsonl differs"
+    for output in ("decisions", "propagations", "state", "alter_partitions"):
+        expected = SCENARIOS / f"{name}.expected" / f"{output}.jsonl"
+        written = tmp_path / f"{output}.jsonl"
+        assert written.exists() == expected.exists(), f"{name}: {output}.jsonl written or not as expected"
+        if expected.exists():
+            assert _objects(written) == _objects(expected), f"{name}: {output}.jsonl differs"
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["dead_letters"] == 0
     assert summary["decisions"] == len(_objects(tmp_path / "decisions.jsonl"))

@@ -1,0 +1,174 @@
+"""Per-broker AlterPartition managers (SPEC §4.9; Kafka's DefaultAlterPartitionManager).
+
+A leader broker that proposes its ISR changes to the controller sends them through one manager: proposals wait in a
+queue with one entry per partition, one request is in flight at a time, and when its answer arrives the next request
+goes at once with everything queued meanwhile: no linger, no check interval, no max delay
+(AlterPartitionManager@3.9.0-rc3 L142-180, L224-231; @4.3.1 L104-142). The partitions' own states (pending,
+committed, reverted) live with the partitions (`state.partition`); a manager only tells which proposals went in which
+request, when, and what each got back. Like the propagation book, `AlterPartitionBook` is fed in any order and cut
+and advances each cluster "up to W" in its own event time (SPEC §6), giving the requests of one pass.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+
+import msgspec
+from msgspec import Struct
+
+from .propagation import buffer_in_time
+from .records import AlterPartitionAnswer, AlterPartitionItem, AlterPartitionRequest, AlterPartitionSubmit
+from .schedule import INF
+
+STATE_VERSION = 1
+
+Item = AlterPartitionSubmit | AlterPartitionAnswer
+
+
+class Manager(Struct, array_like=True):
+    """One broker's DefaultAlterPartitionManager: `unsentIsrUpdates` (the queue, in the order submitted) and the
+    request in flight (`inflightRequest`)."""
+
+    cluster: str
+    broker: int
+    queue: list[AlterPartitionItem]
+    in_flight: AlterPartitionRequest | None = None
+
+
+class ClusterManagers(Struct, array_like=True):
+    """One cluster's managers and the proposals and answers not yet applied, settled up to `applied_until`."""
+
+    cluster: str
+    brokers: dict[int, Manager]
+    buffer: list[Item]
+    applied_until: int
+
+
+_decoder = msgspec.msgpack.Decoder(tuple[int, list[ClusterManagers]])  # (STATE_VERSION, clusters)
+
+
+class AlterPartitionBook:
+    """All brokers' AlterPartition managers, each cluster advanced in its own event time."""
+
+    def __init__(self, blob: bytes | None = None) -> None:
+        # Answers for which no request of the broker awaits (`ignored_alter_partition_answers.<reason>`).
+        self.ignored: Counter[str] = Counter()
+        version, clusters = (STATE_VERSION, []) if blob is None else _decoder.decode(blob)
+        if version != STATE_VERSION:
+            raise ValueError(f"alter-partition state version {version} is not {STATE_VERSION}")
+        self.clusters = {c.cluster: c for c in clusters}
+
+    def to_bytes(self) -> bytes:
+        return msgspec.msgpack.encode((STATE_VERSION, list(self.clusters.values())))
+
+    def _cluster(self, name: str) -> ClusterManagers:
+        managers = self.clusters.get(name)
+        if managers is None:
+            managers = self.clusters[name] = ClusterManagers(name, {}, [], -INF)
+        return managers
+
+    def add(self, items: Iterable[Item]) -> int:
+        """Buffer proposals and answers; returns how many were too late (before what their cluster applied)."""
+        return buffer_in_time(items, self._cluster)
+
+    def advance(self, until: int | Mapping[str, int]) -> list[AlterPartitionRequest]:
+        """Apply every buffered item strictly before `until` (one time for every cluster, or one per cluster);
+        return the requests answered, in the order of their answers."""
+        out: list[AlterPartitionRequest] = []
+        frontiers = {name: until for name in self.clusters} if isinstance(until, int) else until
+        for name, limit in frontiers.items():
+            managers = self._cluster(name)
+            if limit <= managers.applied_until:
+                continue
+            managers.buffer.sort(key=_place)
+            done = 0
+            for item in managers.buffer:
+                if item.ts >= limit:
+                    break
+                manager = managers.brokers.get(item.broker)
+                if manager is None:
+                    manager = managers.brokers[item.broker] = Manager(item.cluster, item.broker, [])
+                if isinstance(item, AlterPartitionSubmit):
+                    submit(manager, item)
+                else:
+                    self._answer(manager, item, out)
+                done += 1
+            del managers.buffer[:done]
+            managers.applied_until = limit
+        return out
+
+    def next_due(self) -> int:
+        """The earliest time at which advancing could apply a buffered item (a manager has no timers)."""
+        return min((item.ts for c in self.clusters.values() for item in c.buffer), default=INF)
+
+    def managers(self) -> list[tuple[Manager, int]]:
+        """Every broker's manager with its cluster's time (the last instant applied), sorted by cluster and broker."""
+        return [
+            (m, c.applied_until - 1)
+            for _, c in sorted(self.clusters.items())
+            for _, m in sorted(c.brokers.items())
+            if c.applied_until > -INF
+        ]
+
+    def pending_partitions(self) -> int:
+        """Proposals queued or in flight and not answered yet."""
+        return sum(
+            len(m.queue) + (0 if m.in_flight is None else sum(i.answered_ms is None for i in m.in_flight.partitions))
+            for c in self.clusters.values()
+            for m in c.brokers.values()
+        )
+
+    def _answer(self, manager: Manager, answer: AlterPartitionAnswer, out: list[AlterPartitionRequest]) -> None:
+        """handleAlterPartitionResponse (AlterPartitionManager@3.9.0-rc3 L302-373) for one partition's answer: the
+        item leaves the manager; once every partition of the request is answered, the request is done and the next
+        one goes at once (L224-227)."""
+        request = manager.in_flight
+        if request is None:
+            self.ignored["no_request_in_flight"] += 1
+            return
+        for item in request.partitions:
+            if item.answered_ms is None and (item.topic, item.partition) == (answer.topic, answer.partition):
+                item.answered_ms = answer.ts
+                item.error = answer.error
+                item.committed_isr = None if answer.isr is None else list(answer.isr)
+                item.committed_partition_epoch = None if answer.error is not None else answer.partition_epoch
+                break
+        else:
+            self.ignored["not_in_request"] += 1
+            return
+        if all(item.answered_ms is not None for item in request.partitions):
+            request.response_ms = answer.ts
+            out.append(request)
+            manager.in_flight = None
+            maybe_propagate_isr_changes(manager, answer.ts)
+
+
+# The fields a queued item takes from the proposal, as they are.
+_FROM_PROPOSAL = ("topic", "partition", "kind", "leader_epoch", "partition_epoch")
+
+
+def _place(item: Item) -> tuple[object, str, int]:
+    """Where an item applies: its order, then its partition. One isr-expiration run submits its partitions one after
+    another in Kafka's (hash) order; the model takes them by name, so that every cut into state keys agrees. A retry
+    and the answer that caused it share both: the sort is stable, the retry comes first (as it was emitted)."""
+    return (item.order, item.topic, item.partition)
+
+
+def submit(manager: Manager, proposal: AlterPartitionSubmit) -> None:
+    """DefaultAlterPartitionManager.submit (AlterPartitionManager@3.9.0-rc3 L155-170): the proposal joins the
+    queue (the partition refused a second one itself: `state.partition.submit_alter_partition`), then
+    maybePropagateIsrChanges."""
+    shared = {name: getattr(proposal, name) for name in _FROM_PROPOSAL}
+    manager.queue.append(AlterPartitionItem(proposed_isr=list(proposal.isr), submitted_ms=proposal.ts, **shared))
+    maybe_propagate_isr_changes(manager, proposal.ts)
+
+
+def maybe_propagate_isr_changes(manager: Manager, now: int) -> None:
+    """DefaultAlterPartitionManager.maybePropagateIsrChanges (AlterPartitionManager@3.9.0-rc3 L172-180): if no
+    request is in flight, every queued item goes in one request, sent at `now`."""
+    if manager.in_flight is None and manager.queue:
+        manager.in_flight = AlterPartitionRequest(
+            cluster=manager.cluster, broker=manager.broker, sent_ms=now, response_ms=None, partitions=manager.queue
+        )
+        manager.queue = []

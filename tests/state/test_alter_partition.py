@@ -1,0 +1,102 @@
+"""SPEC §4.9: ISR changes in flight. AlterPartition proposals through each broker's manager, and (3.1+, with the
+agent) a leader's own ZooKeeper write that stays in flight until the broker reports its commit.
+
+Citations are to apache/kafka 3.9.0-rc3 (`Partition` = core/src/main/scala/kafka/cluster/Partition.scala,
+`AlterPartitionManager` = core/src/main/scala/kafka/server/AlterPartitionManager.scala); the scenarios under
+tests/scenarios (09-19) restate Kafka's own tests of this path.
+"""
+
+from __future__ import annotations
+
+from isrwatch.state.alter_partition import AlterPartitionBook
+from isrwatch.state.config import Config
+from isrwatch.state.engine import PartitionEngine
+from isrwatch.state.propagation import PropagationBook
+from isrwatch.state.step import settle
+from tests.state.helpers import Run, append, fetch, kinds, lai, parse_all, state_of, tick
+
+T = 1_000_000
+LAG = 10_000
+
+
+def isr_updated(ts: int, isr_before: list[int], isr: list[int], epoch: int, kind: str, **extra) -> dict:
+    return {
+        "type": "isr_updated",
+        "ts": ts,
+        "topic": "ledger",
+        "partition": 0,
+        "broker": 1,
+        "leader": 1,
+        "isr_before": isr_before,
+        "isr": isr,
+        "partition_epoch": epoch,
+        "kind": kind,
+        "out_of_sync": [],
+        **extra,
+    }
+
+
+def ledger_0(reports_writes: bool) -> list[dict]:
+    """ledger-0 on the 3.9 lab (ZooKeeper mode, IBP 2.6), led by broker 1, during two overlapping stalls: 2 was
+    shrunk earlier (the broker reported that write), 3 is stalled; 2 catches up and is expanded back in the same
+    millisecond as broker 1's isr-expiration run, which starts after the fetch."""
+    at = {"topic": "ledger", "broker": 1}
+    events = [
+        tick(T - 1, "isr-expiration", broker=1, kafka_version="3.9.2"),
+        lai(T, 1, [1, 3], [1, 2, 3], 0, leader_leo=100, hw=100, partition_epoch=4, **at),
+        fetch(T + 100, 3, 100, 100, **at),  # 3's last fetch: it stalls
+        append(T + 200, 200, **at),
+        fetch(T + 15_000, 2, 100, 200, **at),  # 2 at the HW, behind the leader: expanded back at once
+        tick(T + 15_000, "isr-expiration", broker=1),  # the same millisecond, after the fetch
+        tick(T + 20_000, "isr-expiration", broker=1),
+    ]
+    if reports_writes:
+        # The broker reported an earlier write of this partition (2's shrink) and, 57 ms later, this expand's commit.
+        events.insert(2, isr_updated(T + 50, [1, 2, 3], [1, 3], 4, "shrink"))
+        events.insert(6, isr_updated(T + 15_057, [1, 3], [1, 2, 3], 5, "expand"))
+    return events
+
+
+def test_a_3x_write_stays_in_flight_until_the_broker_reports_its_commit(run: Run) -> None:
+    """The ledger-0 case: Kafka 3.9 skips a partition whose write is in flight (Partition L1245, L1309-1312
+    `if (!current.isInflight)`); the model, which took the write as instantaneous, shrank [1,2,3] to [1] in the
+    same run, a shrink the broker made only 57 s later. Now the expand is pending until `isr_updated` commits it,
+    the run at 15000 skips the partition, and the next run decides on the committed ISR."""
+    outcome = run(ledger_0(reports_writes=True), replica_lag_time_max_ms=LAG, isr_expiration_interval_ms=0)
+    decided = [(d["ts"] - T, d["kind"], d["isr_after"]) for d in outcome.decisions if d["kind"] != "leader_and_isr"]
+    assert decided == [(15_000, "expand", [1, 2, 3]), (20_000, "shrink", [1])]  # none at 15000
+    assert outcome.decisions[-1]["isr_before"] == [1, 2, 3]  # decided on the ISR the broker committed at 15057
+    state = state_of(outcome, "ledger")
+    assert (state["isr"], state["partition_epoch"], state["isr_state"]) == ([1, 2, 3], 5, "pending_shrink")
+
+
+def test_without_the_brokers_report_a_write_takes_no_time(run: Run) -> None:
+    """Without the agent's `isr_updated` the model cannot know when a write commits: it stays instantaneous, as in
+    every ZooKeeper-mode rule set (the run at 15000 shrinks the ISR the expand just wrote)."""
+    outcome = run(ledger_0(reports_writes=False), replica_lag_time_max_ms=LAG, isr_expiration_interval_ms=0)
+    assert [k for _, k in kinds(outcome)][1:] == ["expand", "shrink"]
+    shrink = outcome.decisions[-1]
+    assert (shrink["ts"] - T, shrink["isr_before"], shrink["isr_after"]) == (15_000, [1, 2, 3], [1])
+    assert "isr_state" not in state_of(outcome, "ledger")  # ZooKeeper-mode records keep their keys
+
+
+AP = {"replica_lag_time_max_ms": LAG, "kafka_version": "3.9.2", "isr_protocol": "alter_partition"}
+
+
+def test_the_broker_record_shows_its_queue_and_the_request_in_flight_with_its_age() -> None:
+    """DefaultAlterPartitionManager (AlterPartitionManager L142-180): one request in flight, the rest queued."""
+    config = Config(**AP, isr_expiration_interval_ms=0)
+    engine = PartitionEngine(config)
+    engine.add(
+        parse_all(
+            [lai(T, 1, [1], [1, 2], 0, leader_leo=10, hw=10, partition=p) for p in range(2)]
+            + [fetch(T + 100, 2, 10, 10, partition=0), fetch(T + 300, 2, 10, 10, partition=1)]
+        )
+    )
+    settled = settle(PropagationBook(config), [engine.advance(T + 1001)], T + 1001, managers=AlterPartitionBook())
+    (broker,) = settled.brokers
+    assert broker.in_flight is not None and broker.in_flight.sent_ms == T + 100
+    assert [i.partition for i in broker.in_flight.partitions] == [0]
+    assert [(i.partition, i.proposed_isr, i.submitted_ms) for i in broker.queue or []] == [(1, [1, 2], T + 300)]
+    assert broker.in_flight_age_ms == 900
+    assert settled.alter_partitions == []
