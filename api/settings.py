@@ -6,7 +6,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 TOKEN_ENV = "ISRWATCH_API_TOKEN"
-STATIC_DIR = Path(__file__).parent / "static"
+# Resolved: an editable install links each file, and the static files server refuses links that leave its directory.
+STATIC_DIR = Path(__file__).resolve().parent / "static"
 
 
 @dataclass(frozen=True)
