@@ -331,7 +331,9 @@ class Reader(Database):
         sums = ", ".join(f"SUM({flag})" for flag in PARTITION_FLAGS)
         return [
             (c, *map(int, rest))
-            for c, *rest in self._rows(f"SELECT cluster, COUNT(*), {sums} FROM partitions GROUP BY cluster ORDER BY cluster")
+            for c, *rest in self._rows(
+                f"SELECT cluster, COUNT(*), {sums} FROM partitions GROUP BY cluster ORDER BY cluster"
+            )
         ]
 
     def pending_by_leader(self) -> list[tuple[str, int, int, int | None]]:

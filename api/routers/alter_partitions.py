@@ -21,9 +21,7 @@ class AlterPartitionFilters(BaseModel):
     """Which requests: where, from which leader, carrying which partition, answered since when."""
 
     cluster: ClusterQ = None
-    broker: Annotated[int | None, Query(ge=0, le=MAX_ID, description="the leader broker that sent the request")] = (
-        None
-    )
+    broker: Annotated[int | None, Query(ge=0, le=MAX_ID, description="the leader broker that sent the request")] = None
     topic: Annotated[
         str | None,
         Query(

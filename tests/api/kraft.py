@@ -68,7 +68,14 @@ def _answer(ts: int, partition: int, error: str | None = None) -> dict:
 
 
 def _registration(ts: int, fenced: bool) -> dict:
-    return {"type": "broker_registration", "ts": ts, "id": 1, "epoch": 7, "fenced": fenced, "in_controlled_shutdown": False}
+    return {
+        "type": "broker_registration",
+        "ts": ts,
+        "id": 1,
+        "epoch": 7,
+        "fenced": fenced,
+        "in_controlled_shutdown": False,
+    }
 
 
 def kraft_events() -> list[dict]:
