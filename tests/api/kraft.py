@@ -108,7 +108,7 @@ def kraft_lines() -> list[bytes]:
 
 def settings_args() -> list[str]:
     """The replay's `--set` arguments for this cluster's settings."""
-    return [arg for key, value in SETTINGS.items() for arg in ("--set", f"{key}={value}")]
+    return [arg for key, value in SETTINGS.items() for arg in ("--set", f"{key}={json.dumps(value)}")]
 
 
 def write_events(path: Path) -> Path:
