@@ -12,7 +12,7 @@ from isrwatch.state.events import MAX_ID, TOPIC_MAX_LENGTH, TOPIC_PATTERN
 from ..deps import data_router
 from ..listing import list_route
 from ..models import AlterPartitionPage
-from ..params import BrokerQ, ClusterQ, SinceQ
+from ..params import ClusterQ, SinceQ
 
 router = data_router("/v1", "alter-partitions")
 
