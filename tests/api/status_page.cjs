@@ -76,6 +76,9 @@ function tableRows(selector) {
         divergences: rows("#divergences"),
         stream: rows("#stream"),
         brokers: rows("#brokers"),
+        alterPartitionShown: !document.getElementById("alter-partition").hidden,
+        isrPending: rows("#isr-pending"),
+        alterPartitionBrokers: rows("#alter-partition-brokers"),
       };
     }, tableRows.toString());
     await page.check("#problems-only");
