@@ -246,17 +246,8 @@ class Cluster:
                     "partition_epoch": item.partition_epoch + 1,
                 }
             )
-            self._emit(
-                AlterPartitionResponse(
-                    ts=ts,
-                    cluster=self.config.cluster,
-                    topic=item.topic,
-                    partition=item.partition,
-                    broker=request.broker,
-                    error=error,
-                    **committed,
-                )
-            )
+            answer = {"topic": item.topic, "partition": item.partition, "broker": request.broker, "error": error}
+            self._emit(AlterPartitionResponse(ts=ts, cluster=self.config.cluster, **answer, **committed))
 
     def _wake(self, ts: int, _: Any) -> None:
         """Nothing to do: being due makes the loop drive the leaders at `ts` (see `_advance_leaders`)."""

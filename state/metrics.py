@@ -51,6 +51,11 @@ def counter(tally: str, help: str, labels: tuple[str, ...] = ()) -> Metric:
     return Metric(f"isrwatch_{tally}", Kind.COUNTER, help, labels, tally=tally)
 
 
+def histogram(tally: str, name: str, help: str, buckets: tuple[float, ...]) -> Metric:
+    """A histogram per cluster the store tallies per bucket under `tally`; exposed as `isrwatch_<name>`."""
+    return Metric(f"isrwatch_{name}", Kind.HISTOGRAM, help, ("cluster",), tally=tally, buckets=buckets)
+
+
 _FOLLOWER = ("cluster", "topic", "partition", "replica")
 _PARTITION = ("cluster", "topic", "partition")
 _BROKER = ("cluster", "broker")
@@ -140,29 +145,23 @@ IGNORED_ALTER_PARTITION_ANSWERS = counter(
 LATE_EVENTS = counter("late_events", "Events at or behind the watermark, counted and dropped")
 STREAM_INPUT_ROWS = counter("stream_input_rows", "Input rows the streaming query read")
 # Histograms, tallied per bucket by the store
-PROPAGATION_BATCH_SIZE = Metric(
-    "isrwatch_propagation_batch_size_partitions",
-    Kind.HISTOGRAM,
+PROPAGATION_BATCH_SIZE = histogram(
+    "propagation_batch_size",
+    "propagation_batch_size_partitions",
     "Partitions per ISR-change batch",
-    ("cluster",),
-    tally="propagation_batch_size",
-    buckets=(1, 2, 5, 10, 20, 50, 100, 200, 500, 1000),
+    (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000),
 )
-PROPAGATION_DELAY = Metric(
-    "isrwatch_propagation_delay_seconds",
-    Kind.HISTOGRAM,
+PROPAGATION_DELAY = histogram(
+    "propagation_delay",
+    "propagation_delay_seconds",
     "Event time from the first ISR change of a batch to the batch",
-    ("cluster",),
-    tally="propagation_delay",
-    buckets=(1, 2.5, 5, 6, 7.5, 10, 15, 30, 60, 62.5, 70, 90, 120),
+    (1, 2.5, 5, 6, 7.5, 10, 15, 30, 60, 62.5, 70, 90, 120),
 )
-ALTER_PARTITION_LATENCY = Metric(
-    "isrwatch_alter_partition_latency_seconds",
-    Kind.HISTOGRAM,
+ALTER_PARTITION_LATENCY = histogram(
+    "alter_partition_latency",
+    "alter_partition_latency_seconds",
     "Event time from an AlterPartition request's send to the answer of its last partition",
-    ("cluster",),
-    tally="alter_partition_latency",
-    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
+    (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
 )
 # Stream health, from the last micro-batch
 STREAM_BATCH_DURATION = gauge("stream_batch_duration_seconds", "Duration of the last micro-batch")

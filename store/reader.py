@@ -199,17 +199,14 @@ class Reader(Database):
         return self._newest_first(Propagation, "propagations", where, params, after, limit)
 
     def alter_partitions(
-        self,
-        *,
-        cluster: str | None = None,
-        broker: int | None = None,
-        topic: str | None = None,
-        partition: int | None = None,
-        since: int | None = None,
-        after: Key | None = None,
-        limit: int = 100,
+        self, *, since: int | None = None, after: Key | None = None, limit: int = 100, **equal: Any
     ) -> Page[AlterPartitionRequest]:
-        """AlterPartition requests newest answer first; `topic` (and `partition`) match a request that carried it."""
+        """AlterPartition requests newest answer first, filtered by `cluster`, `broker` (the request's) and `topic`,
+        `partition` (a partition it carried); None filters on nothing."""
+        unknown = sorted(set(equal) - {"cluster", "broker", "topic", "partition"})
+        if unknown:
+            raise TypeError(f"alter_partitions has no filter {', '.join(unknown)}")
+        cluster, broker, topic, partition = (equal.get(k) for k in ("cluster", "broker", "topic", "partition"))
         where, params = _event_filters(("d.cluster", cluster), ("d.broker", broker), since=since)
         if topic is not None or partition is not None:
             items, item_params = _equal(("i.topic", topic), ("i.partition", partition))

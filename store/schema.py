@@ -93,14 +93,14 @@ CREATE TABLE IF NOT EXISTS divergences (
 CREATE INDEX IF NOT EXISTS divergences_time ON divergences (ts, batch_id, seq);
 CREATE INDEX IF NOT EXISTS divergences_partition ON divergences (cluster, topic, partition, ts, batch_id, seq);
 CREATE INDEX IF NOT EXISTS divergences_kind ON divergences (kind, ts, batch_id, seq);
-CREATE TABLE IF NOT EXISTS alter_partitions (
-    batch_id BIGINT NOT NULL, seq INTEGER NOT NULL, ts BIGINT NOT NULL, cluster TEXT NOT NULL,
-    broker INTEGER NOT NULL, sent_ms BIGINT NOT NULL, record TEXT NOT NULL, PRIMARY KEY (batch_id, seq));
+-- AlterPartition requests (ts: the answer of the last partition) and, per partition carried, its outcome.
+CREATE TABLE IF NOT EXISTS alter_partitions (batch_id BIGINT NOT NULL, seq INTEGER NOT NULL, ts BIGINT NOT NULL,
+    cluster TEXT NOT NULL, broker INTEGER NOT NULL, record TEXT NOT NULL, PRIMARY KEY (batch_id, seq));
+CREATE TABLE IF NOT EXISTS alter_partition_items (batch_id BIGINT NOT NULL, seq INTEGER NOT NULL,
+    topic TEXT NOT NULL, partition INTEGER NOT NULL, outcome TEXT NOT NULL,
+    PRIMARY KEY (batch_id, seq, topic, partition));
 CREATE INDEX IF NOT EXISTS alter_partitions_time ON alter_partitions (ts, batch_id, seq);
 CREATE INDEX IF NOT EXISTS alter_partitions_broker ON alter_partitions (broker, cluster, ts, batch_id, seq);
-CREATE TABLE IF NOT EXISTS alter_partition_items (
-    batch_id BIGINT NOT NULL, seq INTEGER NOT NULL, topic TEXT NOT NULL, partition INTEGER NOT NULL,
-    outcome TEXT NOT NULL, PRIMARY KEY (batch_id, seq, topic, partition));
 CREATE TABLE IF NOT EXISTS dead_letters (
     batch_id BIGINT NOT NULL, seq INTEGER NOT NULL, ts BIGINT, reason TEXT NOT NULL, field TEXT,
     raw {blob} NOT NULL, PRIMARY KEY (batch_id, seq));

@@ -131,9 +131,9 @@ class Writer(Database):
             insert(
                 cur,
                 "alter_partitions",
-                ("batch_id", "seq", "ts", "cluster", "broker", "sent_ms", "record"),
+                ("batch_id", "seq", "ts", "cluster", "broker", "record"),
                 [
-                    (batch_id, seq, r.response_ms, r.cluster, r.broker, r.sent_ms, _encode(r).decode())
+                    (batch_id, seq, r.response_ms, r.cluster, r.broker, _encode(r).decode())
                     for seq, r in enumerate(requests)
                 ],
             )

@@ -7,12 +7,12 @@ from typing import Annotated
 from fastapi import Query
 from pydantic import BaseModel
 
-from isrwatch.state.events import MAX_ID, TOPIC_MAX_LENGTH, TOPIC_PATTERN
+from isrwatch.state.events import MAX_ID
 
 from ..deps import data_router
 from ..listing import list_route
 from ..models import AlterPartitionPage
-from ..params import ClusterQ, SinceQ
+from ..params import CarryingTopicQ, ClusterQ, SinceQ
 
 router = data_router("/v1", "alter-partitions")
 
@@ -22,15 +22,7 @@ class AlterPartitionFilters(BaseModel):
 
     cluster: ClusterQ = None
     broker: Annotated[int | None, Query(ge=0, le=MAX_ID, description="the leader broker that sent the request")] = None
-    topic: Annotated[
-        str | None,
-        Query(
-            min_length=1,
-            max_length=TOPIC_MAX_LENGTH,
-            pattern=TOPIC_PATTERN,
-            description="requests carrying a partition of it",
-        ),
-    ] = None
+    topic: CarryingTopicQ = None
     partition: Annotated[int | None, Query(ge=0, le=MAX_ID, description="requests carrying this partition")] = None
     since: SinceQ = None
 
