@@ -16,13 +16,15 @@ from isrwatch.store import open_store
 from . import errors
 from .metrics import registry_for
 from .params import JSON
-from .routers import audit, brokers, health, history, metrics, partitions
+from .routers import alter_partitions, audit, brokers, health, history, metrics, partitions
 from .settings import Settings
 
 DESCRIPTION = """Read-only view of what isrwatch's streaming job (or a replay) wrote to its store: every
 partition's leader, ISR, high watermark and follower lag as the leader sees it, the ISR decisions,
 the ISR-change batches each leader broker propagated, and Prometheus metrics. With isrwatch-agent input
 also what each broker did (`/v1/observed`) and where the model and a broker disagreed (`/v1/divergences`).
+Leaders that propose their ISR changes with AlterPartition show each request and its outcome
+(`/v1/alter-partitions`), each partition's pending ISR change and each broker's queue and request in flight.
 
 Times ending in `_ms` are event time (epoch ms). "How long ago" values are measured from the
 store's settled watermark (`as_of_ms`), never the wall clock. Lists are paginated with
@@ -55,7 +57,7 @@ def create_app(store_url: str, settings: Settings | None = None, **overrides: An
     app.state.settings = settings
     app.state.registry = registry_for(store, settings)
     errors.install(app)
-    for module in (partitions, brokers, history, audit, metrics, health):
+    for module in (partitions, brokers, history, alter_partitions, audit, metrics, health):
         app.include_router(module.router)
     app.mount("/static", StatusPageFiles(directory=settings.static_dir, check_dir=False), name="static")
     if settings.cors_origins:

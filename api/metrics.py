@@ -107,6 +107,27 @@ class StoreCollector(Collector):
                 since.add_metric(labels, (now_ms - b["last_propagation_ms"]) / 1000)
         yield pending
         yield since
+        yield from self._alter_partition(now)
+
+    def _alter_partition(self, now: EventTime) -> Iterator[Metric]:
+        """Each leader's uncommitted ISR changes (the oldest one's age) and its AlterPartition queue and request in
+        flight (SPEC §4.9), ages at its cluster's event time."""
+        for rows, counted, aged in (
+            (self.store.pending_by_leader(), m.BROKER_ISR_PENDING_PARTITIONS, m.BROKER_OLDEST_ISR_PENDING),
+            (
+                self.store.alter_partition_managers(),
+                m.BROKER_ALTER_PARTITION_QUEUE,
+                m.BROKER_ALTER_PARTITION_IN_FLIGHT_AGE,
+            ),
+        ):
+            count, age = _gauge(counted), _gauge(aged)
+            for cluster, broker, n, since_ms in rows:
+                labels = [cluster, str(broker)]
+                count.add_metric(labels, n)
+                now_ms = now.of(cluster)
+                if now_ms is not None and since_ms is not None:
+                    age.add_metric(labels, (now_ms - since_ms) / 1000)
+            yield from (count, age)
 
     def _tallies(self) -> Iterator[Metric]:
         counters = {

@@ -181,6 +181,15 @@ class PartitionSummary(BaseModel):
     under_min_isr: bool
     at_min_isr: bool
     shrink_predicted: bool
+    # With AlterPartition (or a 3.x ZooKeeper write in flight) and KRaft's ELR only: absent otherwise.
+    isr_state: records.IsrState | None = Field(
+        None, description="committed, pending_expand or pending_shrink (leaders that propose with AlterPartition)"
+    )
+    maximal_isr: list[int] | None = Field(None, description="the ISR the HW advances over: + a pending expand's")
+    pending_since_ms: int | None = Field(None, description="when the pending ISR change was decided")
+    time_pending_ms: int | None = Field(None, description="watermark minus pending_since_ms")
+    elr: list[int] | None = Field(None, description="Eligible Leader Replicas (KIP-966), as the leader has them")
+    last_known_elr: list[int] | None = None
 
 
 class PartitionDetail(PartitionSummary):
@@ -250,6 +259,52 @@ class PropagationPage(BaseModel):
     next_page_token: str | None
 
 
+_ALTER_PARTITION_ITEM = {
+    "topic": "orders",
+    "partition": 0,
+    "kind": "expand",
+    "proposed_isr": [1, 2, 3],
+    "leader_epoch": 0,
+    "partition_epoch": 4,
+    "submitted_ms": 15000,
+    "answered_ms": 15012,
+    "error": None,
+    "committed_isr": [1, 2, 3],
+    "committed_partition_epoch": 5,
+}
+_ALTER_PARTITION_REQUEST = {
+    "cluster": "default",
+    "broker": 1,
+    "sent_ms": 15000,
+    "response_ms": 15012,
+    "partitions": [_ALTER_PARTITION_ITEM],
+}
+AlterPartitionItem = _from_struct(
+    records.AlterPartitionItem,
+    _ALTER_PARTITION_ITEM,
+    described={
+        "proposed_isr": "the ISR the leader proposed",
+        "partition_epoch": "the partition epoch the proposal is based on",
+        "submitted_ms": "when the leader decided and queued it",
+        "answered_ms": "when the leader handled its answer (null: not answered yet)",
+        "error": "Kafka's Errors name, or null when committed",
+        "committed_isr": "the ISR the controller committed (null on an error)",
+    },
+)
+AlterPartitionRequest = _from_struct(
+    records.AlterPartitionRequest,
+    _ALTER_PARTITION_REQUEST,
+    "A SPEC §5 alter_partitions record: one AlterPartition request a leader broker sent, each partition's outcome.",
+    {"response_ms": "when its last partition's answer came (null: in flight)"},
+)
+
+
+class AlterPartitionPage(BaseModel):
+    model_config = _example({"alter_partitions": [_ALTER_PARTITION_REQUEST], "next_page_token": None})
+    alter_partitions: list[AlterPartitionRequest]
+    next_page_token: str | None
+
+
 class DeadLetter(BaseModel):
     raw: str
     reason: str
@@ -279,6 +334,10 @@ class BrokerSummary(BaseModel):
     last_isr_change_ms: int | None
     last_propagation_ms: int | None
     time_since_last_propagation_ms: int | None = Field(description="watermark minus last_propagation_ms")
+    # A broker that proposes with AlterPartition only: absent otherwise.
+    queue_size: int | None = Field(None, description="proposals in its AlterPartition queue, not yet sent")
+    in_flight_partitions: int | None = Field(None, description="partitions of its request in flight (null: none)")
+    in_flight_age_ms: int | None = Field(None, description="watermark minus the in-flight request's sent_ms")
 
 
 class BrokerList(BaseModel):
@@ -316,6 +375,8 @@ class BrokerDetail(BrokerSummary):
             "as_of_ms": 25001,
         }
     )
+    queue: list[AlterPartitionItem] | None = Field(None, description="its AlterPartition queue, oldest first")
+    in_flight: AlterPartitionRequest | None = Field(None, description="its AlterPartition request in flight")
     pending_isr_changes: list[TopicPartition]
     first_change_ts: int | None
     out_of_sync_followers: list[OutOfSyncReplica] = Field(description="the first 100, by topic and partition")

@@ -35,6 +35,13 @@ ClusterQ = Annotated[
     ),
 ]
 TopicQ = Annotated[str | None, Query(min_length=1, max_length=TOPIC_MAX_LENGTH, pattern=TOPIC_PATTERN)]
+# A history whose records carry several partitions (batches, requests): those carrying one of the topic's.
+CarryingTopicQ = Annotated[
+    str | None,
+    Query(
+        min_length=1, max_length=TOPIC_MAX_LENGTH, pattern=TOPIC_PATTERN, description="those carrying a partition of it"
+    ),
+]
 BrokerQ = Annotated[int | None, Query(ge=0, le=MAX_ID, description="broker id")]
 SinceQ = Annotated[int | None, Query(ge=0, le=MAX_MS, description="only records with ts >= since (epoch ms)")]
 TopicP = Annotated[str, Path(min_length=1, max_length=TOPIC_MAX_LENGTH, pattern=TOPIC_PATTERN)]

@@ -19,9 +19,27 @@ def _predicted(f: FollowerRecord, now_ms: int | None, window_ms: int | None) -> 
     return shrink_predicted(f.shrink_eligible_at_ms, f.last_caught_up_ms, now_ms, window_ms)
 
 
+def _isr_change(record: PartitionRecord, now_ms: int | None) -> dict:
+    """The ISR-change state (SPEC §4.9) and ELR, only where the record has them: ZooKeeper-mode answers keep their
+    keys."""
+    shown: dict[str, Any] = {}
+    if record.isr_state is not None:
+        shown.update(
+            isr_state=record.isr_state,
+            maximal_isr=record.maximal_isr,
+            pending_since_ms=record.pending_since_ms,
+            time_pending_ms=_since(now_ms, record.pending_since_ms),
+        )
+    if record.elr is not None:
+        shown["elr"] = record.elr
+    if record.last_known_elr is not None:
+        shown["last_known_elr"] = record.last_known_elr
+    return shown
+
+
 def partition_summary(record: PartitionRecord, now: EventTime, window_ms: int | None) -> dict:
     """Cruise Control's partition state shape plus the SPEC §5 health flags and the shrink outlook, judged at the
-    partition's cluster's event time."""
+    partition's cluster's event time; with AlterPartition also the ISR-change state."""
     now_ms = now.of(record.cluster)
     members = set(record.isr)
     return {
@@ -40,6 +58,7 @@ def partition_summary(record: PartitionRecord, now: EventTime, window_ms: int | 
         "under_min_isr": record.under_min_isr,
         "at_min_isr": record.at_min_isr,
         "shrink_predicted": any(_predicted(f, now_ms, window_ms) for f in record.followers),
+        **_isr_change(record, now_ms),
     }
 
 
@@ -65,6 +84,18 @@ def partition_detail(record: PartitionRecord, now: EventTime, window_ms: int | N
     }
 
 
+def _alter_partition(broker: Mapping[str, Any], now_ms: int | None) -> dict:
+    """A broker's AlterPartition manager in short (SPEC §4.9), only for a broker that proposes with it."""
+    if broker.get("queue") is None:
+        return {}
+    in_flight = broker["in_flight"]
+    return {
+        "queue_size": len(broker["queue"]),
+        "in_flight_partitions": None if in_flight is None else len(in_flight["partitions"]),
+        "in_flight_age_ms": None if in_flight is None else _since(now_ms, in_flight["sent_ms"]),
+    }
+
+
 def broker_summary(broker: Mapping[str, Any], now: EventTime) -> dict:
     now_ms = now.of(broker["cluster"])
     return {
@@ -77,16 +108,20 @@ def broker_summary(broker: Mapping[str, Any], now: EventTime) -> dict:
         "last_isr_change_ms": broker["last_isr_change_ms"],
         "last_propagation_ms": broker["last_propagation_ms"],
         "time_since_last_propagation_ms": _since(now_ms, broker["last_propagation_ms"]),
+        **_alter_partition(broker, now_ms),
     }
 
 
 def broker_detail(
     broker: Mapping[str, Any], out_of_sync: list[dict], recent_batches: list[Propagation], now: EventTime
 ) -> dict:
-    """A broker's replica duties, its pending ISR-change set and its recent batches."""
+    """A broker's replica duties, its pending ISR-change set and its recent batches; with AlterPartition its queue and
+    the request in flight."""
     now_ms = now.of(broker["cluster"])
+    manager = {} if broker.get("queue") is None else {"queue": broker["queue"], "in_flight": broker["in_flight"]}
     return {
         **broker_summary(broker, now),
+        **manager,
         "pending_isr_changes": broker["pending"],
         "first_change_ts": broker["first_change_ts"],
         "out_of_sync_followers": [

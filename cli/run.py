@@ -89,8 +89,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     rn.add_argument(
         "--kafka-output",
         metavar="BOOTSTRAP",
-        help="also send decisions and propagation batches as JSON to Kafka topics "
-        "isrwatch.decisions (key cluster/topic/partition) and isrwatch.propagations "
+        help="also send decisions, propagation batches and AlterPartition requests as JSON to Kafka topics "
+        "isrwatch.decisions (key cluster/topic/partition), isrwatch.propagations and isrwatch.alter-partitions "
         "(key cluster/broker); at least once, with headers isrwatch-batch and isrwatch-seq to drop repeats by",
     )
     rn.add_argument(

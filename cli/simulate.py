@@ -19,7 +19,7 @@ from isrwatch.sim.faults import FAULT_HELP, SCENARIOS, Fault, fault_from_dict, p
 from isrwatch.sim.model import simulate_events, with_scenario
 from isrwatch.sim.pacing import Pacer, run
 from isrwatch.sim.sinks import DirectorySink, KafkaSink, Sink, StreamSink
-from isrwatch.state.config import Config, ConfigError
+from isrwatch.state.config import ALTER_PARTITION, ISR_PROTOCOLS, Config, ConfigError
 from isrwatch.state.events import DEFAULT_CLUSTER
 from isrwatch.streaming.producer import JsonProducer
 
@@ -82,6 +82,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="TIME",
         help="mean time between two producer batches of a partition (default 200ms)",
     )
+    p.add_argument(
+        "--isr-protocol",
+        choices=ISR_PROTOCOLS,
+        help="how the leaders write their ISR: zookeeper (the default) or alter_partition (KIP-497: a proposal to "
+        "the controller, answered after --controller-latency; the Kafka version defaults to 3.9 then)",
+    )
+    p.add_argument(
+        "--controller-latency",
+        default="20ms",
+        metavar="TIME",
+        help="with alter_partition: how long the controller takes to answer a request (default 20ms)",
+    )
     add_config_arguments(
         p,
         "the brokers' replica settings (SPEC §2 keys)",
@@ -121,6 +133,7 @@ def build(args: argparse.Namespace, config: Config) -> tuple[SimConfig, list[Fau
     topics = tuple(TopicSpec.parse(t) for t in args.topic)
     if not any(s.startswith("schedule_origin_ms=") for s in args.set):
         config = config.with_overrides([f"schedule_origin_ms={start}"])
+    config = with_isr_protocol(config, args.isr_protocol, args.set)
     sim = SimConfig(
         brokers=args.brokers,
         topics=topics or DEFAULT_TOPICS,
@@ -129,6 +142,7 @@ def build(args: argparse.Namespace, config: Config) -> tuple[SimConfig, list[Fau
         duration_ms=DEFAULT_DURATION_MS,
         kafka=config,
         append_interval_ms=max(1, parse_duration(args.append_interval, "--append-interval")),
+        alter_partition_latency_ms=max(1, parse_duration(args.controller_latency, "--controller-latency")),
     )
     faults: list[Fault] = []
     if args.scenario:
@@ -144,6 +158,20 @@ def build(args: argparse.Namespace, config: Config) -> tuple[SimConfig, list[Fau
     if args.duration is not None:
         sim = replace(sim, duration_ms=parse_duration(args.duration, "--duration") or None)
     return sim, faults
+
+
+def with_isr_protocol(config: Config, protocol: str | None, sets: list[str]) -> Config:
+    """`config` with the brokers' ISR protocol; AlterPartition came in 2.7, so its Kafka version defaults to 3.9."""
+    if protocol is None:
+        return config
+    if protocol == ALTER_PARTITION and not any(s.startswith("kafka_version=") for s in sets):
+        return replace(config, kafka_version="3.9", isr_protocol=protocol)
+    return config.for_broker(config.kafka_version, protocol)
+
+
+def judge_protocol(kafka: Config) -> str:
+    """The `--set` options that judge AlterPartition leaders with their Kafka version and protocol."""
+    return f" --set kafka_version='\"{kafka.kafka_version}\"' --set isr_protocol='\"{kafka.isr_protocol}\"'"
 
 
 def open_sink(args: argparse.Namespace) -> Sink:
@@ -163,7 +191,8 @@ def main(args: argparse.Namespace) -> int:
         f"isrwatch: simulating {sim.brokers} brokers, {sum(t.partitions for t in sim.topics)} partitions from "
         f"ts {sim.start_ms} for {'ever' if sim.duration_ms is None else f'{sim.duration_ms / 1000:g} s'}"
         f"{''.join(f'; {f}' for f in faults)}. Judge it with --set replica_lag_time_max_ms="
-        f"{k.replica_lag_time_max_ms} --set schedule_origin_ms={k.schedule_origin_ms}",
+        f"{k.replica_lag_time_max_ms} --set schedule_origin_ms={k.schedule_origin_ms}"
+        + (judge_protocol(k) if k.alter_partition else ""),
         file=sys.stderr,
         flush=True,
     )

@@ -41,7 +41,7 @@ MONITOR_ID = 100
 CLUSTER_NAME = "lab"
 EVENTS_TOPIC = "isrwatch.events"
 # isrwatch's own traffic, on the monitor broker: the agent's events and `isrwatch run --kafka-output`'s topics.
-MONITOR_TOPICS = {EVENTS_TOPIC: 3, "isrwatch.decisions": 3, "isrwatch.propagations": 3}
+MONITOR_TOPICS = {EVENTS_TOPIC: 3, "isrwatch.decisions": 3, "isrwatch.propagations": 3, "isrwatch.alter-partitions": 3}
 INTER_BROKER_PROTOCOL_VERSION = "2.6"  # below 2.7-IV2: the ZooKeeper ISR writer and its throttled propagation
 ZOOKEEPER_SESSION_TIMEOUT_MS = 18_000  # Kafka 3.9's default zookeeper.session.timeout.ms
 REPLICA_FETCH_WAIT_MAX_MS = 500  # Kafka's default; replica.lag.time.max.ms may not be smaller

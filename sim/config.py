@@ -44,6 +44,8 @@ class SimConfig:
     append_interval_ms: int = 200  # mean time between two producer batches of one partition
     records_per_append: int = 20  # mean records per producer batch
     zookeeper_session_timeout_ms: int = 6000  # how long the controller takes to notice a crashed broker
+    # With AlterPartition (kafka.isr_protocol): how long the controller takes to answer a leader's request.
+    alter_partition_latency_ms: int = 20
 
     def __post_init__(self) -> None:
         if self.brokers < 1:
@@ -59,7 +61,13 @@ class SimConfig:
                 raise ConfigError(f"topic {t.name}: replication factor must be 1..{self.brokers} (brokers)")
         if len({t.name for t in self.topics}) != len(self.topics):
             raise ConfigError("topics: names must be distinct")
-        for name in ("replica_fetch_wait_max_ms", "fetch_rtt_ms", "append_interval_ms", "records_per_append"):
+        for name in (
+            "replica_fetch_wait_max_ms",
+            "fetch_rtt_ms",
+            "append_interval_ms",
+            "records_per_append",
+            "alter_partition_latency_ms",
+        ):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name}: must be >= 1")
         if self.duration_ms is not None and self.duration_ms < 0:

@@ -18,6 +18,8 @@ _FAULT_KEYS: dict[str, tuple[set[str], set[str]]] = {
     "failover": ({"start"}, {"to", "stale"}),
     "burst": ({"broker", "start", "end"}, {"resume"}),
     "elect": ({"start"}, set()),
+    "stuck-controller": ({"broker", "start"}, {"end"}),
+    "fence": ({"broker", "start"}, {"end", "notice"}),
 }
 
 FAULT_HELP = """faults (--fault KIND:KEY=VALUE:..., repeatable; times from the start: 30s, 1.5m, 500ms, bare = s):
@@ -32,6 +34,15 @@ FAULT_HELP = """faults (--fault KIND:KEY=VALUE:..., repeatable; times from the s
                                      B's followers stall one after another, each for longer than
                                      the lag, then fetch for `resume`: a stream of shrinks/expands
   elect:start=T                      preferred leader election (auto.leader.rebalance)
+with --isr-protocol alter_partition:
+  stuck-controller:broker=B:start=T[:end=T]
+                                     the controller holds B's AlterPartition answers (a stuck
+                                     channel): its request stays in flight, its queue grows; `end`
+                                     answers them
+  fence:broker=B:start=T[:end=T][:notice=1s]
+                                     the controller fences B: it answers INELIGIBLE_REPLICA to a
+                                     proposal adding B; the leaders learn of it `notice` later
+                                     (broker_registration) and stop proposing B until `end`
 """
 
 
@@ -48,6 +59,7 @@ class Fault:
     to: int | None = None  # failover: the new controller (default: the next live broker)
     stale: int = 2  # failover: requests the old controller still sends
     resume_ms: int = 5000  # burst: how long each follower fetches between two stalls
+    notice_ms: int = 1000  # fence: how long before the leaders' metadata says the broker is fenced
 
     def __str__(self) -> str:
         """The fault in the --fault language (parse_fault reads it back)."""
@@ -64,6 +76,7 @@ class Fault:
             ("to", self.to, None, str(self.to)),
             ("stale", self.stale, 2, str(self.stale)),
             ("resume", self.resume_ms, 5000, _fmt(self.resume_ms)),
+            ("notice", self.notice_ms, 1000, _fmt(self.notice_ms)),
         ):
             if key in optional and value != default:
                 text.append(f"{key}={shown}")
@@ -118,6 +131,8 @@ def fault_from_dict(raw: dict[str, Any], brokers: int | None = None) -> Fault:
         args["rtt_ms"] = max(1, parse_duration(raw["rtt"], f"{kind} rtt"))
     if "resume" in raw:
         args["resume_ms"] = max(1, parse_duration(raw["resume"], f"{kind} resume"))
+    if "notice" in raw:
+        args["notice_ms"] = parse_duration(raw["notice"], f"{kind} notice")
     for key in ("broker", "to"):
         if key in args and brokers is not None and not 1 <= args[key] <= brokers:
             raise ConfigError(f"{kind} {key}={args[key]}: brokers are 1..{brokers}")

@@ -10,6 +10,14 @@ times relative to the start (`faults.parse_fault`, `faults.scenario`).
 
 The controller must send the ISR the leader last wrote to ZooKeeper, so the simulated leaders keep
 their ISR with isrwatch's own engine (isrwatch.state.engine), fed with exactly the events emitted.
+
+With AlterPartition (`kafka.isr_protocol`, SPEC §4.9) the leaders propose their ISR changes through the engine's
+own per-broker managers (isrwatch.state.alter_partition: one request in flight, the rest queued), and the
+controller answers each request `alter_partition_latency_ms` after it was sent: at least, since the simulator
+takes a request at its next event (the next millisecond that has one; a request sent at an answer, one millisecond
+later). A fault holds the answers (a stuck controller channel) or refuses a proposal adding a fenced broker
+(INELIGIBLE_REPLICA). Every broker registers at the start (`broker_registration`), and again when fenced or
+unfenced.
 """
 
 from __future__ import annotations
@@ -22,10 +30,20 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from typing import Any
 
+from isrwatch.state.alter_partition import AlterPartitionBook
 from isrwatch.state.config import ConfigError
 from isrwatch.state.engine import PartitionEngine
-from isrwatch.state.events import Append, Event, Fetch, LeaderAndIsr, event_to_dict
+from isrwatch.state.events import (
+    AlterPartitionResponse,
+    Append,
+    BrokerRegistration,
+    Event,
+    Fetch,
+    LeaderAndIsr,
+    event_to_dict,
+)
 from isrwatch.state.partition import Partition
+from isrwatch.state.records import AlterPartitionRequest, DecisionKind
 from isrwatch.state.schedule import INF
 
 from .config import SimConfig
@@ -35,6 +53,9 @@ _APPEND, _FETCH, _ACTION = 0, 1, 2
 # Heap entries: (ts, phase, n, kind, part, replica, generation, action). Controller and fault actions
 # (phase 0) run before the producer and fetcher activity of the same millisecond (phase 1).
 _PHASE_ACTION, _PHASE_TRAFFIC = 0, 1
+# Faults of the AlterPartition path: they need leaders that propose with it.
+_ALTER_PARTITION_FAULTS = ("stuck-controller", "fence")
+ALTER = "alter_partition"
 
 
 class _Part:
@@ -109,11 +130,19 @@ class Cluster:
         faults = list(faults)
         # The leaders' replica managers: the ISR each leader keeps, as the controller reads it from ZooKeeper.
         # Only controller actions read it, so a script without them does not pay for it.
+        self.alter_partition = config.kafka.alter_partition
         self.leaders = (
             PartitionEngine(config.kafka, emit_propagation_ticks=False)
-            if any(f.kind in ("crash", "failover", "elect") for f in faults)
+            if self.alter_partition or any(f.kind in ("crash", "failover", "elect") for f in faults)
             else None
         )
+        # AlterPartition: the leaders' managers as the engine drives them, the requests the controller has taken,
+        # the brokers whose answers it holds (with the requests held), the brokers it has fenced.
+        self.managers = AlterPartitionBook()
+        self.driven_until = -INF
+        self.taken: set[tuple[int, int]] = set()  # (broker, sent_ms): a broker sends one request per millisecond
+        self.held: dict[int, list[AlterPartitionRequest]] = {}
+        self.fenced: set[int] = set()
         self.unapplied: list[Event] = []
         self.heap: list[tuple] = []
         self.counter = itertools.count()
@@ -126,6 +155,8 @@ class Cluster:
                 self._at(self.t0 + fault.end_ms, self._fault_end, fault)
 
     def _validate(self, fault: Fault) -> None:
+        if fault.kind in _ALTER_PARTITION_FAULTS and not self.alter_partition:
+            raise ConfigError(f"{fault}: needs leaders that propose with AlterPartition (--isr-protocol {ALTER})")
         for b in (fault.broker, fault.to):
             if b is not None and b not in self.alive:
                 raise ConfigError(f"{fault}: broker {b} does not exist (brokers are 1..{self.config.brokers})")
@@ -167,11 +198,72 @@ class Cluster:
     def _leader_view(self, p: _Part, now: int) -> Partition:
         """The leader's current replica state (ISR, zkVersion) with every event before `now` applied."""
         assert self.leaders is not None, "only controller actions read the leaders' state"
+        self._advance_leaders(now)
+        return self.leaders.partitions[p.key]
+
+    def _advance_leaders(self, now: int) -> None:
+        """Apply every emitted event before `now` to the leaders; with AlterPartition, pass their proposals and
+        answers to their managers and have the controller take each request they sent."""
+        assert self.leaders is not None
         if self.unapplied:
             self.leaders.add(self.unapplied)
             self.unapplied.clear()
-        self.leaders.advance(now)
-        return self.leaders.partitions[p.key]
+        out = self.leaders.advance(now)
+        if not self.alter_partition or now <= self.driven_until:
+            return
+        self.driven_until = now
+        self.managers.add(out.alter_partition)
+        self.managers.advance(now)
+        for manager, _ in self.managers.managers():
+            request = manager.in_flight
+            if request is not None and (manager.broker, request.sent_ms) not in self.taken:
+                self.taken.add((manager.broker, request.sent_ms))
+                at = max(request.sent_ms + self.config.alter_partition_latency_ms, now)
+                self._at(at, self._answer_request, request)
+
+    def _answer_request(self, ts: int, request: AlterPartitionRequest) -> None:
+        """The controller's answer to each partition of a leader's request (ReplicationControlManager
+        .alterPartition): committed with the next partition epoch, INELIGIBLE_REPLICA for a proposal that adds a
+        fenced broker, FENCED_LEADER_EPOCH for a leader epoch that moved on; held while the channel is stuck."""
+        if request.broker in self.held:
+            self.held[request.broker].append(request)
+            return
+        self._at(ts + 1, self._wake)  # the leader sends its next request at once: take it in the next millisecond
+        by_key = {(p.topic, p.partition): p for p in self.parts}
+        for item in request.partitions:
+            p = by_key[(item.topic, item.partition)]
+            error = None
+            if item.leader_epoch != p.leader_epoch:
+                error = "FENCED_LEADER_EPOCH"
+            elif item.kind is DecisionKind.EXPAND and self.fenced & set(item.proposed_isr):
+                error = "INELIGIBLE_REPLICA"
+            committed = (
+                {}
+                if error is not None
+                else {
+                    "isr": item.proposed_isr,
+                    "leader_epoch": item.leader_epoch,
+                    "partition_epoch": item.partition_epoch + 1,
+                }
+            )
+            answer = {"topic": item.topic, "partition": item.partition, "broker": request.broker, "error": error}
+            self._emit(AlterPartitionResponse(ts=ts, cluster=self.config.cluster, **answer, **committed))
+
+    def _wake(self, ts: int, _: Any) -> None:
+        """Nothing to do: being due makes the loop drive the leaders at `ts` (see `_advance_leaders`)."""
+
+    def _register(self, ts: int, broker: int) -> None:
+        """The broker's registration as the leaders' metadata has it (KRaft)."""
+        self._emit(
+            BrokerRegistration(
+                ts=ts,
+                cluster=self.config.cluster,
+                id=broker,
+                epoch=1,
+                fenced=broker in self.fenced,
+                in_controlled_shutdown=False,
+            )
+        )
 
     # -- the event loop ---------------------------------------------------------------------------
 
@@ -201,10 +293,16 @@ class Cluster:
             self._push(p.next_append, _PHASE_TRAFFIC, _APPEND, p)
         end = self.end
         seq = 0
+        alter_partition = self.alter_partition
         while heap:
             ts, _phase, _n, kind, p, replica, gen, action, arg = heappop(heap)
             if ts > end:
                 break
+            if alter_partition and ts > self.driven_until:
+                self._advance_leaders(ts)
+                if heap and heap[0][:2] < (ts, _phase):  # an answer due now, before this entry
+                    heappush(heap, (ts, _phase, _n, kind, p, replica, gen, action, arg))
+                    continue
             if kind == _FETCH:
                 if gen != p.gen[replica]:
                     continue
@@ -293,9 +391,7 @@ class Cluster:
             if track:
                 unapplied.append(ev)
                 if len(unapplied) >= 65536:
-                    self.leaders.add(unapplied)
-                    self.leaders.advance(ts)
-                    unapplied.clear()
+                    self._advance_leaders(ts)
             yield ev
 
     def _blocked_until(self, p: _Part, replica: int, ts: int) -> int | None:
@@ -368,7 +464,11 @@ class Cluster:
                         self._fetch_later(p, r, ts + 10 + self._rtt())
 
     def _startup(self, ts: int, _: Any) -> None:
-        """The controller's first LeaderAndIsr: preferred leaders, every replica in sync."""
+        """The controller's first LeaderAndIsr: preferred leaders, every replica in sync (KRaft: after every
+        broker registered)."""
+        if self.alter_partition:
+            for b in self.broker_ids:
+                self._register(ts, b)
         for p in self.parts:
             self._emit(
                 LeaderAndIsr(
@@ -479,6 +579,11 @@ class Cluster:
             self._start_burst(ts, fault)
         elif fault.kind == "elect":
             self._preferred_election(ts)
+        elif fault.kind == "stuck-controller":
+            self.held.setdefault(b, [])
+        elif fault.kind == "fence":
+            self.fenced.add(b)
+            self._at(ts + fault.notice_ms, self._register_if_fenced, b)
         if b is not None:
             self._update_impaired(b, ts)
 
@@ -491,8 +596,19 @@ class Cluster:
             self._broker_startup(ts, b)
         elif fault.kind == "burst":
             self.bursts.pop(b, None)
+        elif fault.kind == "stuck-controller":
+            for request in self.held.pop(b, []):
+                self._answer_request(ts, request)
+        elif fault.kind == "fence":
+            self.fenced.discard(b)
+            self._register(ts, b)
         if b is not None:
             self._update_impaired(b, ts)
+
+    def _register_if_fenced(self, ts: int, broker: int) -> None:
+        """The leaders learn of a fence (unless it already ended)."""
+        if broker in self.fenced:
+            self._register(ts, broker)
 
     def _start_burst(self, ts: int, fault: Fault) -> None:
         """Each of the broker's follower replicas stalls in turn, evenly spread over one cycle."""

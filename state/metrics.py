@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from .records import Decision, DecisionKind, Divergence, Propagation
+from .records import AlterPartitionRequest, Decision, DecisionKind, Divergence, Propagation
 
 
 class Kind(StrEnum):
@@ -51,13 +51,19 @@ def counter(tally: str, help: str, labels: tuple[str, ...] = ()) -> Metric:
     return Metric(f"isrwatch_{tally}", Kind.COUNTER, help, labels, tally=tally)
 
 
+def histogram(tally: str, name: str, help: str, buckets: tuple[float, ...]) -> Metric:
+    """A histogram per cluster the store tallies per bucket under `tally`; exposed as `isrwatch_<name>`."""
+    return Metric(f"isrwatch_{name}", Kind.HISTOGRAM, help, ("cluster",), tally=tally, buckets=buckets)
+
+
 _FOLLOWER = ("cluster", "topic", "partition", "replica")
 _PARTITION = ("cluster", "topic", "partition")
 _BROKER = ("cluster", "broker")
 
 # Partitions
 PARTITIONS = gauge("partitions", "Partitions by state (total = all known)", ("cluster", "state"))
-PARTITION_FLAGS = ("under_replicated", "under_min_isr", "at_min_isr", "offline")  # the flag columns, in store order
+# The flag columns, in store order (isr_pending: an ISR change proposed and not committed, SPEC §4.9).
+PARTITION_FLAGS = ("under_replicated", "under_min_isr", "at_min_isr", "offline", "isr_pending")
 PARTITIONS_BY_FLAG = {
     flag: gauge(f"{flag}_partitions", f"Partitions {flag.replace('_', ' ')}", ("cluster",)) for flag in PARTITION_FLAGS
 }
@@ -83,6 +89,23 @@ BROKER_PENDING_ISR_CHANGES = gauge(
 BROKER_SECONDS_SINCE_LAST_PROPAGATION = gauge(
     "broker_seconds_since_last_propagation", "Event time since a broker's last ISR-change batch", _BROKER
 )
+# Brokers' AlterPartition path (SPEC §4.9): what each leader has pending, queued and in flight
+BROKER_ISR_PENDING_PARTITIONS = gauge(
+    "broker_isr_pending_partitions", "Partitions a leader broker leads whose ISR change is not committed yet", _BROKER
+)
+BROKER_OLDEST_ISR_PENDING = gauge(
+    "broker_oldest_isr_pending_seconds",
+    "Event time since the oldest uncommitted ISR change of a partition the broker leads was decided",
+    _BROKER,
+)
+BROKER_ALTER_PARTITION_QUEUE = gauge(
+    "broker_alter_partition_queue_size", "Proposals in a broker's AlterPartition queue, not yet sent", _BROKER
+)
+BROKER_ALTER_PARTITION_IN_FLIGHT_AGE = gauge(
+    "broker_alter_partition_in_flight_age_seconds",
+    "Event time since a broker sent its AlterPartition request still in flight (absent: none in flight)",
+    _BROKER,
+)
 # Counters, tallied by the store at write time
 ISR_SHRINKS = counter(
     "isr_shrinks", "Followers removed from an ISR, by the leader that removed them", ("cluster", "broker", "reason")
@@ -106,24 +129,40 @@ DIVERGENCES = counter(
     "(cause, SPEC §7; empty for other kinds)",
     ("cluster", "kind", "cause"),
 )
+ALTER_PARTITION_REQUESTS = counter(
+    "alter_partition_requests",
+    "AlterPartition proposals answered, one per partition of a request, by outcome (committed or Kafka's error)",
+    ("cluster", "broker", "outcome"),
+)
+FAILED_ISR_UPDATES = counter(
+    "failed_isr_updates", "ISR proposals that failed, by Kafka's error (Kafka's FailedIsrUpdatesPerSec)", ("reason",)
+)
+IGNORED_ALTER_PARTITION_RESPONSES = counter(
+    "ignored_alter_partition_responses", "AlterPartition responses no proposal of the partition awaited", ("reason",)
+)
+IGNORED_ALTER_PARTITION_ANSWERS = counter(
+    "ignored_alter_partition_answers", "Answers no AlterPartition request of the broker awaited", ("reason",)
+)
 LATE_EVENTS = counter("late_events", "Events at or behind the watermark, counted and dropped")
 STREAM_INPUT_ROWS = counter("stream_input_rows", "Input rows the streaming query read")
 # Histograms, tallied per bucket by the store
-PROPAGATION_BATCH_SIZE = Metric(
-    "isrwatch_propagation_batch_size_partitions",
-    Kind.HISTOGRAM,
+PROPAGATION_BATCH_SIZE = histogram(
+    "propagation_batch_size",
+    "propagation_batch_size_partitions",
     "Partitions per ISR-change batch",
-    ("cluster",),
-    tally="propagation_batch_size",
-    buckets=(1, 2, 5, 10, 20, 50, 100, 200, 500, 1000),
+    (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000),
 )
-PROPAGATION_DELAY = Metric(
-    "isrwatch_propagation_delay_seconds",
-    Kind.HISTOGRAM,
+PROPAGATION_DELAY = histogram(
+    "propagation_delay",
+    "propagation_delay_seconds",
     "Event time from the first ISR change of a batch to the batch",
-    ("cluster",),
-    tally="propagation_delay",
-    buckets=(1, 2.5, 5, 6, 7.5, 10, 15, 30, 60, 62.5, 70, 90, 120),
+    (1, 2.5, 5, 6, 7.5, 10, 15, 30, 60, 62.5, 70, 90, 120),
+)
+ALTER_PARTITION_LATENCY = histogram(
+    "alter_partition_latency",
+    "alter_partition_latency_seconds",
+    "Event time from an AlterPartition request's send to the answer of its last partition",
+    (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
 )
 # Stream health, from the last micro-batch
 STREAM_BATCH_DURATION = gauge("stream_batch_duration_seconds", "Duration of the last micro-batch")
@@ -149,6 +188,10 @@ CATALOGUE: tuple[Metric, ...] = (
     FOLLOWER_LAG_OFFSETS,
     BROKER_PENDING_ISR_CHANGES,
     BROKER_SECONDS_SINCE_LAST_PROPAGATION,
+    BROKER_ISR_PENDING_PARTITIONS,
+    BROKER_OLDEST_ISR_PENDING,
+    BROKER_ALTER_PARTITION_QUEUE,
+    BROKER_ALTER_PARTITION_IN_FLIGHT_AGE,
     ISR_SHRINKS,
     ISR_EXPANDS,
     DECISIONS,
@@ -158,10 +201,15 @@ CATALOGUE: tuple[Metric, ...] = (
     IGNORED_APPENDS,
     IGNORED_LEADER_AND_ISR,
     DIVERGENCES,
+    ALTER_PARTITION_REQUESTS,
+    FAILED_ISR_UPDATES,
+    IGNORED_ALTER_PARTITION_RESPONSES,
+    IGNORED_ALTER_PARTITION_ANSWERS,
     LATE_EVENTS,
     STREAM_INPUT_ROWS,
     PROPAGATION_BATCH_SIZE,
     PROPAGATION_DELAY,
+    ALTER_PARTITION_LATENCY,
     STREAM_BATCH_DURATION,
     STREAM_INPUT_ROWS_PER_SECOND,
     STREAM_STATE_ROWS,
@@ -187,12 +235,14 @@ def tallies(
     propagations: Iterable[Propagation],
     counters: Mapping[str, int],
     divergences: Iterable[Divergence] = (),
+    alter_partitions: Iterable[AlterPartitionRequest] = (),
 ) -> dict[TallyKey, float]:
     """The cumulative-counter increments one batch contributes.
 
     Counted once at write time, so /metrics never scans the decision history: shrinks per removed
     follower by its reason, expands, decisions by kind, batches by trigger, the batch-size and
-    change-to-batch delay histograms, divergences by kind and cause, plus the step's `name[.reason]` counters.
+    change-to-batch delay histograms, divergences by kind and cause, AlterPartition answers by outcome and the
+    request latency histogram, plus the step's `name[.reason]` counters.
     """
     counts: dict[TallyKey, float] = defaultdict(float)
 
@@ -206,15 +256,21 @@ def tallies(
                 add(ISR_SHRINKS.tally, broker=d.leader, cluster=d.cluster, reason=reason)
         elif d.kind is DecisionKind.EXPAND:
             add(ISR_EXPANDS.tally, broker=d.leader, cluster=d.cluster)
+    samples: list[tuple[Metric, str, float]] = []  # (histogram, cluster, value)
     for p in propagations:
         add(PROPAGATION_BATCHES.tally, broker=p.broker, cluster=p.cluster, trigger=p.trigger)
-        samples: list[tuple[Metric, float]] = [(PROPAGATION_BATCH_SIZE, len(p.partitions))]
+        samples.append((PROPAGATION_BATCH_SIZE, p.cluster, len(p.partitions)))
         if p.first_change_ts is not None:
-            samples.append((PROPAGATION_DELAY, (p.ts - p.first_change_ts) / 1000))
-        for histogram, value in samples:
-            add(f"{histogram.tally}_bucket", cluster=p.cluster, le=bucket_label(value, histogram.buckets))
-            add(f"{histogram.tally}_sum", value, cluster=p.cluster)
-            add(f"{histogram.tally}_count", cluster=p.cluster)
+            samples.append((PROPAGATION_DELAY, p.cluster, (p.ts - p.first_change_ts) / 1000))
+    for r in alter_partitions:
+        for item in r.partitions:
+            add(ALTER_PARTITION_REQUESTS.tally, broker=r.broker, cluster=r.cluster, outcome=item.error or "committed")
+        if r.response_ms is not None:
+            samples.append((ALTER_PARTITION_LATENCY, r.cluster, (r.response_ms - r.sent_ms) / 1000))
+    for histogram, cluster, value in samples:
+        add(f"{histogram.tally}_bucket", cluster=cluster, le=bucket_label(value, histogram.buckets))
+        add(f"{histogram.tally}_sum", value, cluster=cluster)
+        add(f"{histogram.tally}_count", cluster=cluster)
     for divergence in divergences:
         add(DIVERGENCES.tally, cluster=divergence.cluster, kind=divergence.kind, cause=divergence.cause or "")
     for name, value in counters.items():

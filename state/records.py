@@ -54,6 +54,7 @@ class PartitionState(StrEnum):
     UNDER_MIN_ISR = "under_min_isr"
     AT_MIN_ISR = "at_min_isr"
     OFFLINE = "offline"
+    ISR_PENDING = "isr_pending"  # an ISR change proposed or written and not yet committed (`isr_state` pending)
     SHRINK_PREDICTED = "shrink_predicted"
 
 

@@ -16,7 +16,7 @@ from typing import Any, Generic, TypeVar
 import msgspec
 
 from isrwatch.state.metrics import PARTITION_FLAGS
-from isrwatch.state.records import Decision, PartitionRecord, PartitionState, Propagation
+from isrwatch.state.records import AlterPartitionRequest, Decision, PartitionRecord, PartitionState, Propagation
 
 from .schema import PROGRESS_FIELDS, Database
 
@@ -25,6 +25,7 @@ _partition = msgspec.json.Decoder(PartitionRecord).decode
 _decoders: dict[type, Any] = {
     Decision: msgspec.json.Decoder(Decision).decode,
     Propagation: msgspec.json.Decoder(Propagation).decode,
+    AlterPartitionRequest: msgspec.json.Decoder(AlterPartitionRequest).decode,
     dict: msgspec.json.Decoder(dict[str, Any]).decode,  # observed events and divergences, as JSON objects
 }
 T = TypeVar("T")
@@ -197,6 +198,26 @@ class Reader(Database):
             params.append(topic)
         return self._newest_first(Propagation, "propagations", where, params, after, limit)
 
+    def alter_partitions(
+        self, *, since: int | None = None, after: Key | None = None, limit: int = 100, **equal: Any
+    ) -> Page[AlterPartitionRequest]:
+        """AlterPartition requests newest answer first, filtered by `cluster`, `broker` (the request's) and `topic`,
+        `partition` (a partition it carried); None filters on nothing."""
+        unknown = sorted(set(equal) - {"cluster", "broker", "topic", "partition"})
+        if unknown:
+            raise TypeError(f"alter_partitions has no filter {', '.join(unknown)}")
+        cluster, broker, topic, partition = (equal.get(k) for k in ("cluster", "broker", "topic", "partition"))
+        where, params = _event_filters(("d.cluster", cluster), ("d.broker", broker), since=since)
+        if topic is not None or partition is not None:
+            items, item_params = _equal(("i.topic", topic), ("i.partition", partition))
+            where.append(
+                "EXISTS (SELECT 1 FROM alter_partition_items i WHERE i.batch_id = d.batch_id AND i.seq = d.seq AND "
+                + " AND ".join(items)
+                + ")"
+            )
+            params.extend(item_params)
+        return self._newest_first(AlterPartitionRequest, "alter_partitions", where, params, after, limit)
+
     def observed(self, **filters: Any) -> Page[dict[str, Any]]:
         """What brokers did (the agent's `isr_updated` and `isr_change_propagated`), newest first."""
         return self._audit_table("observed", **filters)
@@ -266,19 +287,22 @@ class Reader(Database):
         return [out[k] for k in sorted(out)]
 
     def broker_propagation(self, cluster: str | None = None, broker: int | None = None) -> list[dict[str, Any]]:
-        """Each broker's pending ISR-change set and last propagation, without touching the replica rows.
+        """Each broker's pending ISR-change set and last propagation and, when it proposes with AlterPartition, its
+        `queue` and `in_flight` request, without touching the replica rows.
 
         `last_propagation_ms` falls back to its last batch in the history when the writer kept no broker
         state (a replay).
         """
         cond, params = _broker_filter(cluster, broker)
         out: dict[tuple[str, int], dict[str, Any]] = {}
-        for c, b, pending, first, last_change, last_prop in self._rows(
-            "SELECT cluster, broker, pending, first_change_ts, last_isr_change_ms, last_propagation_ms"
-            " FROM brokers" + cond,
+        for c, b, pending, first, last_change, last_prop, queue, in_flight in self._rows(
+            "SELECT cluster, broker, pending, first_change_ts, last_isr_change_ms, last_propagation_ms, queue,"
+            " in_flight FROM brokers" + cond,
             params,
         ):
             out[(c, b)] = _propagation_state(c, b, _decode(pending), first, last_change, last_prop)
+            if queue is not None:  # a broker that proposes with AlterPartition: its manager
+                out[(c, b)].update(queue=_decode(queue), in_flight=None if in_flight is None else _decode(in_flight))
         for c, b, last_prop in self._rows(
             "SELECT cluster, broker, MAX(ts) FROM propagations" + cond + " GROUP BY broker, cluster", params
         ):
@@ -299,13 +323,34 @@ class Reader(Database):
 
     # -- reads for /metrics
 
-    def partition_counts(self) -> list[tuple[str, int, int, int, int, int]]:
-        """Per cluster: (cluster, total, under_replicated, under_min_isr, at_min_isr, offline)."""
+    def partition_counts(self) -> list[tuple[int | str, ...]]:
+        """Per cluster: (cluster, total, then the count of each of `PARTITION_FLAGS` in order)."""
+        sums = ", ".join(f"SUM({flag})" for flag in PARTITION_FLAGS)
         return [
             (c, *map(int, rest))
             for c, *rest in self._rows(
-                "SELECT cluster, COUNT(*), SUM(under_replicated), SUM(under_min_isr), SUM(at_min_isr), SUM(offline)"
-                " FROM partitions GROUP BY cluster ORDER BY cluster"
+                f"SELECT cluster, COUNT(*), {sums} FROM partitions GROUP BY cluster ORDER BY cluster"
+            )
+        ]
+
+    def pending_by_leader(self) -> list[tuple[str, int, int, int | None]]:
+        """Per leader broker with uncommitted ISR changes: (cluster, broker, pending partitions, oldest
+        pending_since_ms)."""
+        return [
+            (c, int(b), int(n), oldest)
+            for c, b, n, oldest in self._rows(
+                "SELECT cluster, leader, COUNT(*), MIN(pending_since_ms) FROM partitions WHERE isr_pending = 1"
+                " AND leader IS NOT NULL GROUP BY cluster, leader ORDER BY cluster, leader"
+            )
+        ]
+
+    def alter_partition_managers(self) -> list[tuple[str, int, int, int | None]]:
+        """Per broker that proposes with AlterPartition: (cluster, broker, queued proposals, in-flight send time)."""
+        return [
+            (c, b, len(_decode(queue)), sent)
+            for c, b, queue, sent in self._rows(
+                "SELECT cluster, broker, queue, in_flight_sent_ms FROM brokers WHERE queue IS NOT NULL"
+                " ORDER BY cluster, broker"
             )
         ]
 

@@ -15,7 +15,9 @@ from pathlib import Path
 from typing import Any, Self
 from urllib.parse import urlsplit
 
-SCHEMA_VERSION = 4  # 4: divergences.cause
+SCHEMA_VERSION = (
+    5  # 4: divergences.cause; 5: AlterPartition (isr_pending, brokers' queue and in-flight request, alter_partitions)
+)
 
 
 class StoreError(RuntimeError):
@@ -32,6 +34,7 @@ CREATE TABLE IF NOT EXISTS partitions (
     cluster TEXT NOT NULL, topic TEXT NOT NULL, partition INTEGER NOT NULL, leader INTEGER,
     leader_epoch BIGINT NOT NULL, isr TEXT NOT NULL, under_replicated SMALLINT NOT NULL,
     under_min_isr SMALLINT NOT NULL, at_min_isr SMALLINT NOT NULL, offline SMALLINT NOT NULL,
+    isr_pending SMALLINT NOT NULL, pending_since_ms BIGINT,
     record TEXT NOT NULL, batch_id BIGINT NOT NULL, as_of_ms BIGINT, PRIMARY KEY (cluster, topic, partition));
 CREATE INDEX IF NOT EXISTS partitions_under_replicated ON partitions (cluster, topic, partition)
     WHERE under_replicated = 1;
@@ -39,10 +42,13 @@ CREATE INDEX IF NOT EXISTS partitions_under_min_isr ON partitions (cluster, topi
     WHERE under_min_isr = 1;
 CREATE INDEX IF NOT EXISTS partitions_at_min_isr ON partitions (cluster, topic, partition) WHERE at_min_isr = 1;
 CREATE INDEX IF NOT EXISTS partitions_offline ON partitions (cluster, topic, partition) WHERE offline = 1;
+CREATE INDEX IF NOT EXISTS partitions_isr_pending ON partitions (cluster, topic, partition) WHERE isr_pending = 1;
+CREATE INDEX IF NOT EXISTS partitions_pending_leader ON partitions (cluster, leader, pending_since_ms)
+    WHERE isr_pending = 1;
 CREATE INDEX IF NOT EXISTS partitions_topic ON partitions (topic, cluster, partition);
 CREATE INDEX IF NOT EXISTS partitions_batch ON partitions (batch_id);
 CREATE INDEX IF NOT EXISTS partitions_flags
-    ON partitions (cluster, under_replicated, under_min_isr, at_min_isr, offline);
+    ON partitions (cluster, under_replicated, under_min_isr, at_min_isr, offline, isr_pending);
 CREATE TABLE IF NOT EXISTS replicas (
     cluster TEXT NOT NULL, topic TEXT NOT NULL, partition INTEGER NOT NULL, broker INTEGER NOT NULL,
     is_leader SMALLINT NOT NULL, in_sync SMALLINT NOT NULL, leo BIGINT, lag_offsets BIGINT,
@@ -90,13 +96,21 @@ CREATE INDEX IF NOT EXISTS divergences_time ON divergences (ts, batch_id, seq);
 CREATE INDEX IF NOT EXISTS divergences_partition ON divergences (cluster, topic, partition, ts, batch_id, seq);
 CREATE INDEX IF NOT EXISTS divergences_kind ON divergences (kind, ts, batch_id, seq);
 CREATE INDEX IF NOT EXISTS divergences_cause ON divergences (cause, ts, batch_id, seq) WHERE cause IS NOT NULL;
+-- AlterPartition requests (ts: the answer of the last partition) and, per partition carried, its outcome.
+CREATE TABLE IF NOT EXISTS alter_partitions (batch_id BIGINT NOT NULL, seq INTEGER NOT NULL, ts BIGINT NOT NULL,
+    cluster TEXT NOT NULL, broker INTEGER NOT NULL, record TEXT NOT NULL, PRIMARY KEY (batch_id, seq));
+CREATE TABLE IF NOT EXISTS alter_partition_items (batch_id BIGINT NOT NULL, seq INTEGER NOT NULL,
+    topic TEXT NOT NULL, partition INTEGER NOT NULL, outcome TEXT NOT NULL,
+    PRIMARY KEY (batch_id, seq, topic, partition));
+CREATE INDEX IF NOT EXISTS alter_partitions_time ON alter_partitions (ts, batch_id, seq);
+CREATE INDEX IF NOT EXISTS alter_partitions_broker ON alter_partitions (broker, cluster, ts, batch_id, seq);
 CREATE TABLE IF NOT EXISTS dead_letters (
     batch_id BIGINT NOT NULL, seq INTEGER NOT NULL, ts BIGINT, reason TEXT NOT NULL, field TEXT,
     raw {blob} NOT NULL, PRIMARY KEY (batch_id, seq));
 CREATE TABLE IF NOT EXISTS brokers (
     cluster TEXT NOT NULL, broker INTEGER NOT NULL, pending TEXT NOT NULL, pending_count INTEGER NOT NULL,
     first_change_ts BIGINT, last_isr_change_ms BIGINT NOT NULL, last_propagation_ms BIGINT NOT NULL,
-    PRIMARY KEY (cluster, broker));
+    queue TEXT, in_flight TEXT, in_flight_sent_ms BIGINT, PRIMARY KEY (cluster, broker));
 CREATE TABLE IF NOT EXISTS tallies (
     metric TEXT NOT NULL, labels TEXT NOT NULL, value DOUBLE PRECISION NOT NULL, PRIMARY KEY (metric, labels));
 CREATE TABLE IF NOT EXISTS clusters (cluster TEXT PRIMARY KEY, frontier_ms BIGINT NOT NULL);
@@ -118,6 +132,8 @@ PARTITION_COLUMNS = (
     "under_min_isr",
     "at_min_isr",
     "offline",
+    "isr_pending",
+    "pending_since_ms",
     "record",
     "batch_id",
     "as_of_ms",

@@ -12,7 +12,7 @@ import msgspec
 
 from isrwatch.state.events import IsrUpdated, Observed
 from isrwatch.state.metrics import STREAM_INPUT_ROWS, TallyKey, tallies
-from isrwatch.state.records import Decision, PartitionRecord, shrink_warning_at
+from isrwatch.state.records import Decision, IsrState, PartitionRecord, shrink_warning_at
 from isrwatch.state.step import Settled
 
 from .schema import PARTITION_COLUMNS, PROGRESS_FIELDS, REPLICA_COLUMNS, Database
@@ -45,6 +45,7 @@ class Writer(Database):
         out = outputs or Settled()
         decisions, propagations, divergences = out.decisions, out.propagations, out.divergences
         dead_letters, observed, brokers = out.dead_letters, out.observed, out.brokers
+        requests = out.alter_partitions
         # One row per partition (the last record wins): a multi-row upsert may not touch a row twice.
         partitions = list({(r.cluster, r.topic, r.partition): r for r in out.records}.values())
         insert = self._insert
@@ -142,6 +143,25 @@ class Writer(Database):
             )
             insert(
                 cur,
+                "alter_partitions",
+                ("batch_id", "seq", "ts", "cluster", "broker", "record"),
+                [
+                    (batch_id, seq, r.response_ms, r.cluster, r.broker, _encode(r).decode())
+                    for seq, r in enumerate(requests)
+                ],
+            )
+            insert(
+                cur,
+                "alter_partition_items",
+                ("batch_id", "seq", "topic", "partition", "outcome"),
+                [
+                    (batch_id, seq, i.topic, i.partition, i.error or "committed")
+                    for seq, r in enumerate(requests)
+                    for i in r.partitions
+                ],
+            )
+            insert(
+                cur,
                 "dead_letters",
                 ("batch_id", "seq", "ts", "reason", "field", "raw"),
                 [(batch_id, seq, d.ts, d.reason, d.field, _raw_bytes(d.raw)) for seq, d in enumerate(dead_letters)],
@@ -157,6 +177,9 @@ class Writer(Database):
                     "first_change_ts",
                     "last_isr_change_ms",
                     "last_propagation_ms",
+                    "queue",
+                    "in_flight",
+                    "in_flight_sent_ms",
                 ),
                 [
                     (
@@ -167,12 +190,15 @@ class Writer(Database):
                         b.first_change_ts,
                         b.last_isr_change_ms,
                         b.last_propagation_ms,
+                        None if b.queue is None else _encode(b.queue).decode(),
+                        None if b.in_flight is None else _encode(b.in_flight).decode(),
+                        None if b.in_flight is None else b.in_flight.sent_ms,
                     )
                     for b in brokers
                 ],
                 upsert_on=2,
             )
-            self._add_tallies(cur, tallies(decisions, propagations, +out.counters, divergences))
+            self._add_tallies(cur, tallies(decisions, propagations, +out.counters, divergences, requests))
             insert(cur, "blobs", ("name", "value"), list(blobs.items()), upsert_on=1)
             insert(cur, "clusters", ("cluster", "frontier_ms"), sorted(frontiers.items()), upsert_on=1)
             insert(
@@ -289,6 +315,8 @@ def _partition_rows(
         int(record.under_min_isr),
         int(record.at_min_isr),
         int(record.offline),
+        int(record.isr_state not in (None, IsrState.COMMITTED)),
+        record.pending_since_ms,
         _encode(record).decode(),
         batch_id,
         as_of,

@@ -170,7 +170,8 @@ class StoreSink:
 
 
 class KafkaOutput:
-    """Decisions and propagation batches as JSON Kafka records, keyed by partition and by broker.
+    """Decisions, propagation batches and AlterPartition requests as JSON Kafka records, keyed by partition, by
+    broker and by broker.
 
     Delivery is at least once: a batch re-run after a failure sends its records again. Every record carries
     the headers `isrwatch-batch` and `isrwatch-seq` (the same on a re-run), by which a consumer drops what it
@@ -182,10 +183,12 @@ class KafkaOutput:
         bootstrap: str,
         decisions_topic: str = "isrwatch.decisions",
         propagations_topic: str = "isrwatch.propagations",
+        alter_partitions_topic: str = "isrwatch.alter-partitions",
     ) -> None:
         self.producer = JsonProducer(bootstrap, acks="all", enable_idempotence=True)
         self.decisions_topic = decisions_topic
         self.propagations_topic = propagations_topic
+        self.alter_partitions_topic = alter_partitions_topic
 
     def send(self, settled: Settled, batch_id: int) -> None:
         batch = str(batch_id).encode()
@@ -193,6 +196,9 @@ class KafkaOutput:
             self.decisions_topic, settled.decisions, batch, lambda d: f"{d.cluster}/{d.topic}/{d.partition}"
         )
         self._send_each(self.propagations_topic, settled.propagations, batch, lambda p: f"{p.cluster}/{p.broker}")
+        self._send_each(
+            self.alter_partitions_topic, settled.alter_partitions, batch, lambda r: f"{r.cluster}/{r.broker}"
+        )
         self.producer.flush()
 
     def _send_each(self, topic: str, records: Sequence[R], batch: bytes, key: Callable[[R], str]) -> None:

@@ -1,1 +1,2 @@
-"""One router per resource: partitions, brokers, history, metrics (behind the token) and health (open)."""
+"""One router per resource: partitions, brokers, history, alter-partitions, metrics (behind the token) and health
+(open)."""

@@ -7,14 +7,14 @@ from typing import Annotated
 from fastapi import Query
 from pydantic import BaseModel
 
-from isrwatch.state.events import MAX_ID, TOPIC_MAX_LENGTH, TOPIC_PATTERN
+from isrwatch.state.events import MAX_ID
 from isrwatch.state.records import DecisionKind, Trigger
 
 from ..deps import data_router
 from ..listing import list_route
 from ..models import DeadLetterPage, DecisionPage, PropagationPage
 from ..pages import DEAD_LETTER_KEY
-from ..params import BrokerQ, ClusterQ, SinceQ, TopicQ
+from ..params import BrokerQ, CarryingTopicQ, ClusterQ, SinceQ, TopicQ
 
 router = data_router("/v1", "history")
 
@@ -35,15 +35,7 @@ class DecisionFilters(HistoryFilters):
 
 
 class PropagationFilters(HistoryFilters):
-    topic: Annotated[
-        str | None,
-        Query(
-            min_length=1,
-            max_length=TOPIC_MAX_LENGTH,
-            pattern=TOPIC_PATTERN,
-            description="batches carrying a partition of it",
-        ),
-    ] = None
+    topic: CarryingTopicQ = None
     broker: BrokerQ = None
     trigger: Trigger | None = None
     since: SinceQ = None

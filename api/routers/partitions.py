@@ -28,7 +28,11 @@ def list_partitions(
     topic: TopicQ = None,
     broker: Annotated[int | None, Query(ge=0, le=MAX_ID, description="leader or replica")] = None,
     state: Annotated[
-        PartitionState | None, Query(description="shrink_predicted: an ISR follower past or near its lag limit")
+        PartitionState | None,
+        Query(
+            description="shrink_predicted: an ISR follower past or near its lag limit; "
+            "isr_pending: an ISR change proposed (AlterPartition) or written and not committed yet"
+        ),
     ] = None,
     page_size: PageSizeQ = 100,
     page_token: PageTokenQ = None,

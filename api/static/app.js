@@ -5,6 +5,7 @@
 const REFRESH_MS = 2000;
 const FOLLOWERS_SHOWN = 8;
 const LIVE_BATCH_AGE_S = 30;
+const STUCK_IN_FLIGHT_MS = 30000; // the IsrwatchIsrChangePending alert's threshold
 
 const view = {
   asOf: null, // event time the data is judged at (the watermark)
@@ -345,6 +346,33 @@ function renderBrokers(brokers) {
   fillTable("brokers", rows, "no brokers yet", 6);
 }
 
+function renderAlterPartition(pending, brokers) {
+  // Shown only when some leader proposes with AlterPartition (or a write is in flight): ZooKeeper-mode pages keep
+  // their sections.
+  const managed = brokers.filter((b) => b.queue_size !== undefined);
+  document.getElementById("alter-partition").hidden = !managed.length && !pending.length;
+  const rows = pending.map((p) => el("tr", { class: "warning", dataset: { partition: `${p.topic}-${p.partition}`, cluster: p.cluster } },
+    el("td", {}, partitionName(p)),
+    el("td", {}, p.leader),
+    el("td", {}, el("span", { class: "badge warn" }, p.isr_state.replace("_", " "))),
+    el("td", { class: "isr" }, p["in-sync"].join(", ")),
+    el("td", { class: "maximal" }, (p.maximal_isr || []).join(", ")),
+    el("td", {}, el("span", { class: "countdown", dataset: { at: p.pending_since_ms ?? "", kind: "since" } }))));
+  fillTable("isr-pending", rows, "no ISR change pending", 6);
+  const brokerRows = managed.map((b) => el("tr", {
+    // A request in flight is normal for milliseconds; past the alert's 30 s the channel looks stuck.
+    class: b.in_flight_age_ms === null ? undefined : b.in_flight_age_ms > STUCK_IN_FLIGHT_MS ? "problem" : "warning",
+    dataset: { broker: b.broker, cluster: b.cluster },
+  },
+  el("td", {}, view.clusters.length > 1 ? `${b.cluster}/${b.broker}` : b.broker),
+  el("td", { class: "num queued" }, b.queue_size),
+  el("td", { class: "num in-flight" }, b.in_flight_partitions === null ? "none"
+    : `${b.in_flight_partitions} partition${b.in_flight_partitions === 1 ? "" : "s"}`),
+  el("td", { class: "age" }, b.in_flight_age_ms === null ? "—" : secs(b.in_flight_age_ms))));
+  fillTable("alter-partition-brokers", brokerRows, "no broker proposes with AlterPartition", 4);
+  tickCountdowns();
+}
+
 async function recentDecisions() {
   if (document.getElementById("decision-kinds").value === "all") {
     return (await getJSON("/v1/decisions?page_size=20")).decisions;
@@ -359,8 +387,9 @@ async function refresh() {
   clearTimeout(view.timer);
   const error = document.getElementById("error");
   try {
-    const [partitions, brokers, decisions, propagations, divergences, metricsText] = await Promise.all([
+    const [partitions, pending, brokers, decisions, propagations, divergences, metricsText] = await Promise.all([
       getJSON("/v1/partitions?page_size=1000"),
+      getJSON("/v1/partitions?state=isr_pending&page_size=50"),
       getJSON("/v1/brokers"),
       recentDecisions(),
       getJSON("/v1/propagations?page_size=15"),
@@ -382,6 +411,7 @@ async function refresh() {
     renderSummary(metrics, brokers.brokers);
     renderBrokers(brokers.brokers);
     renderPartitions();
+    renderAlterPartition(pending.partitions, brokers.brokers);
     renderFollowers(followers);
     renderDecisions(decisions);
     renderPropagations(propagations.propagations);

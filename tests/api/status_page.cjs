@@ -77,6 +77,9 @@ function tableRows(selector) {
         timingCauses: [...document.querySelectorAll("#timing-causes [data-cause]")].map((s) => s.textContent),
         stream: rows("#stream"),
         brokers: rows("#brokers"),
+        alterPartitionShown: !document.getElementById("alter-partition").hidden,
+        isrPending: rows("#isr-pending"),
+        alterPartitionBrokers: rows("#alter-partition-brokers"),
       };
     }, tableRows.toString());
     await page.check("#problems-only");

@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 
 from isrwatch.cli import main
+from tests.api.kraft import QUEUED, STUCK, UNTIL, settings_args, write_events
 
 ROOT = Path(__file__).resolve().parents[2]
 PLAYWRIGHT_CORE = ROOT / ".tools" / "node" / "node_modules" / "playwright-core"
@@ -124,6 +125,7 @@ def test_status_page_shows_the_stalled_brokers_partitions_with_the_replica_out_o
         seen = browse(base + "/", tmp_path / "status.png")
 
     assert seen["problems"] == [] and seen["error"] is None
+    assert not seen["alterPartitionShown"]  # ZooKeeper mode: no AlterPartition section
     assert under and all(p["out-of-sync"] == [2] for p in under.values())
     expected = set(under)
     rows = seen["partitions"]
@@ -210,3 +212,25 @@ def test_status_page_shows_where_the_model_and_the_brokers_disagree(tmp_path):
         ("t-0 epoch 1", "unexplained_by_model", None),
     ]
     assert seen["timingCauses"] == ["margin 1", "shifted 2"]
+
+
+def test_status_page_shows_the_pending_isr_changes_and_each_brokers_alter_partition_queue(tmp_path):
+    """The KRaft cluster of tests/api/kraft.py: broker 1's request has been in flight for 25.1 s with a second
+    proposal queued behind it; both partitions are pending shrinks whose committed ISR is still full."""
+    events = write_events(tmp_path / "kraft.jsonl")
+    store = f"sqlite:///{tmp_path / 'isrwatch.db'}"
+    assert main(["replay", str(events), *settings_args(), "--until", str(UNTIL), "--store", store]) == 0
+    with serving(store) as base:
+        seen = browse(base + "/", tmp_path / "alter-partition.png", "#isr-pending tbody tr[data-partition]")
+    assert seen["problems"] == [] and seen["error"] is None
+    assert seen["alterPartitionShown"]
+    pending = [r["cells"] for r in seen["isrPending"]]
+    assert [cells[:5] for cells in pending] == [
+        [f"{t}-{p}", "1", "pending shrink", "1, 2, 3", "1, 2, 3"] for t, p in (STUCK, QUEUED)
+    ]
+    # A just-written store reads as a live stream: the age runs on from 25.1 s between polls.
+    assert all(25.1 <= float(cells[5].removesuffix(" s ago")) < 60 for cells in pending)
+    brokers = {r["dataset"]["broker"]: r for r in seen["alterPartitionBrokers"]}
+    assert brokers["1"]["cells"] == ["1", "1", "1 partition", "25.1 s"] and "warning" in brokers["1"]["classes"]
+    assert brokers["2"]["cells"] == ["2", "0", "none", "—"] and brokers["2"]["classes"] == []
+    assert set(brokers) == {"1", "2"}  # broker 3 leads nothing: it has no manager

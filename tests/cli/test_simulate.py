@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import uuid
 from pathlib import Path
 
@@ -127,6 +128,8 @@ def test_stdout_with_faults_from_a_json_file_and_the_command_line(tmp_path, caps
         (["--start", "yesterday"], "--start 'yesterday'"),
         (["--faults", "/nonexistent.json"], "No such file"),
         (["--set", "replica_lag_time_max_ms=0"], "replica_lag_time_max_ms: must be >= 1"),
+        (["--fault", "stuck-controller:broker=1:start=1s"], "--isr-protocol alter_partition"),
+        (["--isr-protocol", "alter_partition", "--set", 'kafka_version="2.6"'], "Kafka 2.6 has no AlterPartition"),
     ],
 )
 def test_bad_options_exit_2_naming_the_problem(argv, message, capsys):
@@ -235,3 +238,22 @@ def test_kafka_records_keyed_by_partition_in_order(lab: Lab) -> None:
         by_key.setdefault(r.key, []).append(event)
     # A Kafka partition keeps each key's records in order: per partition, seq only grows.
     assert all([e["seq"] for e in events] == sorted(e["seq"] for e in events) for events in by_key.values())
+
+
+def test_alter_partition_leaders_replay_with_the_settings_the_simulator_names(tmp_path, capsys):
+    """`isrwatch simulate --isr-protocol alter_partition`: the stuck controller's answers wait in flight, and the replay
+    with the `--set` options the simulator prints reads every response as the answer to its proposal."""
+    out = tmp_path / "events"
+    argv = ["simulate", "--speed", "0", "--isr-protocol", "alter_partition", "--duration", "50s", *LAG]
+    faults = ["--fault", "stall:broker=2:start=5s:end=25s", "--fault", "stuck-controller:broker=1:start=1s:end=40s"]
+    assert main([*argv, *faults, "--controller-latency", "30ms", "--out-dir", str(out)]) == 0
+    judge = capsys.readouterr().err.split("Judge it with ", 1)[1].split("\n", 1)[0]
+    settings = shlex.split(judge)  # as a shell reads it
+    assert settings[-4:] == ["--set", 'kafka_version="3.9"', "--set", 'isr_protocol="alter_partition"']
+    result = tmp_path / "replay"
+    assert main(["replay", *map(str, sorted(out.iterdir())), "--out", str(result), *settings]) == 0
+    summary = json.loads((result / "summary.json").read_text())
+    assert summary["alter_partition_requests"] > 0 and summary["ignored_alter_partition_responses_by_reason"] == {}
+    requests = [json.loads(line) for line in (result / "alter_partitions.jsonl").read_text().splitlines()]
+    held = [r for r in requests if r["broker"] == 1 and r["response_ms"] == 40_000]
+    assert held and all(r["response_ms"] - r["sent_ms"] >= 30 for r in requests)

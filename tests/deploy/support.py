@@ -6,6 +6,7 @@ import json
 import re
 import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -17,6 +18,9 @@ import yaml
 from isrwatch.state.records import Cause, Divergence, DivergenceKind
 from isrwatch.state.step import Settled
 from isrwatch.store import open_store
+from tests.api.kraft import UNTIL as KRAFT_UNTIL
+from tests.api.kraft import settings_args as kraft_settings
+from tests.api.kraft import write_events
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "helm" / "isrwatch"
@@ -127,10 +131,25 @@ def alert_rules() -> list[dict]:
 def commit_demo_batch(store_url: str, batch_wall_ms: int) -> None:
     """Commit one more batch of demo data, the way the streaming job would.
 
-    The replica outputs come from a real replay of the demo events (`isrwatch replay --store`: one
-    more batch, so every counter rises); the stream-health row and the late-event count, which only a
-    live stream produces, go through the same Store calls the job's listener and sink make.
+    The replica outputs come from real replays of the demo events and of a KRaft cluster whose leaders propose with
+    AlterPartition (tests/api/kraft.py) (`isrwatch replay --store`: more batches, so every counter rises; the demo's
+    last, so the watermark stays its own); the stream-health row and the late-event count, which only a live stream
+    produces, go through the same Store calls the job's listener and sink make.
     """
+    with tempfile.TemporaryDirectory() as tmp:
+        kraft_events = write_events(Path(tmp) / "kraft.events.jsonl")
+        run(
+            [
+                BIN / "isrwatch",
+                "replay",
+                kraft_events,
+                *kraft_settings(),
+                "--until",
+                str(KRAFT_UNTIL),
+                "--store",
+                store_url,
+            ]
+        )
     run([BIN / "isrwatch", "replay", DEMO_EVENTS, *DEMO_CONFIG, "--store", store_url])
     with open_store(store_url) as store:
         batch_id = store.last_batch_id()

@@ -22,6 +22,9 @@ INTERVAL = LAG // 2
 LINGER = 5000
 CHECK = 2500
 KAFKA = Config(replica_lag_time_max_ms=LAG)
+# KRaft-era leaders: they propose each ISR change to the controller (AlterPartition, SPEC §4.9).
+KRAFT = Config(replica_lag_time_max_ms=LAG, kafka_version="3.9", isr_protocol="alter_partition")
+LATENCY = 20  # SimConfig.alter_partition_latency_ms's default
 
 
 @dataclass
@@ -59,9 +62,11 @@ class Run:
         )
 
 
-def run(scenario: str | None = None, faults: tuple[Fault, ...] = (), seed: int = 3, **shape) -> Run:
+def run(
+    scenario: str | None = None, faults: tuple[Fault, ...] = (), seed: int = 3, kafka: Config = KAFKA, **shape
+) -> Run:
     """Simulate, encode as JSONL (the wire form) and replay through the engine with the brokers' settings."""
-    config = SimConfig(kafka=KAFKA, **shape)
+    config = SimConfig(kafka=kafka, **shape)
     chosen = list(faults)
     if scenario:
         config, chosen = with_scenario(config, scenario)
@@ -69,6 +74,8 @@ def run(scenario: str | None = None, faults: tuple[Fault, ...] = (), seed: int =
     result = Outcome.of(replay([[msgspec.json.encode(e) for e in events]], config.kafka))
     assert result.dead_letters == []
     assert result.summary["ignored_fetches_by_reason"] == {}
+    assert not result.summary.get("ignored_alter_partition_responses_by_reason")  # every answer met its proposal
+    assert not result.summary.get("ignored_alter_partition_answers_by_reason")
     return Run(config, chosen, events, result)
 
 
@@ -308,6 +315,8 @@ def test_demo_story_plays_stall_slow_crash_election_and_failover_in_order():
         ("failover:start=20s:to=3:stale=5", Fault("failover", 20_000, to=3, stale=5)),
         ("burst:broker=2:start=0s:end=2m:resume=3s", Fault("burst", 0, 120_000, broker=2, resume_ms=3000)),
         ("elect:start=500ms", Fault("elect", 500)),
+        ("stuck-controller:broker=1:start=5s:end=40s", Fault("stuck-controller", 5000, 40_000, broker=1)),
+        ("fence:broker=2:start=30s:end=50s:notice=2s", Fault("fence", 30_000, 50_000, broker=2, notice_ms=2000)),
     ],
 )
 def test_fault_language(text, expected):
@@ -327,6 +336,7 @@ def test_fault_language(text, expected):
         ("slow:broker=1:start=1s:share=1.5", "between 0 and 1"),
         ("burst:broker=1:start=1s", "burst: missing end="),
         ("stall:broker=1:start", "expected KEY=VALUE"),
+        ("fence:broker=1:start=1s:notice=soon", "fence notice: expected a time"),
     ],
 )
 def test_fault_language_errors_name_the_problem(text, message):
@@ -356,3 +366,98 @@ def test_durations():
 def test_cluster_shape_errors(shape, message):
     with pytest.raises(ConfigError, match=message):
         SimConfig(**shape)
+
+
+def _requests(r: Run, broker: int | None = None) -> list[dict]:
+    return [a for a in r.result.alter_partitions if broker is None or a["broker"] == broker]
+
+
+def _led_and_followed(r: Run, follower: int) -> dict[int, set[tuple[str, int]]]:
+    """The partitions `follower` follows, by their (startup) leader."""
+    out: dict[int, set[tuple[str, int]]] = {}
+    for k, e in r.assignment.items():
+        if follower in e["replicas"] and e["leader"] != follower:
+            out.setdefault(e["leader"], set()).add(k)
+    return out
+
+
+def test_alter_partition_leaders_propose_and_the_controller_answers_after_its_latency():
+    """PartitionTest.testIsrExpansion/testMaybeShrinkIsr at cluster scale: a stall's shrinks and the recovery's
+    expands are proposals, each committed LATENCY ms after its request went (AlterPartitionManager: one in flight)."""
+    r = run(faults=(Fault("stall", 10_000, 40_000, broker=2),), kafka=KRAFT, duration_ms=60_000)
+    registrations = [e for e in r.events if e["type"] == "broker_registration"]
+    assert [(e["ts"], e["id"], e["fenced"]) for e in registrations] == [(0, b, False) for b in (1, 2, 3, 4)]
+    following = r.following(2)
+    assert {(d["topic"], d["partition"]) for d in r.decisions("shrink")} == following
+    assert {(d["topic"], d["partition"]) for d in r.decisions("expand")} == following
+    requests = _requests(r)
+    items = [i for a in requests for i in a["partitions"]]
+    assert sorted((i["topic"], i["partition"], i["kind"]) for i in items) == sorted(
+        (d["topic"], d["partition"], d["kind"]) for d in r.result.decisions if d["kind"] in ("shrink", "expand")
+    )
+    # A request goes when a proposal is made, and the simulator takes it at its next event (that millisecond's,
+    # or the next one's): the controller answers at least LATENCY later, nearly always exactly.
+    assert all(a["response_ms"] - a["sent_ms"] >= LATENCY for a in requests)
+    assert sum(a["response_ms"] - a["sent_ms"] == LATENCY for a in requests) >= 0.9 * len(requests)
+    assert all(i["error"] is None and i["committed_isr"] == i["proposed_isr"] for i in items)
+    responses = [e for e in r.events if e["type"] == "alter_partition_response"]
+    assert len(responses) == len(items)
+    for state in r.result.states:
+        assert state["isr"] == sorted(state["replicas"]) and state["isr_state"] == "committed"
+
+
+def test_stuck_controller_channel_holds_a_brokers_request_and_its_queue_grows():
+    """AlterPartitionManagerTest.testOneInFlight with a controller that does not answer: the leader's first shrink
+    stays in flight, the others wait in its queue; the answer at the fault's end sends them all in one request."""
+    probe = run(kafka=KRAFT, duration_ms=0)
+    # The follower with the most partitions of one leader, and that leader.
+    follower, leader, shrinking = max(
+        ((f, lead, keys) for f in (1, 2, 3, 4) for lead, keys in _led_and_followed(probe, f).items()),
+        key=lambda t: len(t[2]),
+    )
+    assert len(shrinking) > 1
+    hold = Fault("stuck-controller", 5000, 40_000, broker=leader)
+    r = run(faults=(hold, Fault("stall", 10_000, 30_000, broker=follower)), kafka=KRAFT, duration_ms=60_000)
+    first, second, *rest = _requests(r, leader)
+    assert [(i["topic"], i["partition"]) for i in first["partitions"]] == [min(shrinking)] or len(
+        first["partitions"]
+    ) == 1
+    assert first["response_ms"] == 40_000 and first["sent_ms"] < 30_000
+    assert second["sent_ms"] == 40_000 and len(second["partitions"]) == len(shrinking) - 1
+    assert {(i["topic"], i["partition"]) for a in (first, second) for i in a["partitions"]} == shrinking
+    assert all(a["response_ms"] - a["sent_ms"] >= LATENCY for a in rest)
+    assert second["response_ms"] - second["sent_ms"] == LATENCY  # sent at an answer: taken a millisecond later
+    # Mid-hold, the broker's record shows the request in flight and the queue; its partitions are pending.
+    mid = replay([[msgspec.json.encode(e) for e in r.events]], r.config.kafka, until=35_000)
+    [record] = [b for b in mid.brokers if b.broker == leader]
+    assert record.in_flight is not None and record.in_flight.sent_ms == first["sent_ms"]
+    assert record.in_flight_age_ms == 35_000 - first["sent_ms"] and len(record.queue) == len(shrinking) - 1
+    pending = {(s.topic, s.partition) for s in mid.records if s.isr_state == "pending_shrink"}
+    assert pending == shrinking
+    # No expand while a shrink is pending (Partition: isInflight), however long the follower has been back.
+    assert all(d["ts"] > 40_000 for d in r.decisions("expand") if (d["topic"], d["partition"]) in shrinking)
+
+
+def test_fenced_broker_is_refused_as_ineligible_until_the_leaders_learn_then_rejoins_once_unfenced():
+    """PartitionTest.testIsrNotExpandedIfReplicaIsFencedOrShutdown, with the leaders' metadata late: until the
+    registration says broker 2 is fenced, each expand adding it is answered INELIGIBLE_REPLICA and reverted; then no
+    proposal adds it; once unfenced, it rejoins."""
+    fence = Fault("fence", 30_000, 50_000, broker=2, notice_ms=2000)
+    r = run(faults=(Fault("stall", 10_000, 30_000, broker=2), fence), kafka=KRAFT, duration_ms=60_000)
+    items = [i for a in _requests(r) for i in a["partitions"] if i["kind"] == "expand"]
+    refused = [i for i in items if i["error"] == "INELIGIBLE_REPLICA"]
+    assert refused and all(30_000 <= i["submitted_ms"] < 32_000 for i in refused)
+    assert all(i["committed_isr"] is None for i in refused)
+    assert not [i for i in items if 32_000 + LATENCY < i["submitted_ms"] < 50_000]
+    committed = [i for i in items if i["error"] is None]
+    assert {(i["topic"], i["partition"]) for i in committed} == r.following(2)
+    assert all(i["submitted_ms"] >= 50_000 for i in committed)
+    registrations = [(e["ts"], e["fenced"]) for e in r.events if e["type"] == "broker_registration" and e["id"] == 2]
+    assert registrations == [(0, False), (32_000, True), (50_000, False)]
+    assert r.result.summary["failed_isr_updates_by_reason"] == {"INELIGIBLE_REPLICA": len(refused)}
+    assert all(s["isr"] == sorted(s["replicas"]) for s in r.result.states)
+
+
+def test_alter_partition_faults_need_alter_partition_leaders():
+    with pytest.raises(ConfigError, match="needs leaders that propose with AlterPartition"):
+        list(simulate(SimConfig(kafka=KAFKA, duration_ms=1000), [Fault("stuck-controller", 0, broker=1)]))

@@ -20,6 +20,7 @@ from isrwatch.state.step import Settled
 from isrwatch.store import StoreError, open_store
 from isrwatch.store.schema import SCHEMA_VERSION
 from tests.api.fleet import END, S, Streamed, fleet_lines, follower_shrink_predicted, stream_into
+from tests.api.kraft import PENDING_SINCE_MS, QUEUED, STUCK, UNTIL, kraft_replay
 
 j = msgspec.to_builtins  # typed records as the JSON the engine's records are compared in
 
@@ -359,3 +360,68 @@ def test_the_api_reads_while_the_job_writes(tmp_path: Path) -> None:
             cur.execute("DELETE FROM partitions")
             assert len(reader.partitions(limit=1000).items) == len(seen.states)
         assert reader.partitions(limit=1000).items == []
+
+
+@pytest.fixture
+def kraft(store_url: str):
+    """The KRaft cluster of tests/api/kraft.py replayed into the store as one batch (`isrwatch replay --store`)."""
+    result = kraft_replay()
+    with open_store(store_url) as store:
+        store.write_batch(0, result, watermark_ms=UNTIL + 1)
+        yield store, result
+
+
+def test_alter_partition_requests_newest_answer_first_with_filters(kraft) -> None:
+    store, result = kraft
+    requests = j(result.alter_partitions)
+    assert [r["sent_ms"] for r in requests] == [3000, 5000, 6000]  # broker 1's request in flight is no output yet
+    assert _all_pages(store.alter_partitions, 1) == requests[::-1]
+    assert j(store.alter_partitions(broker=1).items) == []
+    assert j(store.alter_partitions(topic="ledger", partition=3).items) == requests[:0:-1]
+    assert j(store.alter_partitions(partition=2, cluster="kraft").items) == requests[:1]
+    assert j(store.alter_partitions(since=5010).items) == requests[:0:-1]
+    assert j(store.alter_partitions(cluster="east").items) == []
+
+
+def test_isr_pending_lists_the_partitions_whose_change_is_not_committed(kraft) -> None:
+    store, result = kraft
+    pending = j(store.partitions(state="isr_pending").items)
+    assert _keys(pending) == [("kraft", *STUCK), ("kraft", *QUEUED)]
+    assert [(p["isr_state"], p["pending_since_ms"], p["isr"]) for p in pending] == [
+        ("pending_shrink", PENDING_SINCE_MS, [1, 2, 3])
+    ] * 2
+    assert j(store.partitions().items) == sorted(j(result.records), key=lambda r: (r["topic"], r["partition"]))
+    assert store.pending_by_leader() == [("kraft", 1, 2, PENDING_SINCE_MS)]
+
+
+def test_brokers_keep_their_alter_partition_queue_and_request_in_flight(kraft) -> None:
+    store, result = kraft
+    views = {b["broker"]: b for b in store.broker_propagation()}
+    records = {b.broker: j(b) for b in result.brokers}
+    assert views[1]["queue"] == records[1]["queue"] and [i["partition"] for i in views[1]["queue"]] == [QUEUED[1]]
+    assert views[1]["in_flight"] == records[1]["in_flight"] and views[1]["in_flight"]["sent_ms"] == PENDING_SINCE_MS
+    assert (views[2]["queue"], views[2]["in_flight"]) == ([], None)
+    assert store.alter_partition_managers() == [("kraft", 1, 1, PENDING_SINCE_MS), ("kraft", 2, 0, None)]
+
+
+def test_alter_partition_answers_are_tallied_by_outcome_with_their_latency(kraft) -> None:
+    store, _ = kraft
+    tallies = {(m, tuple(sorted(labels.items()))): v for m, labels, v in store.tallies()}
+    outcome = {
+        labels[2][1]: v
+        for (m, labels), v in tallies.items()
+        if m == "alter_partition_requests" and labels[:2] == (("broker", "2"), ("cluster", "kraft"))
+    }
+    assert outcome == {"committed": 2, "INELIGIBLE_REPLICA": 1}
+    assert tallies[("failed_isr_updates", (("reason", "INELIGIBLE_REPLICA"),))] == 1
+    assert tallies[("alter_partition_latency_count", (("cluster", "kraft"),))] == 3
+    assert tallies[("alter_partition_latency_sum", (("cluster", "kraft"),))] == pytest.approx(0.04)
+    assert tallies[("alter_partition_latency_bucket", (("cluster", "kraft"), ("le", "0.01")))] == 2  # 10 ms twice
+    assert tallies[("alter_partition_latency_bucket", (("cluster", "kraft"), ("le", "0.025")))] == 1
+
+
+def test_zookeeper_brokers_and_partitions_show_no_alter_partition_state(filled) -> None:
+    store, seen = filled
+    assert all("queue" not in b and "in_flight" not in b for b in store.brokers())
+    assert store.partitions(state="isr_pending").items == [] and store.pending_by_leader() == []
+    assert store.alter_partition_managers() == [] and store.alter_partitions().items == []
