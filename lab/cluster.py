@@ -253,11 +253,16 @@ class Lab:
         assert timeout is not None, f"{self.dir}/{LAB_JSON} lacks the {self.mode} session timeout"
         return timeout
 
+    def answering(self) -> tuple[str, int | None]:
+        """The bootstrap servers of the brokers that can answer now (running, not paused by a stall: a paused broker
+        accepts connections but replies to nothing), and one of them to ask (None: none runs)."""
+        answering = [b for b in self.brokers if alive(b) and not paused(b)]
+        if not answering:
+            return self.bootstrap_servers, None
+        return ",".join(b.address for b in answering), answering[0].id
+
     def answering_bootstrap(self) -> str:
-        """The bootstrap servers of the brokers that can answer now (running, not paused by a stall): a paused broker
-        accepts connections but replies to nothing."""
-        answering = [b.address for b in self.brokers if alive(b) and not paused(b)]
-        return ",".join(answering) or self.bootstrap_servers
+        return self.answering()[0]
 
     def stream_options(self) -> list[str]:
         """`isrwatch run`'s options for the agents' events of this lab: its events topic, at its lag."""
@@ -552,7 +557,7 @@ def partitions(lab: Lab, topics: list[str] | None = None) -> dict[tuple[str, int
     if lab.mode == ZOOKEEPER:
         with zookeeper(str(lab.zookeeper)) as zk:
             return partition_states(zk, names)
-    described = _asked(lambda: kraft.describe_partitions(lab.answering_bootstrap(), names))
+    described = _asked(lambda: kraft.describe_partitions(*lab.answering(), names))
     return {
         (p.topic, p.partition): PartitionState(
             p.topic, p.partition, p.replicas, p.leader, p.leader_epoch, p.isr, -1, -1, 0, p.elr, p.last_known_elr
@@ -567,7 +572,7 @@ def registrations(lab: Lab) -> dict[int, bool]:
     if lab.mode == ZOOKEEPER:
         with zookeeper(str(lab.zookeeper)) as zk:
             return dict.fromkeys(registered_brokers(zk, CHROOT), False)
-    return _asked(lambda: kraft.describe_brokers(lab.answering_bootstrap()))  # type: ignore[no-any-return]
+    return _asked(lambda: kraft.describe_brokers(*lab.answering()))  # type: ignore[no-any-return]
 
 
 def active_controller(lab: Lab) -> tuple[int | None, int]:
@@ -576,7 +581,7 @@ def active_controller(lab: Lab) -> tuple[int | None, int]:
     if lab.mode == ZOOKEEPER:
         with zookeeper(str(lab.zookeeper)) as zk:
             return controller(zk)
-    quorum = _asked(lambda: kraft.describe_quorum(lab.answering_bootstrap()))
+    quorum = _asked(lambda: kraft.describe_quorum(*lab.answering()))
     return (quorum.leader if quorum.leader >= 0 else None), quorum.leader_epoch
 
 
@@ -1034,7 +1039,7 @@ def _start_kraft(lab: Lab, spec: LabSpec, java: str, classpath: str, progress: P
 
     def registered() -> bool:
         try:
-            return registrations(lab) == expected and kraft.describe_brokers(lab.monitor_bootstrap, 1) == {
+            return registrations(lab) == expected and kraft.describe_brokers(lab.monitor_bootstrap, MONITOR_ID, 1) == {
                 MONITOR_ID: False
             }
         except (LabError, kraft.Unanswered):
@@ -1053,7 +1058,7 @@ def _start_kraft(lab: Lab, spec: LabSpec, java: str, classpath: str, progress: P
             f"{exc}; the nodes' last log lines:\n"
             + "\n".join(f"node {b.id}:\n{broker_logs(b)}" for b in [*lab.brokers, lab.monitor])
         ) from None
-    lab.features = kraft.finalized_features(lab.bootstrap_servers)
+    lab.features = kraft.finalized_features(*lab.answering())
     progress(f"brokers registered with the quorum and unfenced after {took:.1f} s; features {lab.features}")
 
 

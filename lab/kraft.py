@@ -123,17 +123,6 @@ def format_argv(config: Path, cluster: str) -> list[str]:
     ]
 
 
-def stall_limit_s() -> float:
-    """The longest stall that surely stays a stall: the session less two heartbeat intervals (the last heartbeat
-    may be one interval old when the stall starts, and the controller may see it one more interval late)."""
-    return (BROKER_SESSION_TIMEOUT_MS - 2 * BROKER_HEARTBEAT_INTERVAL_MS) / 1000
-
-
-def fence_minimum_s() -> float:
-    """The shortest fence: the session plus one heartbeat interval, so the controller surely fenced the broker."""
-    return (BROKER_SESSION_TIMEOUT_MS + BROKER_HEARTBEAT_INTERVAL_MS) / 1000
-
-
 # -- the truth, from the admin API --------------------------------------------------------------------------------
 
 
@@ -159,15 +148,19 @@ def admin(bootstrap: str, timeout_ms: int = 3000) -> Iterator[Any]:
         client.close()
 
 
-def ask(bootstrap: str, question: str, call: Any, tries: int = 5) -> Any:
-    """`call(client)` on a fresh admin client, again after a failure (a request the client sent to a paused broker,
-    a node that just left); Unanswered after `tries`."""
+def ask(bootstrap: str, via: int | None, question: str, call: Any, tries: int = 5) -> Any:
+    """`call(client)` on a fresh admin client, again after a failure (a node that just left); Unanswered after
+    `tries`. The client first connects to broker `via`: it sends a request without a destination to a connected idle
+    node before any other, so none goes to a paused or killed broker that the cluster still lists (the controller
+    lists it until it fences it)."""
     from kafka.errors import KafkaError
 
     last: Exception | None = None
     for _ in range(tries):
         try:
             with admin(bootstrap) as client:
+                if via is not None:
+                    client.get_broker_version_data(via)
                 return call(client)
         except (KafkaError, OSError) as exc:
             last = exc
@@ -189,7 +182,7 @@ class Partition:
     last_known_elr: tuple[int, ...]
 
 
-def describe_partitions(bootstrap: str, topics: list[str]) -> list[Partition]:
+def describe_partitions(bootstrap: str, via: int | None, topics: list[str]) -> list[Partition]:
     """Every partition of the topics that exist (DescribeTopicPartitions, the API the Java admin's describeTopics
     uses on KRaft brokers; it carries the ELR that Metadata lacks)."""
 
@@ -219,7 +212,7 @@ def describe_partitions(bootstrap: str, topics: list[str]) -> list[Partition]:
             if cursor is None:
                 return found
 
-    return ask(bootstrap, "DescribeTopicPartitions", call)  # type: ignore[no-any-return]
+    return ask(bootstrap, via, "DescribeTopicPartitions", call)  # type: ignore[no-any-return]
 
 
 @dataclass(frozen=True)
@@ -233,7 +226,7 @@ class Quorum:
     observers: tuple[int, ...]
 
 
-def describe_quorum(bootstrap: str) -> Quorum:
+def describe_quorum(bootstrap: str, via: int | None) -> Quorum:
     """The metadata quorum (DescribeMetadataQuorum, which a broker forwards to the active controller)."""
 
     def call(client: Any) -> Quorum:
@@ -248,23 +241,23 @@ def describe_quorum(bootstrap: str) -> Quorum:
             tuple(sorted(v["replica_id"] for v in partition["observers"])),
         )
 
-    return ask(bootstrap, "DescribeMetadataQuorum", call)  # type: ignore[no-any-return]
+    return ask(bootstrap, via, "DescribeMetadataQuorum", call)  # type: ignore[no-any-return]
 
 
-def describe_brokers(bootstrap: str, tries: int = 5) -> dict[int, bool]:
+def describe_brokers(bootstrap: str, via: int | None, tries: int = 5) -> dict[int, bool]:
     """Every registered broker and whether the controller has fenced it (DescribeCluster with fenced brokers)."""
 
     def call(client: Any) -> dict[int, bool]:
         return {b["broker_id"]: bool(b.get("is_fenced")) for b in client.describe_cluster()["brokers"]}
 
-    return ask(bootstrap, "DescribeCluster", call, tries)  # type: ignore[no-any-return]
+    return ask(bootstrap, via, "DescribeCluster", call, tries)  # type: ignore[no-any-return]
 
 
-def finalized_features(bootstrap: str) -> dict[str, int]:
+def finalized_features(bootstrap: str, via: int | None) -> dict[str, int]:
     """The cluster's finalized feature levels (metadata.version, eligible.leader.replicas.version, ...)."""
 
     def call(client: Any) -> dict[str, int]:
         features = client.describe_features()
         return {name: f["finalized"][1] for name, f in sorted(features.items()) if "finalized" in f}
 
-    return ask(bootstrap, "ApiVersions (features)", call)  # type: ignore[no-any-return]
+    return ask(bootstrap, via, "ApiVersions (features)", call)  # type: ignore[no-any-return]
