@@ -559,8 +559,18 @@ def partitions(lab: Lab, topics: list[str] | None = None) -> dict[tuple[str, int
             return partition_states(zk, names)
     described = _asked(lambda: kraft.describe_partitions(*lab.answering(), names))
     return {
-        (p.topic, p.partition): PartitionState(
-            p.topic, p.partition, p.replicas, p.leader, p.leader_epoch, p.isr, -1, -1, 0, p.elr, p.last_known_elr
+        (p["topic"], p["partition_index"]): PartitionState(
+            p["topic"],
+            p["partition_index"],
+            tuple(p["replica_nodes"]),
+            p["leader_id"],
+            p["leader_epoch"],
+            tuple(p["isr_nodes"]),
+            -1,
+            -1,
+            0,
+            tuple(p["eligible_leader_replicas"] or ()),  # null when the release or feature level has no ELR
+            tuple(p["last_known_elr"] or ()),
         )
         for p in described
     }
@@ -973,6 +983,14 @@ def _wait_for_load(lab: Lab, timeout: float) -> None:
         consumer.close()
 
 
+def _launch_nodes(lab: Lab, spec: LabSpec, progress: Progress, what: str) -> None:
+    """Say what starts (with the agent, if any), start every broker and the monitor, and record their pids."""
+    progress(what + (f", agent {Path(spec.agent).name}" if spec.agent else ""))
+    for broker in [*lab.brokers, lab.monitor]:
+        launch(broker)
+    save(lab)
+
+
 def _start_zookeeper_mode(lab: Lab, spec: LabSpec, progress: Progress) -> None:
     """ZooKeeper, then the brokers and the monitor, until they registered and a controller was elected."""
     progress(f"starting ZooKeeper on {lab.zookeeper}")
@@ -982,15 +1000,14 @@ def _start_zookeeper_mode(lab: Lab, spec: LabSpec, progress: Progress) -> None:
     try:
         for chroot in (CHROOT, MONITOR_CHROOT):
             zk.ensure_path(chroot)
-        progress(
+        _launch_nodes(
+            lab,
+            spec,
+            progress,
             f"starting brokers {', '.join(str(b.id) for b in lab.brokers)} (Kafka {lab.kafka_version}, ZooKeeper "
             f"mode, inter.broker.protocol.version={lab.inter_broker_protocol_version}, replica.lag.time.max.ms="
-            f"{spec.lag_ms}) and the monitor broker {MONITOR_ID}"
-            + (f", agent {Path(spec.agent).name}" if spec.agent else "")
+            f"{spec.lag_ms}) and the monitor broker {MONITOR_ID}",
         )
-        for broker in [*lab.brokers, lab.monitor]:
-            launch(broker)
-        save(lab)
         took = _wait_registered(lab, zk, spec.start_timeout_s)
         progress(f"brokers registered in ZooKeeper after {took:.1f} s")
         wait_until("electing a controller", lambda: controller(zk)[0] is not None, 60)
@@ -1026,15 +1043,14 @@ def _start_kraft(lab: Lab, spec: LabSpec, java: str, classpath: str, progress: P
         f"{kraft.ELIGIBLE_LEADER_REPLICAS_VERSION})"
     )
     _format_kraft(lab, java, classpath)
-    progress(
+    _launch_nodes(
+        lab,
+        spec,
+        progress,
         f"starting combined broker+controller nodes {', '.join(str(b.id) for b in lab.brokers)} (quorum "
         f"{lab.controller_quorum}, broker.session.timeout.ms={lab.broker_session_timeout_ms}, "
-        f"replica.lag.time.max.ms={spec.lag_ms}) and the monitor {MONITOR_ID} (a one-node KRaft cluster)"
-        + (f", agent {Path(spec.agent).name}" if spec.agent else "")
+        f"replica.lag.time.max.ms={spec.lag_ms}) and the monitor {MONITOR_ID} (a one-node KRaft cluster)",
     )
-    for broker in [*lab.brokers, lab.monitor]:
-        launch(broker)
-    save(lab)
     expected = {b.id: False for b in lab.brokers}
 
     def registered() -> bool:

@@ -168,46 +168,20 @@ def ask(bootstrap: str, via: int | None, question: str, call: Any, tries: int = 
     raise Unanswered(f"{question} on {bootstrap}: {type(last).__name__}: {last}")
 
 
-@dataclass(frozen=True)
-class Partition:
-    """A partition as DescribeTopicPartitions reports it."""
+def describe_partitions(bootstrap: str, via: int | None, topics: list[str]) -> list[dict[str, Any]]:
+    """Every partition of the topics that exist, as kafka-python's dict with its `topic` added
+    (DescribeTopicPartitions, the API the Java admin's describeTopics uses on KRaft brokers; it carries the ELR,
+    `eligible_leader_replicas` and `last_known_elr`, that Metadata lacks)."""
 
-    topic: str
-    partition: int
-    replicas: tuple[int, ...]
-    leader: int
-    leader_epoch: int
-    isr: tuple[int, ...]
-    elr: tuple[int, ...]  # eligible leader replicas (KIP-966); () when the release or feature level has none
-    last_known_elr: tuple[int, ...]
-
-
-def describe_partitions(bootstrap: str, via: int | None, topics: list[str]) -> list[Partition]:
-    """Every partition of the topics that exist (DescribeTopicPartitions, the API the Java admin's describeTopics
-    uses on KRaft brokers; it carries the ELR that Metadata lacks)."""
-
-    def call(client: Any) -> list[Partition]:
-        found: list[Partition] = []
+    def call(client: Any) -> list[dict[str, Any]]:
+        found: list[dict[str, Any]] = []
         cursor = None
         while True:
             answer = client.describe_topic_partitions(topics, cursor=cursor)
             for t in answer["topics"]:
                 if t["error_code"]:  # UNKNOWN_TOPIC_OR_PARTITION: not created yet
                     continue
-                found += [
-                    Partition(
-                        t["name"],
-                        p["partition_index"],
-                        tuple(p["replica_nodes"]),
-                        p["leader_id"],
-                        p["leader_epoch"],
-                        tuple(p["isr_nodes"]),
-                        tuple(p["eligible_leader_replicas"] or ()),
-                        tuple(p["last_known_elr"] or ()),
-                    )
-                    for p in t["partitions"]
-                    if not p["error_code"]
-                ]
+                found += [{**p, "topic": t["name"]} for p in t["partitions"] if not p["error_code"]]
             cursor = answer["next_cursor"]
             if cursor is None:
                 return found

@@ -255,6 +255,41 @@ def serving(lab: Lab) -> bool:
         return False
 
 
+def shrunk_out(lab: Lab, broker: int, follows: set[tuple[str, int]], timeout: float = 40) -> tuple[float, States]:
+    """Until the broker is out of the ISR of every partition it follows (its leaders shrank it)."""
+    return wait_for(
+        lab,
+        f"broker {broker} out of the ISR of the partitions it follows",
+        lambda s: all(broker not in s[k].isr for k in follows),
+        timeout=timeout,
+    )
+
+
+def moved_out(lab: Lab, broker: int, leads: set[tuple[str, int]], timeout: float = 60) -> tuple[float, States]:
+    """Until the broker leads none of `leads` and is in no ISR (the controller acted on its failure)."""
+    return wait_for(
+        lab,
+        f"broker {broker}'s leaderships moved and it left every ISR",
+        lambda s: all(s[k].leader != broker for k in leads) and all(broker not in x.isr for x in s.values()),
+        timeout=timeout,
+    )
+
+
+def growing(lab: Lab, partitions: list[tuple[str, int]]) -> bool:
+    """Whether every partition's log grew within 2 s (the producer keeps them growing, so a follower that stops
+    fetching really falls behind)."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=lab.bootstrap_servers)
+    try:
+        tps = [TopicPartition(t, p) for t, p in partitions]
+        first = consumer.end_offsets(tps)
+        time.sleep(2)
+        return all(end > first[tp] for tp, end in consumer.end_offsets(tps).items())
+    finally:
+        consumer.close()
+
+
 def followed(now: States, broker: int) -> set[tuple[str, int]]:
     """The partitions the broker follows (a replica, not the leader)."""
     return {key for key, s in now.items() if broker in s.replicas and s.leader != broker}
@@ -314,12 +349,7 @@ def run_stall(lab: Lab, broker: int = STALLED) -> Stall:
     stopped_ms = int(time.time() * 1000)
     state = process_state(current(lab).broker(broker).pid, until="T")
     [fault] = [f for f in current(lab).faults if f.kind == "stall"]
-    took, shrunk = wait_for(
-        lab,
-        f"broker {broker} out of the ISR of the partitions it follows",
-        lambda s: all(broker not in s[k].isr for k in follows),
-        timeout=40,
-    )
+    took, shrunk = shrunk_out(lab, broker, follows)
     report(f"stall: broker {broker} out of the ISR of all {len(follows)} partitions it follows after", took)
     registered = broker in registrations(current(lab))
     stall_over(lab)
@@ -365,12 +395,7 @@ def run_restart(lab: Lab, stalled: int = STALLED) -> Restart:
     killed_ms = int(time.time() * 1000)
     kill_said = faults.kill(Path(lab.dir), broker)
     dead = not alive(current(lab).broker(broker))
-    took, moved = wait_for(
-        lab,
-        f"broker {broker}'s leaderships moved and it left every ISR",
-        lambda s: all(s[k].leader != broker for k in leads) and all(broker not in x.isr for x in s.values()),
-        timeout=60,
-    )
+    took, moved = moved_out(lab, broker, leads)
     report(f"kill: broker {broker}'s {len(leads)} leaderships moved, out of every ISR after", took)
     registered = broker in registrations(current(lab))
     restart_said = faults.restart(Path(lab.dir), broker)

@@ -16,19 +16,38 @@ from isrwatch.lab.cluster import MONITOR_ID, Lab, alive, registrations, wait_unt
 from tests.lab.session import (
     LAG_MS,
     STALL_S,
+    States,
     active_controller,
     current,
     fault_over,
     followed,
+    growing,
     led,
+    moved_out,
     report,
+    shrunk_out,
     stall_over,
     states,
-    wait_for,
     wait_healthy,
 )
 
 FENCE_S = 22  # past broker.session.timeout.ms (18 s) plus a heartbeat interval (2 s)
+
+
+def leader_victim(lab: Lab) -> tuple[States, int, set[tuple[str, int]]]:
+    """On a healthy cluster: the partitions now, a broker that leads some of them but is not the active controller
+    (whose fate is controller-failover's), and the partitions it leads."""
+    wait_healthy(lab)
+    active, _ = active_controller(lab)
+    before = states(lab)
+    victim = next(b.id for b in lab.brokers if b.id != active and led(before, b.id))
+    return before, victim, led(before, victim)
+
+
+def assert_new_leaders(before: States, moved: States, leads: set[tuple[str, int]]) -> None:
+    """The controller elected each partition a new leader from its ISR, with a new leader epoch."""
+    for key in leads:
+        assert moved[key].leader in before[key].isr and moved[key].leader_epoch > before[key].leader_epoch, moved[key]
 
 
 def test_up_kafka_4_starts_combined_kraft_nodes_with_elr_a_monitor_of_its_own_topics_and_load(kraft_lab: Lab):
@@ -63,15 +82,7 @@ def test_up_kafka_4_starts_combined_kraft_nodes_with_elr_a_monitor_of_its_own_to
     now = states(lab)
     assert sorted(now) == [("orders", p) for p in range(6)] + [("payments", p) for p in range(3)]
     assert all(len(s.replicas) == 3 and set(s.isr) == set(s.replicas) and s.elr == () for s in now.values())
-    # The producer keeps every partition growing.
-    from kafka import KafkaConsumer, TopicPartition
-
-    consumer = KafkaConsumer(bootstrap_servers=lab.bootstrap_servers)
-    tps = [TopicPartition(t, p) for t, p in now]
-    first = consumer.end_offsets(tps)
-    time.sleep(2)
-    assert all(end > first[tp] for tp, end in consumer.end_offsets(tps).items())
-    consumer.close()
+    assert growing(lab, list(now))  # the producer keeps every partition growing
     # The quorum controller's log: who became active, at which epoch.
     logs = "".join((Path(b.kafka_logs_dir) / "controller.log").read_text() for b in lab.brokers)
     assert "Becoming the active controller at epoch" in logs
@@ -86,12 +97,7 @@ def test_kraft_stall_the_leaders_shrink_the_stalled_follower_and_the_controller_
     follows, leads = followed(before, stalled), led(before, stalled)
     said = faults.stall(Path(lab.dir), stalled, STALL_S)
     assert "SIGSTOP" in said and "warning" not in said
-    took, shrunk = wait_for(
-        lab,
-        f"broker {stalled} out of the ISR of the partitions it follows",
-        lambda s: all(stalled not in s[k].isr for k in follows),
-        timeout=40,
-    )
+    took, shrunk = shrunk_out(lab, stalled, follows)
     report(f"KRaft stall: broker {stalled} out of the ISR of all {len(follows)} partitions it follows after", took)
     for key in follows:  # the leaders shrank their ISRs: same leader, same leader epoch
         assert shrunk[key].leader == before[key].leader and shrunk[key].leader_epoch == before[key].leader_epoch
@@ -110,11 +116,7 @@ def test_kraft_fence_the_controller_fences_the_broker_moves_its_leaderships_and_
     kraft_lab: Lab, capsys
 ):
     lab = kraft_lab
-    wait_healthy(lab)
-    active, _ = active_controller(lab)
-    before = states(lab)
-    victim = next(b.id for b in lab.brokers if b.id != active and led(before, b.id))
-    leads = led(before, victim)
+    before, victim, leads = leader_victim(lab)
     argv = ["lab", "fault", "fence", "--broker", str(victim), "--seconds", "15", "--dir", lab.dir]
     assert main(argv) == 2
     err = capsys.readouterr().err
@@ -126,14 +128,8 @@ def test_kraft_fence_the_controller_fences_the_broker_moves_its_leaderships_and_
     assert "SIGSTOP" in said and "fences it" in said
     wait_until(f"broker {victim} fenced", lambda: registrations(current(lab)).get(victim) is True, 40, 0.2)
     report(f"KRaft fence: broker {victim} fenced by the controller after", time.monotonic() - started)
-    took, moved = wait_for(
-        lab,
-        f"broker {victim}'s leaderships moved and it left every ISR",
-        lambda s: all(victim not in x.isr for x in s.values()) and all(s[k].leader != victim for k in leads),
-        timeout=10,
-    )
-    for key in leads:  # the controller elected a new leader from the ISR, with a new leader epoch
-        assert moved[key].leader in before[key].isr and moved[key].leader_epoch > before[key].leader_epoch
+    _, moved = moved_out(lab, victim, leads, timeout=10)
+    assert_new_leaders(before, moved, leads)
     assert registrations(current(lab))[victim] is True  # still paused: still fenced
     fault_over(lab, "fence", timeout=FENCE_S + 30)
     report(f"KRaft fence: broker {victim} unfenced and in every ISR again after SIGCONT", wait_healthy(lab))
@@ -154,24 +150,14 @@ def test_kraft_kill_fences_and_moves_leaderships_restart_brings_the_node_back_an
     kraft_lab: Lab,
 ):
     lab = kraft_lab
-    wait_healthy(lab)
-    active, _ = active_controller(lab)
-    before = states(lab)
-    victim = next(b.id for b in lab.brokers if b.id != active and led(before, b.id))
-    leads = led(before, victim)
+    before, victim, leads = leader_victim(lab)
     started = time.monotonic()
     said = faults.kill(Path(lab.dir), victim)
     assert "SIGKILL" in said and "broker.session.timeout.ms (18000 ms)" in said
     assert not alive(current(lab).broker(victim))
-    took, moved = wait_for(
-        lab,
-        f"broker {victim}'s leaderships moved and it left every ISR",
-        lambda s: all(s[k].leader != victim for k in leads) and all(victim not in x.isr for x in s.values()),
-        timeout=60,
-    )
+    took, moved = moved_out(lab, victim, leads)
     report(f"KRaft kill: broker {victim}'s {len(leads)} leaderships moved, out of every ISR after", took)
-    for key in leads:
-        assert moved[key].leader in before[key].isr and moved[key].leader_epoch > before[key].leader_epoch
+    assert_new_leaders(before, moved, leads)
     assert registrations(current(lab))[victim] is True  # KRaft keeps the registration, fenced
 
     said = faults.restart(Path(lab.dir), victim)
