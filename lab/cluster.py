@@ -576,6 +576,19 @@ def partitions(lab: Lab, topics: list[str] | None = None) -> dict[tuple[str, int
     }
 
 
+def partition_epochs(lab: Lab, progress: Progress = lambda _: None) -> dict[tuple[str, int], int]:
+    """Every partition's partition epoch: the state znode's version in ZooKeeper mode; in KRaft counted from the
+    metadata log of a running node (DumpLogSegments, a JVM: seconds, not for polling), as no admin API reports it.
+    A topic deleted and created again keeps only the new topic id's count."""
+    if lab.mode == ZOOKEEPER:
+        return {key: s.partition_epoch for key, s in partitions(lab).items()}
+    node = next((b for b in lab.brokers if alive(b)), lab.brokers[0])
+    segments = sorted(str(f) for f in (Path(node.log_dir) / f"{kraft.METADATA_TOPIC}-0").glob("*.log"))
+    argv = [kraft.dump_log_segments(lab.kafka_version), "--cluster-metadata-decoder", "--files", ",".join(segments)]
+    epochs = kraft.partition_epochs(run_tool(argv, progress, 120, lab.kafka_version))
+    return {key: epoch for key, epoch in epochs.items() if key[0] in lab.topics}
+
+
 def registrations(lab: Lab) -> dict[int, bool]:
     """The monitored cluster's registered brokers and whether each is fenced: ZooKeeper's /brokers/ids (a registered
     broker is never fenced there), or DescribeCluster with fenced brokers in KRaft mode."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import json
 import time
 import uuid
 from collections.abc import Iterator
@@ -121,6 +122,38 @@ def format_argv(config: Path, cluster: str) -> list[str]:
         f"eligible.leader.replicas.version={ELIGIBLE_LEADER_REPLICAS_VERSION}",
         "--ignore-formatted",
     ]
+
+
+# -- partition epochs, from the metadata log ---------------------------------------------------------------------
+
+
+def dump_log_segments(release: str) -> str:
+    """Kafka's DumpLogSegments tool class in a release: in core (`kafka.tools`) up to 4.2, in kafka-tools
+    (`org.apache.kafka.tools`) from 4.3 on, when core dropped it."""
+    major, minor = (int(n) for n in release.split(".")[:2])
+    return "kafka.tools.DumpLogSegments" if (major, minor) < (4, 3) else "org.apache.kafka.tools.DumpLogSegments"
+
+
+def partition_epochs(dump: str) -> dict[tuple[str, int], int]:
+    """Every partition's epoch from `DumpLogSegments --cluster-metadata-decoder` output of the metadata log: its
+    PARTITION_RECORD's partitionEpoch, plus one per PARTITION_CHANGE_RECORD after it (the controller's replay,
+    PartitionRegistration.merge, returns `partitionEpoch + 1` for every change record). No admin API reports the
+    partition epoch; this is the only place outside the controller's memory."""
+    names: dict[str, str] = {}
+    epochs: dict[tuple[str, int], int] = {}
+    for line in dump.splitlines():
+        _, found, payload = line.partition(" payload: ")
+        if not found or not payload.startswith("{"):
+            continue
+        record = json.loads(payload)
+        data = record.get("data", {})
+        if record.get("type") == "TOPIC_RECORD":
+            names[data["topicId"]] = data["name"]
+        elif record.get("type") == "PARTITION_RECORD":
+            epochs[(data["topicId"], data["partitionId"])] = data["partitionEpoch"]
+        elif record.get("type") == "PARTITION_CHANGE_RECORD" and (data["topicId"], data["partitionId"]) in epochs:
+            epochs[(data["topicId"], data["partitionId"])] += 1
+    return {(names[topic_id], p): epoch for (topic_id, p), epoch in epochs.items() if topic_id in names}
 
 
 # -- the truth, from the admin API --------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from isrwatch.cli import main
 from isrwatch.lab import faults, kraft
-from isrwatch.lab.cluster import MONITOR_ID, Lab, alive, registrations, wait_until
+from isrwatch.lab.cluster import MONITOR_ID, Lab, alive, partition_epochs, registrations, wait_until
 from tests.lab.session import (
     LAG_MS,
     STALL_S,
@@ -95,6 +95,7 @@ def test_kraft_stall_the_leaders_shrink_the_stalled_follower_and_the_controller_
     before = states(lab)
     stalled = next(b.id for b in lab.brokers if b.id != active and followed(before, b.id))
     follows, leads = followed(before, stalled), led(before, stalled)
+    epochs = partition_epochs(lab)  # from the metadata log: no admin API reports partition epochs
     said = faults.stall(Path(lab.dir), stalled, STALL_S)
     assert "SIGSTOP" in said and "warning" not in said
     took, shrunk = shrunk_out(lab, stalled, follows)
@@ -110,6 +111,9 @@ def test_kraft_stall_the_leaders_shrink_the_stalled_follower_and_the_controller_
     assert all(late[k].leader == stalled and late[k].leader_epoch == before[k].leader_epoch for k in leads)
     stall_over(lab)
     report("KRaft stall: every ISR full again after SIGCONT", wait_healthy(lab))
+    # Each shrink and each expand the controller committed is a partition change: a new partition epoch each.
+    after = partition_epochs(lab)
+    assert all(after[k] >= epochs[k] + 2 for k in follows), (epochs, after)
 
 
 def test_kraft_fence_the_controller_fences_the_broker_moves_its_leaderships_and_removes_it_from_every_isr(
@@ -199,3 +203,24 @@ def test_stall_and_fence_are_told_apart_by_the_kraft_session():
     warning = faults.stall_warning(15, 18_000, "kraft")
     assert "broker.session.timeout.ms (18000 ms) less two heartbeat intervals" in warning
     assert "isrwatch lab fault fence" in warning
+
+
+def test_partition_epochs_count_the_changes_after_each_partition_record_of_the_metadata_log():
+    topic = '"topicId":"fYxUGgVtQ32CF8X_HqWHSA"'
+    dump = "\n".join(
+        f"| offset: {n} CreateTime: 1795729973744 keySize: -1 valueSize: 27 sequence: -1 headerKeys: [] payload: {p}"
+        for n, p in enumerate(
+            [
+                '{"type":"TOPIC_RECORD","version":0,"data":{"name":"orders",' + topic + "}}",
+                '{"type":"PARTITION_RECORD","version":2,"data":{"partitionId":0,' + topic + ',"partitionEpoch":0}}',
+                '{"type":"PARTITION_RECORD","version":2,"data":{"partitionId":1,' + topic + ',"partitionEpoch":0}}',
+                '{"type":"PARTITION_CHANGE_RECORD","version":2,"data":{"partitionId":1,' + topic + ',"isr":[2,3]}}',
+                '{"type":"PARTITION_CHANGE_RECORD","version":2,"data":{"partitionId":1,' + topic + ',"isr":[2,3,1]}}',
+                '{"type":"PARTITION_CHANGE_RECORD","version":2,"data":{"partitionId":0,"topicId":"other","isr":[1]}}',
+            ]
+        )
+    )
+    batch = "\nBaseOffset: 0 lastOffset: 5 count: 6"  # DumpLogSegments' batch lines carry no payload
+    assert kraft.partition_epochs(dump + batch) == {("orders", 0): 0, ("orders", 1): 2}
+    assert kraft.dump_log_segments("4.2.2") == "kafka.tools.DumpLogSegments"
+    assert kraft.dump_log_segments("4.4.0") == "org.apache.kafka.tools.DumpLogSegments"
