@@ -1067,6 +1067,8 @@ def _start_kraft(lab: Lab, spec: LabSpec, java: str, classpath: str, progress: P
     expected = {b.id: False for b in lab.brokers}
 
     def registered() -> bool:
+        if not all(_listening(b.port) for b in [*lab.brokers, lab.monitor]):  # a KRaft broker listens once unfenced
+            return False
         try:
             return registrations(lab) == expected and kraft.describe_brokers(lab.monitor_bootstrap, MONITOR_ID, 1) == {
                 MONITOR_ID: False

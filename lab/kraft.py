@@ -174,6 +174,7 @@ def admin(bootstrap: str, timeout_ms: int = 3000) -> Iterator[Any]:
         bootstrap_servers=bootstrap.split(","),
         client_id="isrwatch-lab",
         request_timeout_ms=timeout_ms,
+        bootstrap_timeout_ms=timeout_ms,
     )
     try:
         yield client
