@@ -254,9 +254,10 @@ class Lab:
         return timeout
 
     def answering(self) -> tuple[str, int | None]:
-        """The bootstrap servers of the brokers that can answer now (running, not paused by a stall: a paused broker
-        accepts connections but replies to nothing), and one of them to ask (None: none runs)."""
-        answering = [b for b in self.brokers if alive(b) and not paused(b)]
+        """The bootstrap servers of the brokers that can answer now (running, listening, not paused by a stall: a
+        paused broker accepts connections but replies to nothing; a restarted one listens only once it registered),
+        and one of them to ask (None: none can)."""
+        answering = [b for b in self.brokers if alive(b) and not paused(b) and _listening(b.port)]
         if not answering:
             return self.bootstrap_servers, None
         return ",".join(b.address for b in answering), answering[0].id
