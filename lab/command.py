@@ -44,10 +44,11 @@ real thing: N brokers, topics with replication factor 3 under a steady producer 
       static quorum (controller.quorum.voters); on a 2-core machine three JVMs instead of three brokers
       and three controllers. The monitor is a one-node KRaft cluster of its own, same release. Formatted
       with eligible.leader.replicas.version={ELR} (ELR on, what a new 4.4.0 cluster gets by default; set
-      explicitly for every 4.x release). broker.session.timeout.ms={KRAFT_SESSION_S * 1000} (Kafka's default: 9000)
-      and broker.heartbeat.interval.ms={HEARTBEAT_MS}, so that `stall` and `fence` are different faults: a stall of up
-      to {KRAFT_STALL_S:g} s stays a stall (the leaders shrink the broker after --lag-ms, the controller does not
-      fence it), a fence of at least {KRAFT_SESSION_S + MARGIN_S:g} s is fenced by the controller.
+      explicitly for every 4.x release: 4.0.x defaults to 0). The nodes run
+      broker.session.timeout.ms={KRAFT_SESSION_S * 1000} (Kafka's default: 9000) and broker.heartbeat.interval.ms=
+      {HEARTBEAT_MS}, so that `stall` and `fence` are different faults: a stall of up to {KRAFT_STALL_S:g} s stays a
+      stall (the leaders shrink the broker after --lag-ms, the controller does not fence it), a fence of at
+      least {KRAFT_SESSION_S + MARGIN_S:g} s is fenced by the controller.
 
 The jars come from Maven Central on first use, one set per release, into jars/kafka (3.9.2) or
 jars/kafka-<release> of the tools directory: $ISRWATCH_TOOLS, else a clone's .tools/, else the user's

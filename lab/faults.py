@@ -165,8 +165,7 @@ def fence(directory: Path, broker_id: int, seconds: float) -> str:
     if lab.mode == KRAFT:
         acts = (
             f"the controller fences it once its last heartbeat is {_session(lab)} old, moves its leaderships and "
-            "removes it from every ISR (ELR keeps it as an eligible leader where the ISR falls below "
-            "min.insync.replicas); on SIGCONT it heartbeats again, is unfenced and the leaders add it back"
+            "removes it from every ISR; on SIGCONT it heartbeats again, is unfenced and the leaders add it back"
         )
     else:
         acts = (

@@ -30,7 +30,8 @@ BROKER_HEARTBEAT_INTERVAL_MS = 2_000  # broker.heartbeat.interval.ms (Kafka's de
 # KIP-966's eligible leader replicas, set at format (`--feature`), not left to the release's default: 1 (on) is what
 # a new 4.4.0 cluster gets anyway (`StorageTool version-mapping --release-version 4.4` says
 # eligible.leader.replicas.version=1), and the lab's truth (DescribeTopicPartitions) then reports ELR and
-# last-known ELR as the brokers people run do. Set explicitly, so every 4.x release the lab runs has it.
+# last-known ELR as the brokers people run do. Set explicitly, so every 4.x release the lab runs has it: 4.0.x
+# defaults to 0 (`version-mapping --release-version 4.0`: eligible.leader.replicas.version=0) and accepts 1.
 ELIGIBLE_LEADER_REPLICAS_VERSION = 1
 METADATA_TOPIC = "__cluster_metadata"
 CONTROLLER_LISTENER = "CONTROLLER"
