@@ -110,7 +110,7 @@ class Cluster:
         # The leaders' replica managers: the ISR each leader keeps, as the controller reads it from ZooKeeper.
         # Only controller actions read it, so a script without them does not pay for it.
         self.leaders = (
-            PartitionEngine(config.kafka, emit_propagation_ticks=False)
+            PartitionEngine(config.kafka, owns_ticks=False)
             if any(f.kind in ("crash", "failover", "elect") for f in faults)
             else None
         )

@@ -16,6 +16,7 @@ from msgspec import Struct
 
 from .config import Config
 from .events import Append, Fetch, IsrChangePropagated, IsrUpdated, LeaderAndIsr
+from .metrics import IGNORED_APPENDS, IGNORED_FETCHES, IGNORED_LEADER_AND_ISR, Metric, counter_key
 from .order import Order
 from .records import (
     Decision,
@@ -95,10 +96,7 @@ class Outputs:
         "ticks",
         "observed",
         "writes",
-        "ignored_fetches",
-        "ignored_appends",
-        "ignored_leader_and_isr",
-        "ignored_ticks",
+        "counters",
         "touched",
     )
 
@@ -108,12 +106,14 @@ class Outputs:
         self.ticks: list[PropagationTick] = []
         self.observed: list[Observation | IsrChangePropagated] = []  # what brokers did, with the model's view
         self.writes: list[IsrWrite] = []  # the model's ISR writes of audited partitions, with their evidence
-        self.ignored_fetches: Counter[str] = Counter()
-        self.ignored_appends: Counter[str] = Counter()
-        self.ignored_leader_and_isr: Counter[str] = Counter()
-        # A tick whose kafka_version isrwatch does not model: the tick runs, the version is not taken.
-        self.ignored_ticks: Counter[str] = Counter()
+        # What changed nothing, as `kind.reason` (`ignored_fetches.not_follower`): every kind is a counter of
+        # `state.metrics`, which the step, the report, the store's tallies and /metrics carry as they are.
+        self.counters: Counter[str] = Counter()
         self.touched: set[PartitionKey] = set()
+
+    def ignore(self, kind: Metric, reason: str) -> None:
+        """Count an input the rules took and that changed nothing: nothing is dropped silently (SPEC §5)."""
+        self.counters[counter_key(kind, reason)] += 1
 
     def decide(
         self,
@@ -231,10 +231,10 @@ def become_leader_or_follower(p: Partition, ev: LeaderAndIsr, config: Config, ou
     """
     if ev.broker is not None:
         if ev.leader >= 0 and ev.broker != ev.leader:
-            out.ignored_leader_and_isr["follower_copy"] += 1
+            out.ignore(IGNORED_LEADER_AND_ISR, "follower_copy")
             return
         if _same_state(p, ev):
-            out.ignored_leader_and_isr["duplicate"] += 1
+            out.ignore(IGNORED_LEADER_AND_ISR, "duplicate")
             return
     if ev.controller_epoch < p.controller_epoch:
         out.decide(p, ev.ts, DecisionKind.REJECTED, p.isr, [], error="STALE_CONTROLLER_EPOCH")
@@ -321,20 +321,20 @@ def update_follower_fetch_state(p: Partition | None, ev: Fetch, config: Config, 
     """
     inactive = _inactive(p, ev)
     if inactive:
-        out.ignored_fetches[inactive] += 1
+        out.ignore(IGNORED_FETCHES, inactive)
         return
     assert p is not None
     f = p.follower(ev.replica)
     if f is None:
-        out.ignored_fetches["not_follower"] += 1
+        out.ignore(IGNORED_FETCHES, "not_follower")
         return
     if ev.current_leader_epoch is not None and ev.current_leader_epoch != p.leader_epoch:
-        out.ignored_fetches["leader_epoch_mismatch"] += 1
+        out.ignore(IGNORED_FETCHES, "leader_epoch_mismatch")
         return
     offset = ev.fetch_offset
     leader_leo = ev.leader_leo
     if offset > leader_leo:
-        out.ignored_fetches["offset_out_of_range"] += 1
+        out.ignore(IGNORED_FETCHES, "offset_out_of_range")
         return
     t = ev.ts
     if leader_leo > p.leader_leo:
@@ -380,7 +380,7 @@ def append_to_leader(p: Partition | None, ev: Append, config: Config, out: Outpu
     """Partition.appendRecordsToLeader: the leader's LEO only grows; a new LEO may let the HW move."""
     inactive = _inactive(p, ev)
     if inactive:
-        out.ignored_appends[inactive] += 1
+        out.ignore(IGNORED_APPENDS, inactive)
         return
     assert p is not None
     if ev.leader_leo > p.leader_leo:

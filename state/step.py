@@ -5,7 +5,8 @@ keys' reports), the Spark replay's finish and the tests all run this, so what a 
 it counts is written once: decisions, propagation batches, partition records, the brokers' throttle
 state, what brokers observably did and where the model disagrees with it (the audit), dead letters, and
 the counters the store keeps as cumulative metrics (`ignored_fetches.<reason>`, `ignored_appends.<reason>`,
-`ignored_leader_and_isr.<reason>`, `dead_letters.<category>`, `late_events`).
+`ignored_leader_and_isr.<reason>`, `ignored_ticks.<reason>`, `dead_letters.<category>`, `late_events`: each a
+counter of `state.metrics`, carried under one name from the rule that counts it to /metrics).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any, Protocol
 
 from .audit import Audit, sorted_divergences
 from .events import DeadLetter, IsrChangePropagated, Observed
+from .metrics import DEAD_LETTERS, LATE_EVENTS, counter_key
 from .propagation import PropagationBook
 from .records import (
     BrokerRecord,
@@ -42,11 +44,7 @@ class StepOutputs(Protocol):
     @property
     def ticks(self) -> list[PropagationTick]: ...
     @property
-    def ignored_fetches(self) -> Mapping[str, int]: ...
-    @property
-    def ignored_appends(self) -> Mapping[str, int]: ...
-    @property
-    def ignored_leader_and_isr(self) -> Mapping[str, int]: ...
+    def counters(self) -> Mapping[str, int]: ...
     @property
     def writes(self) -> list[IsrWrite]: ...
     @property
@@ -76,7 +74,7 @@ class Settled:
     def add_dead_letters(self, dead: Iterable[DeadLetter]) -> None:
         for d in dead:
             self.dead_letters.append(d)
-            self.counters[f"dead_letters.{d.category}"] += 1
+            self.counters[counter_key(DEAD_LETTERS, d.category)] += 1
 
 
 def settle(
@@ -99,14 +97,8 @@ def settle(
         items.extend(out.ticks)
         writes.extend(out.writes)
         observed.extend(out.observed)
-        for name, ignored in (
-            ("ignored_fetches", out.ignored_fetches),
-            ("ignored_appends", out.ignored_appends),
-            ("ignored_leader_and_isr", out.ignored_leader_and_isr),
-        ):
-            for reason, count in ignored.items():
-                counters[f"{name}.{reason}"] += count
-    counters["late_events"] += book.add(items)
+        counters.update(out.counters)
+    counters[LATE_EVENTS.tally] += book.add(items)
     settled.observed = [o.event if isinstance(o, Observation) else o for o in observed]
     divergences: list[Divergence] = []
     if audit is not None:
@@ -151,6 +143,7 @@ def summarize(settled: Settled, partitions: int, book: PropagationBook, audit: A
         "dead_letters_by_reason": by_reason(counters, "dead_letters"),
         "partitions_pending_propagation": book.pending_partitions(),
         "ignored_leader_and_isr_by_reason": by_reason(counters, "ignored_leader_and_isr"),
+        "ignored_ticks_by_reason": by_reason(counters, "ignored_ticks"),
         "observed_by_type": dict(sorted(Counter(type(o).__name__ for o in settled.observed).items())),
         "divergences_by_kind": dict(sorted(Counter(str(d.kind) for d in settled.divergences).items())),
         "audit_pending": audit.pending(),

@@ -15,6 +15,7 @@ from isrwatch.state.audit import Audit, sorted_divergences
 from isrwatch.state.config import Config
 from isrwatch.state.engine import PartitionEngine
 from isrwatch.state.events import Event
+from isrwatch.state.metrics import LATE_EVENTS
 from isrwatch.state.partition import partition_record
 from isrwatch.state.propagation import PropagationBook
 from isrwatch.state.replay import ReplayResult
@@ -72,10 +73,8 @@ class ReplayCollector:
             for chunk in held.pending:
                 waiting.setdefault(chunk.cluster, []).extend(chunk.events())
             for cluster in sorted(held.engines.keys() | waiting.keys()):
-                engine = PartitionEngine(
-                    self.config, held.engines.get(cluster), emit_propagation_ticks=bucket == self.first
-                )
-                total.counters["late_events"] += engine.add(waiting.get(cluster, []))
+                engine = PartitionEngine(self.config, held.engines.get(cluster), owns_ticks=bucket == self.first)
+                total.counters[LATE_EVENTS.tally] += engine.add(waiting.get(cluster, []))
                 outputs.append(engine.advance(end + 1))
                 partitions.extend(engine.partitions.values())
                 buffered += len(engine.buffer)
@@ -100,7 +99,7 @@ class ReplayCollector:
             "events_after_until": self.after_until + buffered,
             "until": end,
             **summarize(result, len(partitions), book, audit),
-            "late_events": result.counters["late_events"],
+            "late_events": result.counters[LATE_EVENTS.tally],
             "micro_batches": self.batches,
             "config": self.config.to_dict(),
         }

@@ -140,7 +140,7 @@ def run_engine(
     config: Config, held: BucketState, cluster: str, due: list[Event], frontier: int, first: bool
 ) -> tuple[PartitionEngine, Outputs]:
     """Apply the cluster's due events and scheduled checks up to its frontier; the engine goes back into `held`."""
-    engine = PartitionEngine(config, held.engines.get(cluster), emit_propagation_ticks=first)
+    engine = PartitionEngine(config, held.engines.get(cluster), owns_ticks=first)
     engine.add(due)
     out = engine.advance(frontier)
     held.engines[cluster] = engine.to_bytes()
@@ -165,13 +165,9 @@ def absorb(
     report.ticks.extend(out.ticks)
     report.writes.extend(out.writes)
     report.observed.extend(out.observed)
-    for mine, theirs in (
-        (report.ignored_fetches, out.ignored_fetches),
-        (report.ignored_appends, out.ignored_appends),
-        (report.ignored_leader_and_isr, out.ignored_leader_and_isr),
-    ):
-        for reason, n in theirs.items():
-            mine[reason] = mine.get(reason, 0) + n
+    counters = report.counters
+    for name, n in out.counters.items():
+        counters[name] = counters.get(name, 0) + n
 
 
 def state_function(

@@ -12,6 +12,7 @@ import pytest
 from isrwatch.state.config import Config, ConfigError, KafkaRules, kafka_rules
 from isrwatch.state.engine import STATE_VERSION, PartitionEngine
 from isrwatch.state.partition import Outputs
+from isrwatch.state.step import by_reason
 from tests.state.helpers import Run, append, fetch, follower, kinds, lai, parse_all, state_of, tick
 
 LAG = 10_000
@@ -261,8 +262,28 @@ def test_a_tick_with_a_version_isrwatch_does_not_model_still_runs_and_is_counted
         )
     )
     out = engine.advance(T + 2, Outputs())
-    assert out.ignored_ticks == {"unsupported_kafka_version": 1, "kafka_version_without_broker": 1}
+    assert by_reason(out.counters, "ignored_ticks") == {
+        "unsupported_kafka_version": 1,
+        "kafka_version_without_broker": 1,
+    }
     assert engine.kafka_versions == {("default", 2): "3.9.2"}
+
+
+@pytest.mark.spark_parity
+def test_an_ignored_tick_reaches_the_summary_once_however_many_keys_run_it(run: Run) -> None:
+    """Every state key applies a tick; the key that owns ticks counts the version it did not take, so the
+    summary counts each tick once, as the one-pass replay does."""
+    events = [
+        lai(T, 1, [1, 2], [1, 2], 0, topic="a"),
+        lai(T, 2, [1, 2], [1, 2], 0, topic="b"),
+        tick(T + 1, "isr-expiration", broker=1, kafka_version="4.0.0"),
+        tick(T + 2, "isr-expiration", kafka_version="3.9.2"),
+    ]
+    outcome = run(events, T + 3, replica_lag_time_max_ms=LAG)
+    assert outcome.summary["ignored_ticks_by_reason"] == {
+        "kafka_version_without_broker": 1,
+        "unsupported_kafka_version": 1,
+    }
 
 
 def test_the_engine_state_keeps_each_brokers_version_compactly() -> None:
