@@ -34,6 +34,9 @@ class KafkaRules:
     reset_replica_state: bool
     # 3.7: maybeIncrementLeaderHW leaves the HW while the ISR is smaller than the effective min.insync.replicas.
     under_min_isr_holds_hw: bool
+    # 3.7: isUnderMinIsr / isAtMinIsr compare the ISR size with Partition.effectiveMinIsr, min.insync.replicas at most
+    # the replication factor; before, with min.insync.replicas as it is.
+    effective_min_isr: bool
 
 
 def kafka_rules(version: Any) -> KafkaRules:
@@ -57,6 +60,7 @@ def _kafka_rules(version: str) -> KafkaRules:
         max_last_fetch_leader_log_end_offset=at >= (3, 3),
         reset_replica_state=at >= (3, 3),
         under_min_isr_holds_hw=at >= (3, 7),
+        effective_min_isr=at >= (3, 7),
     )
 
 

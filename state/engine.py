@@ -25,9 +25,10 @@ from .partition import (
     become_leader_or_follower,
     maybe_shrink_isr,
     next_shrink_eligible_at,
+    partition_record,
     update_follower_fetch_state,
 )
-from .records import PropagationTick
+from .records import PartitionRecord, PropagationTick
 from .schedule import INF, first_at_or_after
 
 STATE_VERSION = 2
@@ -156,6 +157,10 @@ class PartitionEngine:
             self._run_checks_before(until, out)
         self.applied_until = until
         return out
+
+    def record(self, p: Partition) -> PartitionRecord:
+        """`p`'s SPEC §5 record under its leader's rule set: its flags read the min ISR its HW rule reads."""
+        return partition_record(p, self._leader_config(p) if self.kafka_versions else self.config)
 
     def next_due(self) -> int:
         """The earliest event time at which advancing could change anything (INF: nothing pending).

@@ -192,7 +192,7 @@ def maybe_increment_leader_hw(p: Partition, now: int, config: Config) -> None:
     adds only ZkMetadataCache.hasAliveBroker, which no event reports, and isCaughtUp's `leo == leader LEO` cannot
     hold for a replica behind the candidate.
     """
-    if config.rules.under_min_isr_holds_hw and len(p.isr) < effective_min_isr(p, config):
+    if config.rules.under_min_isr_holds_hw and is_under_min_isr(p, config):
         return  # 3.7: Partition@3.9.0-rc3 L1167-1170 (KAFKA-15583)
     lag = config.replica_lag_time_max_ms
     new = p.leader_leo
@@ -205,10 +205,29 @@ def maybe_increment_leader_hw(p: Partition, now: int, config: Config) -> None:
         p.hw = new
 
 
+def topic_min_isr(p: Partition, config: Config) -> int:
+    """The min ISR of 2.x to 3.6: the topic's min.insync.replicas as it is (the leader's LogConfig, as the leader
+    reported it, else the config's), even above the replication factor. isUnderMinIsr and isAtMinIsr compare the
+    ISR size with `_.config.minInSyncReplicas` (Partition@2.5.0 L242-244, Partition@3.6.0 L361-365)."""
+    return config.min_isr(p.topic) if p.min_isr is None else p.min_isr
+
+
 def effective_min_isr(p: Partition, config: Config) -> int:
-    """Partition.effectiveMinIsr (3.7+): the topic's min.insync.replicas (as the leader reported it, else the
-    config's), at most the replication factor."""
-    return min(config.min_isr(p.topic) if p.min_isr is None else p.min_isr, len(p.replicas) or 1)
+    """The min ISR of 3.7+: Partition.effectiveMinIsr, the topic's min.insync.replicas at most the replication
+    factor, `minInSyncReplicas.min(remoteReplicasMap.size + 1)` (Partition@3.7.0 L369-371, Partition@3.9.0-rc3
+    L381-383); isUnderMinIsr, isAtMinIsr and so the 3.7 HW gate compare with it (3.7.0 L360-362, L377)."""
+    return min(topic_min_isr(p, config), len(p.replicas) or 1)
+
+
+def min_isr(p: Partition, config: Config) -> int:
+    """The min ISR the leader's rule set compares the ISR size with (`KafkaRules.effective_min_isr`, SPEC §4.8):
+    the one value the HW rule and the partition record's `under_min_isr` / `at_min_isr` read."""
+    return effective_min_isr(p, config) if config.rules.effective_min_isr else topic_min_isr(p, config)
+
+
+def is_under_min_isr(p: Partition, config: Config) -> bool:
+    """Partition.isUnderMinIsr: the ISR is smaller than the rule set's min ISR."""
+    return len(p.isr) < min_isr(p, config)
 
 
 def update_isr(p: Partition, isr: tuple[int, ...], now: int, at: Order, out: Outputs) -> None:
@@ -454,7 +473,7 @@ def partition_record(p: Partition, config: Config) -> PartitionRecord:
                 predicted_shrink_at_ms=None if scheduled >= INF else scheduled,
             )
         )
-    min_isr = min(p.min_isr, len(p.replicas) or 1) if p.min_isr is not None else config.min_isr(p.topic)
+    floor = min_isr(p, config)
     return PartitionRecord(
         cluster=p.cluster,
         topic=p.topic,
@@ -470,7 +489,7 @@ def partition_record(p: Partition, config: Config) -> PartitionRecord:
         leader_epoch_start_offset=p.leader_epoch_start_offset,
         offline=p.leader == -1,
         under_replicated=len(isr) < len(p.replicas),
-        under_min_isr=len(isr) < min_isr,
-        at_min_isr=len(isr) == min_isr,
+        under_min_isr=len(isr) < floor,
+        at_min_isr=len(isr) == floor,  # Partition.isAtMinIsr
         followers=followers,
     )

@@ -16,7 +16,6 @@ from isrwatch.state.config import Config
 from isrwatch.state.engine import PartitionEngine
 from isrwatch.state.events import Event
 from isrwatch.state.metrics import LATE_EVENTS
-from isrwatch.state.partition import partition_record
 from isrwatch.state.propagation import PropagationBook
 from isrwatch.state.replay import ReplayResult
 from isrwatch.state.step import Settled, settle, summarize
@@ -65,7 +64,7 @@ class ReplayCollector:
         total = self.total
         end = until if until is not None else self.max_ts
         outputs = []
-        partitions = []
+        records = []
         buffered = 0
         for bucket, blob in sorted(self.blobs.items()):
             held = decode_bucket(blob)
@@ -76,18 +75,18 @@ class ReplayCollector:
                 engine = PartitionEngine(self.config, held.engines.get(cluster), owns_ticks=bucket == self.first)
                 total.counters[LATE_EVENTS.tally] += engine.add(waiting.get(cluster, []))
                 outputs.append(engine.advance(end + 1))
-                partitions.extend(engine.partitions.values())
+                records.extend(engine.record(p) for p in engine.partitions.values())
                 buffered += len(engine.buffer)
         book = PropagationBook(self.config, self.sink_blobs.get(BOOK_BLOB))
         audit = Audit(self.config, self.sink_blobs.get(AUDIT_BLOB))
         last = settle(book, outputs, end + 1, audit)
-        partitions.sort(key=lambda p: p.key)
+        records.sort(key=lambda r: (r.cluster, r.topic, r.partition))
         result = ReplayResult(
             decisions=total.decisions + last.decisions,
             propagations=total.propagations + last.propagations,
             observed=total.observed + last.observed,
             divergences=sorted_divergences(total.divergences + last.divergences),
-            records=[partition_record(p, self.config) for p in partitions],
+            records=records,
             brokers=last.brokers,
             dead_letters=total.dead_letters,
             counters=total.counters + last.counters,
@@ -98,7 +97,7 @@ class ReplayCollector:
             "events": self.events + self.after_until,
             "events_after_until": self.after_until + buffered,
             "until": end,
-            **summarize(result, len(partitions), book, audit),
+            **summarize(result, len(records), book, audit),
             "late_events": result.counters[LATE_EVENTS.tally],
             "micro_batches": self.batches,
             "config": self.config.to_dict(),

@@ -25,7 +25,7 @@ import pandas as pd
 from isrwatch.state.config import Config
 from isrwatch.state.engine import PartitionEngine
 from isrwatch.state.events import DeadLetter, Event, PartitionEvent, Tick, in_future, parse_event
-from isrwatch.state.partition import Outputs, partition_record
+from isrwatch.state.partition import Outputs
 from isrwatch.state.schedule import INF
 
 from .buckets import CONTROL_KEY
@@ -150,15 +150,13 @@ def run_engine(
     return engine, out
 
 
-def absorb(
-    report: Report, config: Config, engine: PartitionEngine, out: Outputs, due: list[Event], frontier: int
-) -> None:
+def absorb(report: Report, engine: PartitionEngine, out: Outputs, due: list[Event], frontier: int) -> None:
     """Add what the engine produced to the report: the records of the partitions the due events or the outputs
     touched (exact at the frontier), the decisions, ISR changes, ticks, writes, observations and counters."""
     changed = {(ev.cluster, ev.topic, ev.partition) for ev in due if isinstance(ev, PartitionEvent)} | out.touched
     for k in sorted(changed):
         if k in engine.partitions:
-            report.records.append(partition_record(engine.partitions[k], config))
+            report.records.append(engine.record(engine.partitions[k]))
             report.as_of.append(frontier)
     report.decisions.extend(out.decisions)
     report.changes.extend(out.changes)
@@ -195,7 +193,7 @@ def state_function(
             pending += rest
             if due is not None:
                 engine, out = run_engine(config, held, cluster, due, frontier, first)
-                absorb(report, config, engine, out, due, frontier)
+                absorb(report, engine, out, due, frontier)
         held.pending = pending
         # What this key may still change: clusters it holds partitions or pending events of, and (the first
         # key) those whose propagation ticks it passes on. The sink settles no cluster beyond these.
