@@ -51,6 +51,15 @@ FRAMED_SCHEMA = "bucket int, lines long, data binary"
 _FRAMED = pa.schema([("bucket", pa.int32()), ("lines", pa.int64()), ("data", pa.binary())])
 
 
+class Destination(IntEnum):
+    """Where a line goes: the state keys it is routed to follow from this, never from a key id."""
+
+    OWN = 0  # a partition event: its partition's bucket (and, a beacon, every other bucket)
+    EVERY_KEY = 1  # a tick: every bucket; the first bucket counts it
+    FIRST_KEY = 2  # a broker's event about many partitions: the first bucket
+    CONTROL = 3  # no usable time or key (or after --until): the control key, which dead-letters it
+
+
 class Role(IntEnum):
     """What a routed line is to the bucket that receives it."""
 
@@ -149,7 +158,6 @@ _routing = msgspec.json.Decoder(Routing)
 _encoder = msgspec.msgpack.Encoder()
 _routed = msgspec.msgpack.Decoder(Routed)
 NOT_RECEIVED = -1
-_TICK, _BROKER = -2, -3  # where a line goes before it is spread: every key, or the first key without beacons
 
 
 def hash31(text: str) -> int:
@@ -178,11 +186,14 @@ def _keys(raws: list[bytes]) -> list[Routing | None]:
         return [_read(raw) for raw in raws]  # some line is not routable: find which, one by one
 
 
-def _destinations(keys: list[Routing | None], ids: list[int], until: int | None) -> list[int]:
-    """Per line: its partition's key, _TICK, _BROKER or the control key."""
+def _destinations(keys: list[Routing | None], ids: list[int], until: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """Per line: its `Destination`, and the state key that counts it (a partition event's own bucket, the first
+    bucket for a tick or a broker's event, the control key)."""
     count = len(ids)
     limit = MAX_TS if until is None else until
     own_of: dict[tuple[str | None, str, int], int] = {}
+    to_own, to_every, to_first = int(Destination.OWN), int(Destination.EVERY_KEY), int(Destination.FIRST_KEY)  # ints:
+    kinds = [int(Destination.CONTROL)] * len(keys)  # numpy converts a list of enum members 3x slower
     dest = [CONTROL_KEY] * len(keys)
     for i, key in enumerate(keys):
         if key is None or key.ts is None or not 0 <= key.ts <= limit:
@@ -197,35 +208,35 @@ def _destinations(keys: list[Routing | None], ids: list[int], until: int | None)
             if own is None:
                 cluster = DEFAULT_CLUSTER if key.cluster is None else key.cluster
                 own = own_of[name] = ids[zlib.crc32(f"{cluster}\0{topic}\0{partition}".encode()) % count]
-            dest[i] = own
+            kinds[i], dest[i] = to_own, own
         elif kind == "tick":
-            dest[i] = _TICK
+            kinds[i], dest[i] = to_every, ids[0]
         elif kind in BROKER_TYPES:
-            dest[i] = _BROKER
-    return dest
+            kinds[i], dest[i] = to_first, ids[0]
+    return np.array(kinds, dtype=np.uint8), np.array(dest, dtype=np.int64)
 
 
 def route(lines: Lines, ids: list[int], until: int | None = None) -> dict[int, Routed]:
     """Each state key's lines. With `until` (a replay to --until), later lines go to the control key:
     nothing after --until may be applied. Within a key, lines need no order: the key sorts what it applies."""
-    dest = np.array(_destinations(_keys(lines.raw), ids, until), dtype=np.int64)
-    beacon = (dest >= 0) & ((lines.seq % BEACON_EVERY == 1) | lines.last)
-    dest[dest == _BROKER] = ids[0]
-    spread = np.flatnonzero(beacon | (dest == _TICK))  # lines every key receives
-    single = np.where(beacon, _TICK, dest)  # the others' one key (_TICK: none, they are spread)
+    kinds, dest = _destinations(_keys(lines.raw), ids, until)
+    every = kinds == Destination.EVERY_KEY
+    beacon = (kinds == Destination.OWN) & ((lines.seq % BEACON_EVERY == 1) | lines.last)
+    spreading = beacon | every  # lines every key receives
+    spread = np.flatnonzero(spreading)
     raws = np.empty(len(lines.raw), dtype=object)
     raws[:] = lines.raw
+    alone = ~spreading
     out: dict[int, Routed] = {}
-    for bucket in [*ids, CONTROL_KEY] if len(spread) else np.unique(single).tolist():
-        mine = np.flatnonzero(single == bucket)
+    for bucket in [*ids, CONTROL_KEY] if len(spread) else np.unique(dest).tolist():
+        mine = np.flatnonzero(alone & (dest == bucket))
         at = np.concatenate([mine, spread]) if len(spread) and bucket != CONTROL_KEY else mine
         if not len(at):
             continue
         roles = np.zeros(len(at), dtype=np.uint8)  # Role.EVENT
         if len(at) > len(mine):
-            theirs = dest[spread]
             roles[len(mine) :] = np.where(
-                theirs == _TICK, Role.TICK, np.where(theirs == bucket, Role.EVENT, Role.BEACON)
+                every[spread], Role.TICK, np.where(dest[spread] == bucket, Role.EVENT, Role.BEACON)
             )
         out[bucket] = Routed(
             raws[at].tolist(),
