@@ -15,8 +15,6 @@ import asyncio
 import os
 import random
 import re
-import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -29,6 +27,8 @@ from isrwatch.sim.synthetic import StreamShape, generate
 from isrwatch.state.config import Config
 from isrwatch.state.replay import replay
 from isrwatch.store import open_store
+
+from .measure import free_port, percentile
 
 
 def fill(url: str, partitions: int, seed: int) -> tuple[list[tuple[str, int]], int]:
@@ -71,12 +71,6 @@ def existing(url: str) -> tuple[list[tuple[str, int]], int]:
     return keys, under_replicated
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _serve(url: str, port: int) -> subprocess.Popen:
     proc = subprocess.Popen(
         [sys.executable, "-m", "isrwatch.cli", "serve", "--store", url, "--port", str(port), "--log-level", "warning"]
@@ -93,9 +87,10 @@ def _serve(url: str, port: int) -> subprocess.Popen:
 
 
 def _quantiles(ms: list[float]) -> str:
-    ms = sorted(ms)
-    q = statistics.quantiles(ms, n=100, method="inclusive")
-    return f"p50 {q[49]:.2f} ms, p90 {q[89]:.2f} ms, p99 {q[98]:.2f} ms, max {ms[-1]:.2f} ms"
+    return (
+        f"p50 {percentile(ms, 50):.2f} ms, p90 {percentile(ms, 90):.2f} ms, p99 {percentile(ms, 99):.2f} ms, "
+        f"max {max(ms):.2f} ms"
+    )
 
 
 async def _get(conn: tuple[asyncio.StreamReader, asyncio.StreamWriter], path: str) -> int:
@@ -169,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     with open_store(url) as store:
         filled = store.last_batch_id() is not None
     keys, under_replicated = existing(url) if filled else fill(url, args.partitions, args.seed)
-    port = _free_port()
+    port = free_port()
     proc = _serve(url, port)
     base = f"http://127.0.0.1:{port}"
     try:

@@ -29,7 +29,7 @@ gives the same divergences.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import msgspec
 from msgspec import Struct
@@ -69,6 +69,7 @@ IsrKey = tuple[str, int, str, int, int]  # (cluster, leader, topic, partition, p
 PartitionKey = tuple[str, int, str, int]  # (cluster, leader, topic, partition)
 BatchKey = tuple[str, int, int]  # (cluster, broker, ts)
 K = TypeVar("K")
+SortedKey = TypeVar("SortedKey", bound=tuple[Any, ...])  # a key that orders ties
 T = TypeVar("T")
 A = TypeVar("A", bound="IsrWrite | Observation")
 B = TypeVar("B", bound="IsrWrite | Observation")
@@ -117,12 +118,20 @@ def _nearest_alike(
     window: int,
 ) -> IsrKey | None:
     """Of `others`, the write of `key`'s partition with `side`'s kind and ISR nearest to it in time, within `window`."""
+    return nearest_alike(side, ((k, _side(o)) for k, o in others.items() if k[:4] == key[:4]), window)
+
+
+def nearest_alike(
+    side: tuple[DecisionKind, list[int], int],
+    others: Iterable[tuple[SortedKey, tuple[DecisionKind, list[int], int]]],
+    window: int,
+) -> SortedKey | None:
+    """How a write is paired when partition epochs cannot pair it: of `others` (one partition's writes, each a key
+    and its kind, new ISR (sorted) and time), the key of the one with `side`'s kind and ISR nearest to it in time
+    within `window` (ties: the smaller key). The latency benchmark pairs the brokers' writes with it too."""
     kind, isr, ts = side
-    best: tuple[int, IsrKey] | None = None
-    for other_key, other in others.items():
-        if other_key[:4] != key[:4]:
-            continue
-        other_kind, other_isr, other_ts = _side(other)
+    best: tuple[int, SortedKey] | None = None
+    for other_key, (other_kind, other_isr, other_ts) in others:
         if other_kind is kind and other_isr == isr and abs(other_ts - ts) <= window:
             candidate = (abs(other_ts - ts), other_key)
             best = candidate if best is None or candidate < best else best
