@@ -16,8 +16,8 @@ and the last line of every file, is also copied to every other bucket as a *beac
 that bucket's knowledge of the cluster's time (ticks, copied to every bucket anyway, do the same).
 
 Why Python and not Spark SQL: the lines a map task sends one key travel as one packed row (`Routed`),
-so the JVM shuffles, sorts and converts a few rows per task instead of one per event (issue 14: the
-per-line JVM work was two thirds of the stream's cost).
+so the JVM shuffles, sorts and converts a few rows per task instead of one per event, which was most of
+the stream's cost (deploy/README.md, "Sizing the stream").
 """
 
 from __future__ import annotations
@@ -193,7 +193,7 @@ def _destinations(keys: list[Routing | None], ids: list[int], until: int | None)
     limit = MAX_TS if until is None else until
     own_of: dict[tuple[str | None, str, int], int] = {}
     to_own, to_every, to_first = int(Destination.OWN), int(Destination.EVERY_KEY), int(Destination.FIRST_KEY)  # ints:
-    kinds = [int(Destination.CONTROL)] * len(keys)  # numpy converts a list of enum members 3x slower
+    kinds = [int(Destination.CONTROL)] * len(keys)  # numpy converts a list of enum members slowly
     dest = [CONTROL_KEY] * len(keys)
     for i, key in enumerate(keys):
         if key is None or key.ts is None or not 0 <= key.ts <= limit:
@@ -287,8 +287,7 @@ def frame_batches(
 
 def binary_array(values: list[bytes | None]) -> pa.Array:
     """An Arrow binary array of `values` (None: null), built from one joined buffer: `pa.array(values, pa.binary())`
-    grows its buffer value by value, 3.5x slower for Kafka records (pyarrow 26, 100k values of 150 B: 68 ms
-    against 19.5 ms)."""
+    grows its buffer value by value, several times slower for Kafka records (README.md, Performance)."""
     nulls = [v is None for v in values]
     null_count = sum(nulls)
     present = [b"" if v is None else v for v in values] if null_count else values

@@ -14,7 +14,7 @@ STATE_SCHEMA = "blob binary"  # one msgpack blob (version inside): array fields 
 BUCKET_STATE_VERSION = 3  # 3: partitions hash to buckets in Python (isrwatch.streaming.framing), not Spark SQL
 
 
-_CODEC = "zstd"  # pyarrow's: ~6x on event streams at ~600 MB/s; the JVM then moves a sixth of the bytes
+_CODEC = "zstd"  # pyarrow's: fast, and the JVM moves a fraction of the bytes (README.md, Performance)
 
 
 class Chunk(Struct, array_like=True):
