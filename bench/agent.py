@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import re
 import shutil
 import signal
@@ -54,6 +53,8 @@ from isrwatch.lab.cluster import (
     wait_until,
     zookeeper,
 )
+
+from .measure import proc_cpu
 
 LOG_LINE = re.compile(
     r"Shrinking ISR from|ISR updated to|starts at leader epoch|Leader \S+ with topic id|"
@@ -263,22 +264,16 @@ def _rates(lab: Lab, start_ms: int, end_ms: int, raw: bool) -> list[tuple[float,
     return out
 
 
-def _cpu_seconds(broker: Broker) -> float:
-    """User + system CPU of the broker JVM so far (from /proc)."""
-    fields = Path(f"/proc/{broker.pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 class _Cpu:
     """CPU used by each broker of a lab from now on."""
 
     def __init__(self, lab: Lab):
         self.lab = lab
         self.t0 = time.time()
-        self.cpu0 = [_cpu_seconds(b) for b in lab.brokers]
+        self.cpu0 = [proc_cpu(b.pid)[1] for b in lab.brokers]
 
     def seconds(self) -> list[float]:
-        return [_cpu_seconds(b) - c for b, c in zip(self.lab.brokers, self.cpu0, strict=True)]
+        return [proc_cpu(b.pid)[1] - c for b, c in zip(self.lab.brokers, self.cpu0, strict=True)]
 
     def per_broker_pct(self) -> list[float]:
         wall = time.time() - self.t0

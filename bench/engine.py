@@ -1,7 +1,6 @@
 """`isrwatch bench engine`: events/s of the pure engine and of a whole replay, peak memory, state size.
 
-Prints numbers; asserts nothing. Targets (issue 2, one core): >= 300k events/s engine on parsed
-events, >= 150k events/s for a replay from JSONL, <= 1 KB of state per partition.
+Prints numbers; asserts nothing; the targets and the figures measured are in README.md, Performance.
 """
 
 from __future__ import annotations

@@ -36,12 +36,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import math
 import os
 import re
 import shutil
 import signal
-import socket
 import sqlite3
 import sys
 import tempfile
@@ -51,7 +49,11 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from isrwatch.state.audit import nearest_alike
 from isrwatch.state.config import Config
+from isrwatch.state.records import DecisionKind
+
+from .measure import free_port, percentile
 
 DEFAULT_TRIGGERS = ("1s", "5s")
 LATENESS_MS = Config().allowed_lateness_ms  # the job runs with the default lateness
@@ -185,21 +187,23 @@ class Seen:
 
 
 def decision_of(write: IsrWrite, shown: Iterable[Shown], window_ms: int, within_ms: int) -> Shown | None:
-    """The model's decision of the write: same partition, kind and resulting ISR, its time at most `window_ms` from
-    the write's (nearest first), shown by the API within `within_ms` of the write.
+    """The model's decision of the write, among those the API showed within `within_ms` of it, paired as the audit
+    pairs writes whose epochs drifted (`audit.nearest_alike`): same partition, kind and resulting ISR, the nearest
+    in time within `window_ms` (ties: the first shown).
 
     Not by partition epoch: once the model misses or adds a write its epochs drift from the broker's (a
     `missed_by_model` / `unexplained_by_model` pair for every later write of the partition), although its decisions
     still match the broker's writes one to one.
     """
-    candidates = [
-        d
-        for d in shown
-        if (d.topic, d.partition, d.kind, d.isr) == (write.topic, write.partition, write.kind, write.isr)
-        and abs(d.ts - write.ts) <= window_ms
-        and d.t <= write.ts + within_ms
+    mine = [
+        d for d in shown if (d.topic, d.partition) == (write.topic, write.partition) and d.t <= write.ts + within_ms
     ]
-    return min(candidates, key=lambda d: (abs(d.ts - write.ts), d.t), default=None)
+    at = nearest_alike(
+        (DecisionKind(write.kind), list(write.isr), write.ts),
+        (((d.t, i), (DecisionKind(d.kind), list(d.isr), d.ts)) for i, d in enumerate(mine)),
+        window_ms,
+    )
+    return None if at is None else mine[at[1]]
 
 
 def match(writes: Iterable[IsrWrite], shown: Sequence[Shown], window_ms: int, within_ms: int) -> list[Seen]:
@@ -213,16 +217,6 @@ def match(writes: Iterable[IsrWrite], shown: Sequence[Shown], window_ms: int, wi
         later = any(o.t == d.t and (o.topic, o.partition) == (d.topic, d.partition) and o.ts > d.ts for o in shown)
         seen.append(Seen(w, "superseded" if later else "as_written", d.t, d.ts - w.ts))
     return seen
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    """The nearest-rank percentile: the smallest value with at least q % of the values at or below it."""
-    if not values:
-        raise ValueError("percentile of no values")
-    if not 0 < q <= 100:
-        raise ValueError(f"percentile {q}: must be in (0, 100]")
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
 
 
 @dataclass(frozen=True)
@@ -451,12 +445,6 @@ def _batches(db: Path, since_ms: int) -> list[Batch]:
     return [Batch(*row) for row in rows]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _wait(what: str, check: Callable[[], bool], timeout: float, every: float = 0.5) -> bool:
     """Poll `check` until it holds; False (and a warning line) after `timeout`."""
     deadline = time.monotonic() + timeout
@@ -481,7 +469,7 @@ def _isrwatch(lab_dir: Path, work: Path, trigger_s: float) -> Iterator[str]:
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     store = f"sqlite:///{work / 'isrwatch.db'}"
-    port = _free_port()
+    port = free_port()
     cli = [sys.executable, "-m", "isrwatch.cli"]
     run = [
         *cli,

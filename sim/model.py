@@ -132,7 +132,7 @@ class Cluster:
         # Only controller actions read it, so a script without them does not pay for it.
         self.alter_partition = config.kafka.alter_partition
         self.leaders = (
-            PartitionEngine(config.kafka, emit_propagation_ticks=False)
+            PartitionEngine(config.kafka, owns_ticks=False)
             if self.alter_partition or any(f.kind in ("crash", "failover", "elect") for f in faults)
             else None
         )

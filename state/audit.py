@@ -10,7 +10,7 @@ divergences.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import NamedTuple, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import msgspec
 from msgspec import Struct
@@ -33,6 +33,7 @@ STATE_VERSION = 3  # 3: one struct per partition and per broker
 Epoch = tuple[int, int]  # (leader, partition epoch): an ISR write of a partition (the zkVersion it creates)
 PartitionKey = tuple[str, str, int]  # (cluster, topic, partition)
 BrokerKey = tuple[str, int]  # (cluster, broker)
+SortedKey = TypeVar("SortedKey", bound=tuple[Any, ...])  # a key that orders ties
 A = TypeVar("A", bound="IsrWrite | Observation")
 B = TypeVar("B", bound="IsrWrite | Observation")
 
@@ -281,14 +282,22 @@ def _nearest_alike(
     window: int,
 ) -> Epoch | None:
     """Of `others`, the write by `epoch`'s leader with `side`'s kind and ISR nearest to it in time, within `window`."""
+    return nearest_alike(side, ((e, _side(o)) for e, o in others.items() if e[0] == epoch[0]), window)
+
+
+def nearest_alike(
+    side: tuple[DecisionKind, list[int], int],
+    others: Iterable[tuple[SortedKey, tuple[DecisionKind, list[int], int]]],
+    window: int,
+) -> SortedKey | None:
+    """How a write is paired when partition epochs cannot pair it: of `others` (one partition's writes, each a key
+    and its kind, new ISR (sorted) and time), the key of the one with `side`'s kind and ISR nearest to it in time
+    within `window` (ties: the smaller key). The latency benchmark pairs the brokers' writes with it too."""
     kind, isr, ts = side
-    best: tuple[int, Epoch] | None = None
-    for other_epoch, other in others.items():
-        if other_epoch[0] != epoch[0]:
-            continue
-        other_kind, other_isr, other_ts = _side(other)
+    best: tuple[int, SortedKey] | None = None
+    for other_key, (other_kind, other_isr, other_ts) in others:
         if other_kind is kind and other_isr == isr and abs(other_ts - ts) <= window:
-            candidate = (abs(other_ts - ts), other_epoch)
+            candidate = (abs(other_ts - ts), other_key)
             best = candidate if best is None or candidate < best else best
     return None if best is None else best[1]
 

@@ -45,6 +45,9 @@ class KafkaRules:
     # 2.8-3.0 hold the write lock through the ZooKeeper write. Applied in ZooKeeper mode when the agent reports the
     # write's commit (`isr_updated`); an AlterPartition proposal is always in flight until its response.
     isr_write_in_flight: bool
+    # 3.7: isUnderMinIsr / isAtMinIsr compare the ISR size with Partition.effectiveMinIsr, min.insync.replicas at most
+    # the replication factor; before, with min.insync.replicas as it is.
+    effective_min_isr: bool
 
 
 def kafka_rules(version: Any) -> KafkaRules:
@@ -69,6 +72,7 @@ def _kafka_rules(version: str) -> KafkaRules:
         reset_replica_state=at >= (3, 3),
         under_min_isr_holds_hw=at >= (3, 7),
         isr_write_in_flight=at >= (3, 1),
+        effective_min_isr=at >= (3, 7),
     )
 
 

@@ -26,6 +26,7 @@ from .events import (
     Tick,
     sorts_at,
 )
+from .metrics import IGNORED_TICKS
 from .order import Half, Order
 from .partition import (
     NO_METADATA,
@@ -39,9 +40,10 @@ from .partition import (
     handle_alter_partition_response,
     maybe_shrink_isr,
     next_shrink_eligible_at,
+    partition_record,
     update_follower_fetch_state,
 )
-from .records import PropagationTick
+from .records import PartitionRecord, PropagationTick
 from .schedule import INF, first_at_or_after
 
 STATE_VERSION = 2
@@ -72,16 +74,16 @@ def _order(ev: Event) -> tuple[int, int, int]:
 class PartitionEngine:
     """The replica state of a set of partitions plus the events not yet applied.
 
-    `emit_propagation_ticks`: whether explicit propagation ticks seen here are passed on; ticks reach
-    every state key, and exactly one of them must forward their propagation half.
+    `owns_ticks`: whether what a tick produces once per stream comes from here: its propagation half, passed on,
+    and the count of a version it does not take. Ticks reach every state key, and exactly one of them owns them.
     """
 
-    def __init__(self, config: Config, blob: bytes | None = None, emit_propagation_ticks: bool = True) -> None:
+    def __init__(self, config: Config, blob: bytes | None = None, owns_ticks: bool = True) -> None:
         self.config = config
         self.lag = config.replica_lag_time_max_ms
         self.interval = config.expiration_interval_ms
         self.origin = config.schedule_origin_ms
-        self.emit_propagation_ticks = emit_propagation_ticks
+        self.owns_ticks = owns_ticks
         self.partitions: dict[PartitionKey, Partition] = {}
         self.buffer: list[Event] = []
         self.applied_until = -INF
@@ -197,6 +199,10 @@ class PartitionEngine:
         self.applied_until = until
         return out
 
+    def record(self, p: Partition) -> PartitionRecord:
+        """`p`'s SPEC §5 record under its leader's rule set: its flags read the min ISR its HW rule reads."""
+        return partition_record(p, self._leader_config(p))
+
     def next_due(self) -> int:
         """The earliest event time at which advancing could change anything (INF: nothing pending).
 
@@ -269,27 +275,24 @@ class PartitionEngine:
         return next_eligible
 
     def _take_kafka_version(self, tick: Tick, version: str, out: Outputs) -> None:
-        """A broker's tick tells its Kafka version: the partitions it leads follow that rule set from now on."""
-        if tick.broker is None:
-            out.ignored_ticks["kafka_version_without_broker"] += 1
-            return
-        try:
-            kafka_rules(version)
-        except ConfigError:
-            out.ignored_ticks["unsupported_kafka_version"] += 1
-            return
-        self.kafka_versions[(tick.cluster, tick.broker)] = version
+        """A broker's tick tells its Kafka version: the partitions it leads follow that rule set from now on. A version
+        it cannot take (no broker, or not modelled) is counted, once per stream: by the key that owns the ticks."""
+        if tick.broker is not None and _modelled(version):
+            self.kafka_versions[(tick.cluster, tick.broker)] = version
+        elif self.owns_ticks:
+            refused = "kafka_version_without_broker" if tick.broker is None else "unsupported_kafka_version"
+            out.count(IGNORED_TICKS, refused)
 
     def _take_isr_protocol(self, tick: Tick, protocol: str, out: Outputs) -> None:
         """A broker's tick tells how it writes its ISR (SPEC §2): the partitions it leads follow it from now on,
         unless its Kafka version cannot speak it."""
         if tick.broker is None:
-            out.ignored_ticks["isr_protocol_without_broker"] += 1
+            out.count(IGNORED_TICKS, "isr_protocol_without_broker")
             return
         try:
             isr_protocol(self.kafka_versions.get((tick.cluster, tick.broker), self.config.kafka_version), protocol)
         except ConfigError:
-            out.ignored_ticks["unsupported_isr_protocol"] += 1
+            out.count(IGNORED_TICKS, "unsupported_isr_protocol")
             return
         self.isr_protocols[(tick.cluster, tick.broker)] = protocol
 
@@ -300,7 +303,7 @@ class PartitionEngine:
             self._take_isr_protocol(tick, tick.isr_protocol, out)
         if tick.task in (None, "isr-expiration"):
             self._check(tick.ts, out, tick.cluster, Order.of_event(tick), tick.broker, tick.end_ms)
-        if tick.task in (None, "isr-change-propagation") and self.emit_propagation_ticks:
+        if tick.task in (None, "isr-change-propagation") and self.owns_ticks:
             out.ticks.append(
                 PropagationTick(
                     *Order.of_event(tick, Half.PROPAGATION),
@@ -310,3 +313,12 @@ class PartitionEngine:
                     tick.last_propagation_ms,
                 )
             )
+
+
+def _modelled(version: str) -> bool:
+    """Whether isrwatch models this Kafka version (`config.kafka_rules`)."""
+    try:
+        kafka_rules(version)
+    except ConfigError:
+        return False
+    return True

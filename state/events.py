@@ -21,8 +21,8 @@ DEFAULT_CLUSTER = "default"
 NonNegative = Annotated[int, Meta(ge=0, le=MAX_MS)]
 BrokerId = Annotated[int, Meta(ge=0, le=MAX_ID)]
 # A name's pattern is checked after decoding, once per distinct name (`_names_match`): msgspec runs a `pattern` through
-# Python's re for every value, 1.0 of parse_event's 2.2 us per event (issue 14). The strict types, with it, give
-# a refused line msgspec's own first error (`_strict_reason`).
+# Python's re for every value, the costliest part of parse_event (README.md, Performance). The strict types, with it,
+# give a refused line msgspec's own first error (`_strict_reason`).
 Topic = Annotated[str, Meta(min_length=1, max_length=TOPIC_MAX_LENGTH)]
 Cluster = Annotated[str, Meta(min_length=1, max_length=CLUSTER_MAX_LENGTH)]
 _STRICT_TOPIC = Annotated[str, Meta(min_length=1, max_length=TOPIC_MAX_LENGTH, pattern=TOPIC_PATTERN)]
@@ -30,7 +30,7 @@ _STRICT_CLUSTER = Annotated[str, Meta(min_length=1, max_length=CLUSTER_MAX_LENGT
 
 
 # gc=False: an event holds only scalars and lists of them, never a cycle, so the collector need not track the
-# millions a replay holds (14 % less CPU per event in the replay, measured A/B).
+# millions a replay holds.
 class _Event(Struct, kw_only=True, tag_field="type", omit_defaults=True, gc=False):
     ts: NonNegative
     cluster: Cluster = DEFAULT_CLUSTER
@@ -314,7 +314,7 @@ def _decode(raw: bytes | str, decoder: Any) -> Any:
     not JSON this reader can hold: invalid UTF-8 inside a string, nesting deeper than the decoder's limit.
 
     A byte-order mark is no JSON, so a line with one fails first and is decoded again without it: the lines
-    without one (all but a few) pay nothing for it (issue 14: the check cost ~0.3 us per event)."""
+    without one (all but a few) pay nothing for it."""
     try:
         return _decode_body(raw, decoder)
     except msgspec.ValidationError:

@@ -123,6 +123,9 @@ IGNORED_LEADER_AND_ISR = counter(
     "LeaderAndIsr states reported by a broker and not applied: another replica's copy or a repeat",
     ("reason",),
 )
+IGNORED_TICKS = counter(
+    "ignored_ticks", "Ticks whose kafka_version was not taken (the tick still ran), by reason", ("reason",)
+)
 DIVERGENCES = counter(
     "divergences",
     "Where the model and a broker disagreed (agent input), by kind; a `timing` one by the rule that excused it "
@@ -200,6 +203,7 @@ CATALOGUE: tuple[Metric, ...] = (
     IGNORED_FETCHES,
     IGNORED_APPENDS,
     IGNORED_LEADER_AND_ISR,
+    IGNORED_TICKS,
     DIVERGENCES,
     ALTER_PARTITION_REQUESTS,
     FAILED_ISR_UPDATES,
@@ -222,6 +226,12 @@ TALLIED = {m.tally: m for m in CATALOGUE if m.tally}
 
 Labels = tuple[tuple[str, str], ...]  # (label, value) pairs sorted by label
 TallyKey = tuple[str, Labels]  # (tally name, labels); histograms: "<tally>_bucket" (with `le`), "_sum", "_count"
+
+
+def counter_key(kind: Metric, reason: str) -> str:
+    """The name a step counts `kind` under for `reason` (`ignored_fetches.not_follower`); `tallies` splits it into
+    the tally and its `reason` label."""
+    return f"{kind.tally}.{reason}"
 
 
 def bucket_label(value: float, bounds: Sequence[float]) -> str:

@@ -17,6 +17,15 @@ from msgspec import Struct
 
 from .config import Config
 from .events import AlterPartitionResponse, Append, Fetch, IsrChangePropagated, IsrUpdated, LeaderAndIsr
+from .metrics import (
+    FAILED_ISR_UPDATES,
+    IGNORED_ALTER_PARTITION_RESPONSES,
+    IGNORED_APPENDS,
+    IGNORED_FETCHES,
+    IGNORED_LEADER_AND_ISR,
+    Metric,
+    counter_key,
+)
 from .order import Order
 from .records import (
     AlterPartitionAnswer,
@@ -125,12 +134,7 @@ class Outputs:
         "observed",
         "writes",
         "alter_partition",
-        "failed_isr_updates",
-        "ignored_alter_partition_responses",
-        "ignored_fetches",
-        "ignored_appends",
-        "ignored_leader_and_isr",
-        "ignored_ticks",
+        "counters",
         "touched",
     )
 
@@ -142,15 +146,15 @@ class Outputs:
         self.writes: list[IsrWrite] = []  # the model's ISR writes of audited partitions, with their evidence
         # Leaders' AlterPartition proposals and the answers they handled, for their brokers' managers (§4.9).
         self.alter_partition: list[AlterPartitionSubmit | AlterPartitionAnswer] = []
-        # Kafka's FailedIsrUpdatesPerSec by error (AlterPartitionListener.markFailed), and responses no proposal awaits.
-        self.failed_isr_updates: Counter[str] = Counter()
-        self.ignored_alter_partition_responses: Counter[str] = Counter()
-        self.ignored_fetches: Counter[str] = Counter()
-        self.ignored_appends: Counter[str] = Counter()
-        self.ignored_leader_and_isr: Counter[str] = Counter()
-        # A tick whose kafka_version isrwatch does not model: the tick runs, the version is not taken.
-        self.ignored_ticks: Counter[str] = Counter()
+        # What changed nothing, as `kind.reason` (`ignored_fetches.not_follower`): every kind is a counter of
+        # `state.metrics`, which the step, the report, the store's tallies and /metrics carry as they are.
+        self.counters: Counter[str] = Counter()
         self.touched: set[PartitionKey] = set()
+
+    def count(self, kind: Metric, reason: str) -> None:
+        """Count under `kind.reason` an input the rules took and that changed nothing, or an ISR update that failed:
+        nothing is dropped silently (SPEC §5)."""
+        self.counters[counter_key(kind, reason)] += 1
 
     def decide(
         self,
@@ -237,7 +241,7 @@ def maybe_increment_leader_hw(p: Partition, now: int, config: Config, brokers: M
     isCaughtUp's `leo == leader LEO` cannot hold for a replica behind the candidate; with KRaft metadata an outsider
     must also be eligible to join (`is_replica_isr_eligible`, L1178-1181). The 3.7 gate reads the committed ISR.
     """
-    if config.rules.under_min_isr_holds_hw and len(p.isr) < effective_min_isr(p, config):
+    if config.rules.under_min_isr_holds_hw and is_under_min_isr(p, config):
         return  # 3.7: Partition@3.9.0-rc3 L1167-1170 (KAFKA-15583)
     lag = config.replica_lag_time_max_ms
     new = p.leader_leo
@@ -283,10 +287,29 @@ def writes_in_flight(p: Partition, config: Config) -> bool:
     return config.alter_partition or (config.rules.isr_write_in_flight and p.audited and p.writes_reported)
 
 
+def topic_min_isr(p: Partition, config: Config) -> int:
+    """The min ISR of 2.x to 3.6: the topic's min.insync.replicas as it is (the leader's LogConfig, as the leader
+    reported it, else the config's), even above the replication factor. isUnderMinIsr and isAtMinIsr compare the
+    ISR size with `_.config.minInSyncReplicas` (Partition@2.5.0 L242-244, Partition@3.6.0 L361-365)."""
+    return config.min_isr(p.topic) if p.min_isr is None else p.min_isr
+
+
 def effective_min_isr(p: Partition, config: Config) -> int:
-    """Partition.effectiveMinIsr (3.7+): the topic's min.insync.replicas (as the leader reported it, else the
-    config's), at most the replication factor."""
-    return min(config.min_isr(p.topic) if p.min_isr is None else p.min_isr, len(p.replicas) or 1)
+    """The min ISR of 3.7+: Partition.effectiveMinIsr, the topic's min.insync.replicas at most the replication
+    factor, `minInSyncReplicas.min(remoteReplicasMap.size + 1)` (Partition@3.7.0 L369-371, Partition@3.9.0-rc3
+    L381-383); isUnderMinIsr, isAtMinIsr and so the 3.7 HW gate compare with it (3.7.0 L360-362, L377)."""
+    return min(topic_min_isr(p, config), len(p.replicas) or 1)
+
+
+def min_isr(p: Partition, config: Config) -> int:
+    """The min ISR the leader's rule set compares the ISR size with (`KafkaRules.effective_min_isr`, SPEC §4.8):
+    the one value the HW rule and the partition record's `under_min_isr` / `at_min_isr` read."""
+    return effective_min_isr(p, config) if config.rules.effective_min_isr else topic_min_isr(p, config)
+
+
+def is_under_min_isr(p: Partition, config: Config) -> bool:
+    """Partition.isUnderMinIsr: the ISR is smaller than the rule set's min ISR."""
+    return len(p.isr) < min_isr(p, config)
 
 
 def update_isr(p: Partition, isr: tuple[int, ...], now: int, at: Order, out: Outputs) -> None:
@@ -329,7 +352,7 @@ def submit_alter_partition(p: Partition, at: Order, out: Outputs) -> bool:
     assert p.leader is not None
     if p.submitted:
         revert_isr_change(p)
-        out.failed_isr_updates["OPERATION_NOT_ATTEMPTED"] += 1
+        out.count(FAILED_ISR_UPDATES, "OPERATION_NOT_ATTEMPTED")
         return False
     p.submitted = True
     kind = DecisionKind.EXPAND if p.isr_state is IsrState.PENDING_EXPAND else DecisionKind.SHRINK
@@ -404,24 +427,24 @@ def _take_response(
     it stays pending); OPERATION_NOT_ATTEMPTED and INELIGIBLE_REPLICA revert; the errors after which the leader waits
     for metadata leave it pending (stuck); any other error is retried (L1940-1941). Returns whether to retry."""
     if p is None or p.leader_epoch < 0:
-        out.ignored_alter_partition_responses["no_leader_and_isr"] += 1
+        out.count(IGNORED_ALTER_PARTITION_RESPONSES, "no_leader_and_isr")
         return False
     if not p.submitted or ev.broker != p.leader:
-        out.ignored_alter_partition_responses["no_proposal"] += 1
+        out.count(IGNORED_ALTER_PARTITION_RESPONSES, "no_proposal")
         return False
     p.submitted = False
     out.touched.add(p.key)
     if p.isr_state is IsrState.COMMITTED:
-        out.ignored_alter_partition_responses["stale"] += 1
+        out.count(IGNORED_ALTER_PARTITION_RESPONSES, "stale")
         return False
     if ev.error is None:
         assert ev.isr is not None and ev.partition_epoch is not None
         if ev.leader_epoch != p.leader_epoch or ev.partition_epoch < p.partition_epoch:
-            out.failed_isr_updates["stale_epoch"] += 1
+            out.count(FAILED_ISR_UPDATES, "stale_epoch")
             return False
         commit_isr_change(p, tuple(sorted(set(ev.isr))), ev.partition_epoch, ev.ts, config, brokers)
         return False
-    out.failed_isr_updates[ev.error] += 1
+    out.count(FAILED_ISR_UPDATES, ev.error)
     if ev.error in REVERTING_ERRORS:
         revert_isr_change(p)
         return False
@@ -452,10 +475,10 @@ def become_leader_or_follower(
     """
     if ev.broker is not None:
         if ev.leader >= 0 and ev.broker != ev.leader:
-            out.ignored_leader_and_isr["follower_copy"] += 1
+            out.count(IGNORED_LEADER_AND_ISR, "follower_copy")
             return
         if _same_state(p, ev):
-            out.ignored_leader_and_isr["duplicate"] += 1
+            out.count(IGNORED_LEADER_AND_ISR, "duplicate")
             return
     if ev.controller_epoch < p.controller_epoch:
         out.decide(p, ev.ts, DecisionKind.REJECTED, p.isr, [], error="STALE_CONTROLLER_EPOCH")
@@ -470,7 +493,7 @@ def become_leader_or_follower(
     if ev.partition_epoch < p.partition_epoch and config.alter_partition:
         # Partition.makeLeader skips a state older than the partition epoch it has (Partition@3.9.0-rc3 L724-728):
         # an AlterPartition response may bring the epoch before the metadata does.
-        out.ignored_leader_and_isr["stale_partition_epoch"] += 1
+        out.count(IGNORED_LEADER_AND_ISR, "stale_partition_epoch")
         return
     make_leader(p, ev, config, out, brokers)
 
@@ -578,20 +601,20 @@ def update_follower_fetch_state(
     """
     inactive = _inactive(p, ev)
     if inactive:
-        out.ignored_fetches[inactive] += 1
+        out.count(IGNORED_FETCHES, inactive)
         return
     assert p is not None
     f = p.follower(ev.replica)
     if f is None:
-        out.ignored_fetches["not_follower"] += 1
+        out.count(IGNORED_FETCHES, "not_follower")
         return
     if ev.current_leader_epoch is not None and ev.current_leader_epoch != p.leader_epoch:
-        out.ignored_fetches["leader_epoch_mismatch"] += 1
+        out.count(IGNORED_FETCHES, "leader_epoch_mismatch")
         return
     offset = ev.fetch_offset
     leader_leo = ev.leader_leo
     if offset > leader_leo:
-        out.ignored_fetches["offset_out_of_range"] += 1
+        out.count(IGNORED_FETCHES, "offset_out_of_range")
         return
     t = ev.ts
     if leader_leo > p.leader_leo:
@@ -653,7 +676,7 @@ def append_to_leader(
     """Partition.appendRecordsToLeader: the leader's LEO only grows; a new LEO may let the HW move."""
     inactive = _inactive(p, ev)
     if inactive:
-        out.ignored_appends[inactive] += 1
+        out.count(IGNORED_APPENDS, inactive)
         return
     assert p is not None
     if ev.leader_leo > p.leader_leo:
@@ -739,7 +762,7 @@ def partition_record(p: Partition, config: Config) -> PartitionRecord:
                 predicted_shrink_at_ms=None if scheduled >= INF else scheduled,
             )
         )
-    min_isr = min(p.min_isr, len(p.replicas) or 1) if p.min_isr is not None else config.min_isr(p.topic)
+    floor = min_isr(p, config)
     # The ISR-change state shows for AlterPartition leaders and writes in flight: ZooKeeper records keep their keys.
     shows_state = p.alter_partition or p.isr_state is not IsrState.COMMITTED
     return PartitionRecord(
@@ -757,8 +780,8 @@ def partition_record(p: Partition, config: Config) -> PartitionRecord:
         leader_epoch_start_offset=p.leader_epoch_start_offset,
         offline=p.leader == -1,
         under_replicated=len(isr) < len(p.replicas),
-        under_min_isr=len(isr) < min_isr,
-        at_min_isr=len(isr) == min_isr,
+        under_min_isr=len(isr) < floor,
+        at_min_isr=len(isr) == floor,  # Partition.isAtMinIsr
         followers=followers,
         isr_state=p.isr_state if shows_state else None,
         maximal_isr=list(maximal_isr(p)) if shows_state else None,

@@ -14,7 +14,6 @@ from .audit import Audit
 from .config import Config
 from .engine import PartitionEngine
 from .events import DeadLetter, Event, in_future, parse_event, sorts_at
-from .partition import partition_record
 from .propagation import PropagationBook
 from .step import Settled, settle, summarize
 
@@ -85,7 +84,7 @@ def replay_events(
         alter_partitions=settled.alter_partitions,
         observed=settled.observed,
         divergences=settled.divergences,
-        records=[partition_record(p, config) for p in sorted(engine.partitions.values(), key=lambda p: p.key)],
+        records=[engine.record(p) for p in sorted(engine.partitions.values(), key=lambda p: p.key)],
         brokers=settled.brokers,
         counters=settled.counters,
         watermark=settled.watermark,

@@ -5,7 +5,8 @@ keys' reports), the Spark replay's finish and the tests all run this, so what a 
 it counts is written once: decisions, propagation batches, partition records, the brokers' throttle
 state, what brokers observably did and where the model disagrees with it (the audit), dead letters, and
 the counters the store keeps as cumulative metrics (`ignored_fetches.<reason>`, `ignored_appends.<reason>`,
-`ignored_leader_and_isr.<reason>`, `dead_letters.<category>`, `late_events`).
+`ignored_leader_and_isr.<reason>`, `ignored_ticks.<reason>`, `dead_letters.<category>`, `late_events`: each a
+counter of `state.metrics`, carried under one name from the rule that counts it to /metrics).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from msgspec.structs import replace
 from .alter_partition import AlterPartitionBook
 from .audit import Audit, sorted_divergences
 from .events import DeadLetter, IsrChangePropagated, Observed
+from .metrics import DEAD_LETTERS, IGNORED_ALTER_PARTITION_ANSWERS, LATE_EVENTS, counter_key
 from .propagation import PropagationBook
 from .records import (
     AlterPartitionAnswer,
@@ -50,21 +52,13 @@ class StepOutputs(Protocol):
     @property
     def ticks(self) -> list[PropagationTick]: ...
     @property
-    def ignored_fetches(self) -> Mapping[str, int]: ...
-    @property
-    def ignored_appends(self) -> Mapping[str, int]: ...
-    @property
-    def ignored_leader_and_isr(self) -> Mapping[str, int]: ...
+    def counters(self) -> Mapping[str, int]: ...
     @property
     def writes(self) -> list[IsrWrite]: ...
     @property
     def observed(self) -> list[Observation | IsrChangePropagated]: ...
     @property
     def alter_partition(self) -> list[AlterPartitionSubmit | AlterPartitionAnswer]: ...
-    @property
-    def failed_isr_updates(self) -> Mapping[str, int]: ...
-    @property
-    def ignored_alter_partition_responses(self) -> Mapping[str, int]: ...
 
 
 @dataclass
@@ -91,7 +85,7 @@ class Settled:
     def add_dead_letters(self, dead: Iterable[DeadLetter]) -> None:
         for d in dead:
             self.dead_letters.append(d)
-            self.counters[f"dead_letters.{d.category}"] += 1
+            self.counters[counter_key(DEAD_LETTERS, d.category)] += 1
 
 
 def settle(
@@ -119,16 +113,8 @@ def settle(
         writes.extend(out.writes)
         observed.extend(out.observed)
         proposals.extend(out.alter_partition)
-        for name, ignored in (
-            ("ignored_fetches", out.ignored_fetches),
-            ("ignored_appends", out.ignored_appends),
-            ("ignored_leader_and_isr", out.ignored_leader_and_isr),
-            ("failed_isr_updates", out.failed_isr_updates),
-            ("ignored_alter_partition_responses", out.ignored_alter_partition_responses),
-        ):
-            for reason, count in ignored.items():
-                counters[f"{name}.{reason}"] += count
-    counters["late_events"] += book.add(items) + managers.add(proposals)
+        counters.update(out.counters)
+    counters[LATE_EVENTS.tally] += book.add(items) + managers.add(proposals)
     settled.observed = [o.event if isinstance(o, Observation) else o for o in observed]
     divergences: list[Divergence] = []
     if audit is not None:
@@ -142,7 +128,7 @@ def settle(
         settled.propagations = book.advance(until)
         settled.alter_partitions = managers.advance(until)
         for reason, count in managers.ignored.items():
-            counters[f"ignored_alter_partition_answers.{reason}"] += count
+            counters[counter_key(IGNORED_ALTER_PARTITION_ANSWERS, reason)] += count
         managers.ignored.clear()
         clusters = {c: until for c in book.clusters} if isinstance(until, int) else dict(until)
         settled.frontiers = clusters
@@ -205,6 +191,7 @@ def summarize(settled: Settled, partitions: int, book: PropagationBook, audit: A
         "dead_letters_by_reason": by_reason(counters, "dead_letters"),
         "partitions_pending_propagation": book.pending_partitions(),
         "ignored_leader_and_isr_by_reason": by_reason(counters, "ignored_leader_and_isr"),
+        "ignored_ticks_by_reason": by_reason(counters, "ignored_ticks"),
         "observed_by_type": dict(sorted(Counter(type(o).__name__ for o in settled.observed).items())),
         "divergences_by_kind": dict(sorted(Counter(str(d.kind) for d in settled.divergences).items())),
         "audit_pending": audit.pending(),

@@ -16,7 +16,7 @@ from isrwatch.state.audit import Audit, sorted_divergences
 from isrwatch.state.config import Config
 from isrwatch.state.engine import PartitionEngine
 from isrwatch.state.events import Event
-from isrwatch.state.partition import partition_record
+from isrwatch.state.metrics import LATE_EVENTS
 from isrwatch.state.propagation import PropagationBook
 from isrwatch.state.replay import ReplayResult
 from isrwatch.state.step import Settled, settle, summarize
@@ -66,7 +66,7 @@ class ReplayCollector:
         total = self.total
         end = until if until is not None else self.max_ts
         outputs = []
-        partitions = []
+        records = []
         buffered = 0
         for bucket, blob in sorted(self.blobs.items()):
             held = decode_bucket(blob)
@@ -74,25 +74,23 @@ class ReplayCollector:
             for chunk in held.pending:
                 waiting.setdefault(chunk.cluster, []).extend(chunk.events())
             for cluster in sorted(held.engines.keys() | waiting.keys()):
-                engine = PartitionEngine(
-                    self.config, held.engines.get(cluster), emit_propagation_ticks=bucket == self.first
-                )
-                total.counters["late_events"] += engine.add(waiting.get(cluster, []))
+                engine = PartitionEngine(self.config, held.engines.get(cluster), owns_ticks=bucket == self.first)
+                total.counters[LATE_EVENTS.tally] += engine.add(waiting.get(cluster, []))
                 outputs.append(engine.advance(end + 1))
-                partitions.extend(engine.partitions.values())
+                records.extend(engine.record(p) for p in engine.partitions.values())
                 buffered += len(engine.buffer)
         book = PropagationBook(self.config, self.sink_blobs.get(BOOK_BLOB))
         audit = Audit(self.config, self.sink_blobs.get(AUDIT_BLOB))
         managers = AlterPartitionBook(self.sink_blobs.get(MANAGERS_BLOB))
         last = settle(book, outputs, end + 1, audit, managers)
-        partitions.sort(key=lambda p: p.key)
+        records.sort(key=lambda r: (r.cluster, r.topic, r.partition))
         result = ReplayResult(
             decisions=total.decisions + last.decisions,
             propagations=total.propagations + last.propagations,
             alter_partitions=total.alter_partitions + last.alter_partitions,
             observed=total.observed + last.observed,
             divergences=sorted_divergences(total.divergences + last.divergences),
-            records=[partition_record(p, self.config) for p in partitions],
+            records=records,
             brokers=last.brokers,
             dead_letters=total.dead_letters,
             counters=total.counters + last.counters,
@@ -103,8 +101,8 @@ class ReplayCollector:
             "events": self.events + self.after_until,
             "events_after_until": self.after_until + buffered,
             "until": end,
-            **summarize(result, len(partitions), book, audit),
-            "late_events": result.counters["late_events"],
+            **summarize(result, len(records), book, audit),
+            "late_events": result.counters[LATE_EVENTS.tally],
             "micro_batches": self.batches,
             "config": self.config.to_dict(),
         }

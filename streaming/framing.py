@@ -16,8 +16,8 @@ and the last line of every file, is also copied to every other bucket as a *beac
 that bucket's knowledge of the cluster's time (ticks, copied to every bucket anyway, do the same).
 
 Why Python and not Spark SQL: the lines a map task sends one key travel as one packed row (`Routed`),
-so the JVM shuffles, sorts and converts a few rows per task instead of one per event (issue 14: the
-per-line JVM work was two thirds of the stream's cost).
+so the JVM shuffles, sorts and converts a few rows per task instead of one per event, which was most of
+the stream's cost (deploy/README.md, "Sizing the stream").
 """
 
 from __future__ import annotations
@@ -50,6 +50,15 @@ BEACON_EVERY = 256  # one partition event in this many (by seq) also tells every
 MAX_TS = 2**63 - 1
 FRAMED_SCHEMA = "bucket int, lines long, data binary"
 _FRAMED = pa.schema([("bucket", pa.int32()), ("lines", pa.int64()), ("data", pa.binary())])
+
+
+class Destination(IntEnum):
+    """Where a line goes: the state keys it is routed to follow from this, never from a key id."""
+
+    OWN = 0  # a partition event: its partition's bucket (and, a beacon, every other bucket)
+    EVERY_KEY = 1  # a tick: every bucket; the first bucket counts it
+    FIRST_KEY = 2  # a broker's event about many partitions: the first bucket
+    CONTROL = 3  # no usable time or key (or after --until): the control key, which dead-letters it
 
 
 class Role(IntEnum):
@@ -150,7 +159,6 @@ _routing = msgspec.json.Decoder(Routing)
 _encoder = msgspec.msgpack.Encoder()
 _routed = msgspec.msgpack.Decoder(Routed)
 NOT_RECEIVED = -1
-_TICK, _BROKER = -2, -3  # where a line goes before it is spread: every key, or the first key without beacons
 
 
 def hash31(text: str) -> int:
@@ -179,11 +187,14 @@ def _keys(raws: list[bytes]) -> list[Routing | None]:
         return [_read(raw) for raw in raws]  # some line is not routable: find which, one by one
 
 
-def _destinations(keys: list[Routing | None], ids: list[int], until: int | None) -> list[int]:
-    """Per line: its partition's key, _TICK, _BROKER or the control key."""
+def _destinations(keys: list[Routing | None], ids: list[int], until: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """Per line: its `Destination`, and the state key that counts it (a partition event's own bucket, the first
+    bucket for a tick or a broker's event, the control key)."""
     count = len(ids)
     limit = MAX_TS if until is None else until
     own_of: dict[tuple[str | None, str, int], int] = {}
+    to_own, to_every, to_first = int(Destination.OWN), int(Destination.EVERY_KEY), int(Destination.FIRST_KEY)  # ints:
+    kinds = [int(Destination.CONTROL)] * len(keys)  # numpy converts a list of enum members slowly
     dest = [CONTROL_KEY] * len(keys)
     for i, key in enumerate(keys):
         if key is None or key.ts is None or not 0 <= key.ts <= limit:
@@ -198,35 +209,35 @@ def _destinations(keys: list[Routing | None], ids: list[int], until: int | None)
             if own is None:
                 cluster = DEFAULT_CLUSTER if key.cluster is None else key.cluster
                 own = own_of[name] = ids[zlib.crc32(f"{cluster}\0{topic}\0{partition}".encode()) % count]
-            dest[i] = own
+            kinds[i], dest[i] = to_own, own
         elif kind in SPREAD_TYPES:
-            dest[i] = _TICK
+            kinds[i], dest[i] = to_every, ids[0]
         elif kind in BROKER_TYPES:
-            dest[i] = _BROKER
-    return dest
+            kinds[i], dest[i] = to_first, ids[0]
+    return np.array(kinds, dtype=np.uint8), np.array(dest, dtype=np.int64)
 
 
 def route(lines: Lines, ids: list[int], until: int | None = None) -> dict[int, Routed]:
     """Each state key's lines. With `until` (a replay to --until), later lines go to the control key:
     nothing after --until may be applied. Within a key, lines need no order: the key sorts what it applies."""
-    dest = np.array(_destinations(_keys(lines.raw), ids, until), dtype=np.int64)
-    beacon = (dest >= 0) & ((lines.seq % BEACON_EVERY == 1) | lines.last)
-    dest[dest == _BROKER] = ids[0]
-    spread = np.flatnonzero(beacon | (dest == _TICK))  # lines every key receives
-    single = np.where(beacon, _TICK, dest)  # the others' one key (_TICK: none, they are spread)
+    kinds, dest = _destinations(_keys(lines.raw), ids, until)
+    every = kinds == Destination.EVERY_KEY
+    beacon = (kinds == Destination.OWN) & ((lines.seq % BEACON_EVERY == 1) | lines.last)
+    spreading = beacon | every  # lines every key receives
+    spread = np.flatnonzero(spreading)
     raws = np.empty(len(lines.raw), dtype=object)
     raws[:] = lines.raw
+    alone = ~spreading
     out: dict[int, Routed] = {}
-    for bucket in [*ids, CONTROL_KEY] if len(spread) else np.unique(single).tolist():
-        mine = np.flatnonzero(single == bucket)
+    for bucket in [*ids, CONTROL_KEY] if len(spread) else np.unique(dest).tolist():
+        mine = np.flatnonzero(alone & (dest == bucket))
         at = np.concatenate([mine, spread]) if len(spread) and bucket != CONTROL_KEY else mine
         if not len(at):
             continue
         roles = np.zeros(len(at), dtype=np.uint8)  # Role.EVENT
         if len(at) > len(mine):
-            theirs = dest[spread]
             roles[len(mine) :] = np.where(
-                theirs == _TICK, Role.TICK, np.where(theirs == bucket, Role.EVENT, Role.BEACON)
+                every[spread], Role.TICK, np.where(dest[spread] == bucket, Role.EVENT, Role.BEACON)
             )
         out[bucket] = Routed(
             raws[at].tolist(),
@@ -277,8 +288,7 @@ def frame_batches(
 
 def binary_array(values: list[bytes | None]) -> pa.Array:
     """An Arrow binary array of `values` (None: null), built from one joined buffer: `pa.array(values, pa.binary())`
-    grows its buffer value by value, 3.5x slower for Kafka records (pyarrow 26, 100k values of 150 B: 68 ms
-    against 19.5 ms)."""
+    grows its buffer value by value, several times slower for Kafka records (README.md, Performance)."""
     nulls = [v is None for v in values]
     null_count = sum(nulls)
     present = [b"" if v is None else v for v in values] if null_count else values

@@ -23,7 +23,7 @@ STATE_SCHEMA = "blob binary"  # one msgpack blob (version inside): array fields 
 BUCKET_STATE_VERSION = 3  # 3: partitions hash to buckets in Python (isrwatch.streaming.framing), not Spark SQL
 
 
-_CODEC = "zstd"  # pyarrow's: ~6x on event streams at ~600 MB/s; the JVM then moves a sixth of the bytes
+_CODEC = "zstd"  # pyarrow's: fast, and the JVM moves a fraction of the bytes (README.md, Performance)
 
 
 class Chunk(Struct, array_like=True):
@@ -73,16 +73,12 @@ class Report(Struct, array_like=True):
     ticks: list[PropagationTick] = []
     records: list[PartitionRecord] = []
     as_of: list[int] = []  # the event time each record is exact at (its cluster's frontier here)
-    ignored_fetches: dict[str, int] = {}
-    ignored_appends: dict[str, int] = {}
-    ignored_leader_and_isr: dict[str, int] = {}
+    counters: dict[str, int] = {}  # the engines' `Outputs.counters`: what changed nothing, as `kind.reason`
     writes: list[IsrWrite] = []  # the model's audited ISR writes
     observed: list[Observation | IsrChangePropagated] = []  # what brokers did (agent input)
     dead: list[DeadLetter] = []
     blob: bytes | None = None  # the bucket's state, only when replaying (to finish at --until)
     alter_partition: list[AlterPartitionSubmit | AlterPartitionAnswer] = []  # for the brokers' managers
-    failed_isr_updates: dict[str, int] = {}
-    ignored_alter_partition_responses: dict[str, int] = {}
 
 
 # Module-level functions (not bound methods) so that Spark's closure pickling refers to them by name.

@@ -23,6 +23,7 @@ import psycopg
 from isrwatch.state.alter_partition import AlterPartitionBook
 from isrwatch.state.audit import Audit
 from isrwatch.state.config import Config
+from isrwatch.state.metrics import LATE_EVENTS
 from isrwatch.state.propagation import PropagationBook
 from isrwatch.state.schedule import INF
 from isrwatch.state.step import Settled, settle
@@ -98,7 +99,7 @@ def settle_reports(
     settled = settle(book, reports, frontiers.settled(), audit, managers)
     for r in reports:
         settled.add_dead_letters(r.dead)
-        settled.counters["late_events"] += sum(1 for d in r.dead if d.category == "late")
+        settled.counters[LATE_EVENTS.tally] += sum(1 for d in r.dead if d.category == "late")
         settled.records.extend(r.records)
         keys = ((rec.cluster, rec.topic, rec.partition) for rec in r.records)
         settled.as_of.update(zip(keys, r.as_of, strict=True))

@@ -17,7 +17,7 @@ smallest of those (`sink.Frontiers`).
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING
 
 import pandas as pd
@@ -25,7 +25,7 @@ import pandas as pd
 from isrwatch.state.config import Config
 from isrwatch.state.engine import PartitionEngine
 from isrwatch.state.events import BrokerRegistration, DeadLetter, Event, PartitionEvent, Tick, in_future, parse_event
-from isrwatch.state.partition import partition_record
+from isrwatch.state.partition import Outputs
 from isrwatch.state.schedule import INF
 
 from .buckets import CONTROL_KEY
@@ -80,11 +80,100 @@ def _control(frames: Iterator[pd.DataFrame], until: int | None) -> Iterator[pd.D
     return _emit(report)
 
 
+def classify(
+    lines: Iterable[tuple[bytes, int, int, int, int | None]],
+    held: BucketState,
+    lateness: int,
+    max_future: int,
+    first: bool,
+    report: Report,
+) -> dict[str, list[Event]]:
+    """Parse each line the key received: a valid, timely one moves its cluster's newest time (`held.newest`) and,
+    unless a beacon, arrives; the others are dead letters, reported where the line is counted (its own event;
+    a tick in the first bucket). Returns the arrived events by cluster."""
+    newest = held.newest
+    # A line is late against what earlier calls knew (a batch arrives as a whole): at or behind these.
+    late_at = {cluster: known - lateness for cluster, known in newest.items()}
+    arrived: dict[str, list[Event]] = defaultdict(list)
+    event, tick, beacon = int(Role.EVENT), int(Role.TICK), int(Role.BEACON)  # ints: compared once per line
+    for raw, seq, arrival, role, received in lines:
+        ev = parse_event(raw, seq, arrival)
+        if type(ev) is DeadLetter:
+            dead = ev
+        else:
+            cluster = ev.cluster
+            dead = None if received is None else in_future(ev, raw, received, max_future)
+            if dead is None:
+                bound = late_at.get(cluster)
+                if bound is None or ev.ts > bound:
+                    if ev.ts > newest.get(cluster, -INF):
+                        newest[cluster] = ev.ts
+                    if role != beacon:
+                        arrived[cluster].append(ev)
+                    continue
+                dead = _late(ev, raw, bound, lateness)
+        if role == event or (role == tick and first):  # a line counts where it is counted
+            report.dead.append(dead)
+    return arrived
+
+
+def split_due(
+    held: BucketState, cluster: str, fresh: list[Event], frontier: int
+) -> tuple[list[Event] | None, list[Chunk]]:
+    """The cluster's held chunks and fresh events split at its frontier: the events due (before it; None when the
+    frontier has not moved past what the engine applied, so nothing runs) and the chunks still pending. A chunk that
+    starts at or after the frontier passes through without being decompressed."""
+    mine = [c for c in held.pending if c.cluster == cluster]
+    if frontier <= held.applied.get(cluster, -INF):  # nothing due: pass the cluster through untouched
+        return None, mine + ([Chunk.of(cluster, fresh)] if fresh else [])
+    due: list[Event] = []
+    rest: list[Event] = []
+    for events in [c.events() for c in mine if c.first < frontier] + [fresh]:
+        due += [ev for ev in events if ev.ts < frontier]
+        rest += [ev for ev in events if ev.ts >= frontier]
+    pending = [c for c in mine if c.first >= frontier]
+    if rest:
+        pending.append(Chunk.of(cluster, rest))
+    return due, pending
+
+
+def run_engine(
+    config: Config, held: BucketState, cluster: str, due: list[Event], frontier: int, first: bool
+) -> tuple[PartitionEngine, Outputs]:
+    """Apply the cluster's due events and scheduled checks up to its frontier; the engine goes back into `held`."""
+    engine = PartitionEngine(config, held.engines.get(cluster), owns_ticks=first)
+    engine.add(due)
+    out = engine.advance(frontier)
+    held.engines[cluster] = engine.to_bytes()
+    held.applied[cluster] = frontier
+    if engine.partitions:
+        held.holding.add(cluster)
+    return engine, out
+
+
+def absorb(report: Report, engine: PartitionEngine, out: Outputs, due: list[Event], frontier: int) -> None:
+    """Add what the engine produced to the report: the records of the partitions the due events or the outputs
+    touched (exact at the frontier), the decisions, ISR changes, ticks, writes, observations and counters."""
+    changed = {(ev.cluster, ev.topic, ev.partition) for ev in due if isinstance(ev, PartitionEvent)} | out.touched
+    for k in sorted(changed):
+        if k in engine.partitions:
+            report.records.append(engine.record(engine.partitions[k]))
+            report.as_of.append(frontier)
+    report.decisions.extend(out.decisions)
+    report.changes.extend(out.changes)
+    report.ticks.extend(out.ticks)
+    report.writes.extend(out.writes)
+    report.observed.extend(out.observed)
+    report.alter_partition.extend(out.alter_partition)
+    counters = report.counters
+    for name, n in out.counters.items():
+        counters[name] = counters.get(name, 0) + n
+
+
 def state_function(
     config: Config, bucket_ids: list[int], until: int | None = None, keep_blobs: bool = False
 ) -> StateFunction:
     """The function for `applyInPandasWithState`; `keep_blobs` adds each bucket's state to its report."""
-    first = bucket_ids[0]
     lateness = config.allowed_lateness_ms
     max_future = config.max_future_ms
 
@@ -92,81 +181,21 @@ def state_function(
         bucket = int(key[0])
         if bucket == CONTROL_KEY:
             return _control(frames, until)
+        first = bucket == bucket_ids[0]
         held = decode_bucket(state.get[0]) if state.exists else BucketState(BUCKET_STATE_VERSION)
-        newest = held.newest
-        # A line is late against what earlier calls knew (a batch arrives as a whole): at or behind these.
-        late_at = {cluster: known - lateness for cluster, known in newest.items()}
         report = Report(bucket)
-        arrived: dict[str, list[Event]] = defaultdict(list)
-        event, tick, beacon = int(Role.EVENT), int(Role.TICK), int(Role.BEACON)  # ints: compared once per line
-        for raw, seq, arrival, role, received in _lines(frames):
-            ev = parse_event(raw, seq, arrival)
-            if type(ev) is DeadLetter:
-                dead = ev
-            else:
-                cluster = ev.cluster
-                dead = None if received is None else in_future(ev, raw, received, max_future)
-                if dead is None:
-                    bound = late_at.get(cluster)
-                    if bound is None or ev.ts > bound:
-                        if ev.ts > newest.get(cluster, -INF):
-                            newest[cluster] = ev.ts
-                        if role != beacon:
-                            arrived[cluster].append(ev)
-                        continue
-                    dead = _late(ev, raw, bound, lateness)
-            if role == event or (role == tick and bucket == first):  # a line counts where it is counted
-                report.dead.append(dead)
-        report.events, report.max_ts = count_events([ev for evs in arrived.values() for ev in evs], bucket == first)
-        if bucket == first:
+        arrived = classify(_lines(frames), held, lateness, max_future, first, report)
+        report.events, report.max_ts = count_events([ev for evs in arrived.values() for ev in evs], first)
+        if first:
             held.ticked |= {ev.cluster for evs in arrived.values() for ev in evs if type(ev) is Tick}
         pending: list[Chunk] = []
-        for cluster, known in newest.items():
+        for cluster, known in held.newest.items():
             frontier = known - lateness
-            fresh = arrived.get(cluster, [])
-            mine = [c for c in held.pending if c.cluster == cluster]
-            if frontier <= held.applied.get(cluster, -INF):  # nothing due: pass the cluster through untouched
-                pending.extend(mine)
-                if fresh:
-                    pending.append(Chunk.of(cluster, fresh))
-                continue
-            due: list[Event] = []
-            rest: list[Event] = []
-            for events in [c.events() for c in mine if c.first < frontier] + [fresh]:
-                due += [ev for ev in events if ev.ts < frontier]
-                rest += [ev for ev in events if ev.ts >= frontier]
-            pending += [c for c in mine if c.first >= frontier]
-            if rest:
-                pending.append(Chunk.of(cluster, rest))
-            engine = PartitionEngine(config, held.engines.get(cluster), emit_propagation_ticks=bucket == first)
-            engine.add(due)
-            out = engine.advance(frontier)
-            held.engines[cluster] = engine.to_bytes()
-            held.applied[cluster] = frontier
-            if engine.partitions:
-                held.holding.add(cluster)
-            changed = {
-                (ev.cluster, ev.topic, ev.partition) for ev in due if isinstance(ev, PartitionEvent)
-            } | out.touched
-            for k in sorted(changed):
-                if k in engine.partitions:
-                    report.records.append(partition_record(engine.partitions[k], config))
-                    report.as_of.append(frontier)
-            report.decisions.extend(out.decisions)
-            report.changes.extend(out.changes)
-            report.ticks.extend(out.ticks)
-            report.writes.extend(out.writes)
-            report.observed.extend(out.observed)
-            report.alter_partition.extend(out.alter_partition)
-            for mine, theirs in (
-                (report.ignored_fetches, out.ignored_fetches),
-                (report.ignored_appends, out.ignored_appends),
-                (report.ignored_leader_and_isr, out.ignored_leader_and_isr),
-                (report.failed_isr_updates, out.failed_isr_updates),
-                (report.ignored_alter_partition_responses, out.ignored_alter_partition_responses),
-            ):
-                for reason, n in theirs.items():
-                    mine[reason] = mine.get(reason, 0) + n
+            due, rest = split_due(held, cluster, arrived.get(cluster, []), frontier)
+            pending += rest
+            if due is not None:
+                engine, out = run_engine(config, held, cluster, due, frontier, first)
+                absorb(report, engine, out, due, frontier)
         held.pending = pending
         # What this key may still change: clusters it holds partitions or pending events of, and (the first
         # key) those whose propagation ticks it passes on. The sink settles no cluster beyond these.

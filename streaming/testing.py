@@ -1,27 +1,32 @@
 """The streaming shell without Spark: the real state function called under Spark's calling rules.
 
 Like bytewax's testing harness, this runs a stateful operator without its cluster runtime, so
-property tests can try thousands of micro-batch cuts at Python speed. What it reproduces of
-`applyInPandasWithState` without timeouts (PySpark 4.x): in each micro-batch every key with rows is
-called once with its rows, its lines packed by the real framer (`isrwatch.streaming.framing.route`) in no particular
-order (here: reversed, the least convenient), its state round-tripping through bytes
-between calls. The Spark parity tests remain the final judge.
+property tests can try thousands of micro-batch cuts at Python speed, including a batch that fails
+and is run again. What it reproduces of `applyInPandasWithState` without timeouts (PySpark 4.x): in
+each micro-batch every key with rows is called once with its rows, each batch read as one file by the
+real framer (`Lines.of_file`: line numbers, blank lines, the last line's beacon) and routed by
+`isrwatch.streaming.framing.route`, in no particular order (here: reversed, the least convenient), its
+state round-tripping through bytes between calls. A failed batch is what Spark re-runs after a
+failure: its state updates and its reports are dropped (the sink did not commit), and the same
+input runs again from the state the previous batch committed. The Spark parity tests remain the final
+judge.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from itertools import pairwise
 
-import numpy as np
 import pandas as pd
 
 from isrwatch.state.config import Config
 from isrwatch.state.replay import ReplayResult
 
 from .collect import ReplayCollector
-from .framing import NOT_RECEIVED, Lines, pack, route
-from .reports import decode_report
-from .stateful import state_function
+from .framing import NOT_RECEIVED, Lines, Routed, pack, route
+from .reports import Report, decode_report
+from .sink import settle_reports
+from .stateful import StateFunction, state_function
 
 
 class FakeGroupState:
@@ -51,28 +56,36 @@ def run_stateful(
     buckets: int = 4,
     until: int | None = None,
     received: int | None = None,
+    aborts: Iterable[int] = (),
 ) -> ReplayResult:
-    """Feed `lines` (seq = position, 1-based) to the real state function in micro-batches cut before each index in
-    `cuts`, then finish at `until` as `isrwatch replay --engine spark` does. `received`: when every line
-    arrived (None: trust the events' times)."""
+    """Feed `lines` to the real state function in micro-batches cut before each index in `cuts`, each batch one
+    file (a line without `seq` gets its number in that file), then finish at `until` as `isrwatch replay --engine
+    spark` does. `received`: when every line arrived (None: trust the events' times). `aborts`: the micro-batches
+    (0-based) that fail once after every key ran and the sink settled them, and run again from the prior state."""
     raw_lines = list(lines)
     bucket_ids = list(range(buckets))
     step = state_function(config, bucket_ids, until, keep_blobs=True)
     collector = ReplayCollector(config, bucket_ids[0])
     blobs: dict[int, bytes] = {}
-    start = 0
-    for end in sorted({c for c in cuts if 0 < c < len(raw_lines)} | {len(raw_lines)}):
-        kept = [n for n in range(end, start, -1) if raw_lines[n - 1] and not raw_lines[n - 1].isspace()]
-        numbers = np.array(kept, dtype=np.int64)
-        at = np.full(len(kept), NOT_RECEIVED if received is None else received, dtype=np.int64)
-        batch = route(Lines([raw_lines[n - 1] for n in kept], numbers, numbers, at, numbers < 0), bucket_ids, until)
-        start = end
-        reports = []
-        for key in sorted(batch):
-            state = FakeGroupState(blobs.get(key))
-            for frame in step((key,), iter([pd.DataFrame({"data": [pack(batch[key])]})]), state):
-                reports.extend(decode_report(b) for b in frame["report"])
-            if state.exists:
-                blobs[key] = state.get[0]
-        collector.add(reports)
+    failing = set(aborts)
+    bounds = sorted({c for c in cuts if 0 < c < len(raw_lines)} | {len(raw_lines)})
+    for batch_id, (start, end) in enumerate(pairwise([0, *bounds])):
+        file = b"".join(line + b"\n" for line in raw_lines[start:end])
+        framed = Lines.of_file(file, NOT_RECEIVED if received is None else received, batch_id)
+        batch = route(Lines(*(column[::-1] for column in framed)), bucket_ids, until)
+        if batch_id in failing:  # the attempt that fails: everything it wrote is lost
+            settle_reports(config, _call(step, batch, dict(blobs)), collector.sink_blobs)
+        collector.add(_call(step, batch, blobs))
     return collector.finish(until)
+
+
+def _call(step: StateFunction, batch: dict[int, Routed], blobs: dict[int, bytes]) -> list[Report]:
+    """One micro-batch: each key with lines called once, its state read from and written back to `blobs`."""
+    reports = []
+    for key in sorted(batch):
+        state = FakeGroupState(blobs.get(key))
+        for frame in step((key,), iter([pd.DataFrame({"data": [pack(batch[key])]})]), state):
+            reports.extend(decode_report(b) for b in frame["report"])
+        if state.exists:
+            blobs[key] = state.get[0]
+    return reports

@@ -1,4 +1,4 @@
-"""`isrwatch bench stream`: a small backlog run end to end (real Spark), the figures it prints for issue 14."""
+"""`isrwatch bench stream`: a small backlog run end to end (real Spark), the figures it prints."""
 
 from __future__ import annotations
 

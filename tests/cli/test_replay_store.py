@@ -101,6 +101,27 @@ def test_replay_counts_dead_letters_and_ignored_fetches(tmp_path: Path) -> None:
         assert raws == ['{"type": "append", "ts": "late"}', "not json"]
 
 
+def test_an_ignored_tick_reaches_the_summary_the_store_and_metrics(tmp_path: Path) -> None:
+    """A tick from a Kafka version isrwatch does not model runs, and its version is counted, not lost."""
+    events = tmp_path / "e.jsonl"
+    events.write_text(
+        '{"type": "tick", "ts": 1000, "task": "isr-expiration", "broker": 1, "kafka_version": "4.0.0"}\n'
+        '{"type": "tick", "ts": 2000, "task": "isr-expiration", "kafka_version": "3.9.2"}\n'
+    )
+    url = f"sqlite:///{tmp_path / 'd.db'}"
+    assert isrwatch(["replay", str(events), "--out", str(tmp_path / "out"), "--store", url]) == 0
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    expected = {"kafka_version_without_broker": 1, "unsupported_kafka_version": 1}
+    assert summary["ignored_ticks_by_reason"] == expected
+    with open_store(url) as store:
+        tallies = {(m, tuple(labels.values())): v for m, labels, v in store.tallies()}
+    assert {reason: tallies[("ignored_ticks", (reason,))] for reason in expected} == expected
+    with TestClient(create_app(url)) as client:
+        exposition = client.get("/metrics").text
+    for reason, n in expected.items():
+        assert f'isrwatch_ignored_ticks_total{{reason="{reason}"}} {n}.0' in exposition
+
+
 def test_a_replay_leaves_the_brokers_pending_sets_in_the_store(tmp_path: Path) -> None:
     """02 ends 6 s after its shrink: the change is recorded but not yet propagated."""
     url = f"sqlite:///{tmp_path / 'pending.db'}"

@@ -129,11 +129,13 @@ def run_local(events: list[dict], until: int | None = None, **config) -> Outcome
 
 
 def run_stateful(events: list[dict], until: int | None = None, **config) -> Outcome:
-    """The streaming shell without Spark: every line its own micro-batch, four buckets."""
+    """The streaming shell without Spark: every line its own micro-batch, four buckets; every third batch fails
+    once and runs again from the state before it."""
     from isrwatch.streaming.testing import run_stateful as stateful
 
     lines = lines_of(events)
-    return Outcome.of(stateful(lines, range(len(lines)), stream_config(events, config), buckets=4, until=until))
+    every = range(len(lines))
+    return Outcome.of(stateful(lines, every, stream_config(events, config), buckets=4, until=until, aborts=every[::3]))
 
 
 def run_spark(events: list[dict], until: int | None = None, *, tmp: Path, **config) -> Outcome:

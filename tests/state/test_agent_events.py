@@ -78,12 +78,13 @@ def test_one_leader_and_isr_request_is_one_decision_however_many_replicas_report
 
 def test_the_leaders_min_insync_replicas_decides_the_flags(run: Run) -> None:
     """The agent reports the topic's min.insync.replicas as the leader has it; the model takes it over the config
-    (capped at the replica count, like Kafka's effective value)."""
+    (3.7+: capped at the replica count, Kafka's effective value; 2.x: as it is, SPEC §4.8)."""
     events = [lai(1000, 1, [1, 2], [1, 2, 3], 0, leader_leo=100, hw=100, broker=1, min_insync_replicas=2)]
     outcome = run(events, 2000, **AGENT)
     assert (state_of(outcome)["at_min_isr"], state_of(outcome)["under_min_isr"]) == (True, False)
     events = [lai(1000, 1, [1, 2, 3], [1, 2, 3], 0, leader_leo=100, hw=100, broker=1, min_insync_replicas=5)]
-    assert state_of(run(events, 2000, **AGENT))["at_min_isr"] is True
+    assert state_of(run(events, 2000, **AGENT, kafka_version="3.9"))["at_min_isr"] is True
+    assert state_of(run(events, 2000, **AGENT))["under_min_isr"] is True  # 2.x: 3 < 5
 
 
 def propagation_tick(ts: int, broker: int, changed: int, propagated: int) -> dict:

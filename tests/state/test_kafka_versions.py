@@ -12,6 +12,7 @@ import pytest
 from isrwatch.state.config import Config, ConfigError, KafkaRules, kafka_rules
 from isrwatch.state.engine import STATE_VERSION, PartitionEngine
 from isrwatch.state.partition import Outputs
+from isrwatch.state.step import by_reason
 from tests.state.helpers import Run, append, fetch, follower, kinds, lai, parse_all, state_of, tick
 
 LAG = 10_000
@@ -34,7 +35,7 @@ def test_kafka_version_defaults_to_the_2x_rules_the_public_scenarios_test() -> N
 
 RULES_3_1 = {"hw_after_isr_update", "isr_write_in_flight"}
 RULES_3_3 = RULES_3_1 | {"max_last_fetch_leader_log_end_offset", "reset_replica_state"}
-RULES_3_7 = RULES_3_3 | {"under_min_isr_holds_hw"}
+RULES_3_7 = RULES_3_3 | {"under_min_isr_holds_hw", "effective_min_isr"}
 
 
 @pytest.mark.parametrize(
@@ -144,6 +145,39 @@ def test_min_isr_gate_uses_the_leaders_min_isr_capped_by_the_replicas(run: Run) 
     # effectiveMinIsr = min(2, replication factor 1) = 1: a single replica is never under it.
     alone = [lai(T, 1, [1], [1], 0, leader_leo=100, hw=100, min_insync_replicas=2), append(T + 200, 200)]
     assert [state_of(r)["hw"] for r in both(run, alone)] == [200, 200]
+
+
+# 3.7 — isUnderMinIsr and isAtMinIsr compare the ISR size with effectiveMinIsr = min(min.insync.replicas, replicas)
+# (Partition@3.7.0 L360-377, Partition@3.9.0-rc3 L372-389); 2.x to 3.6 with min.insync.replicas as it is
+# (Partition@2.5.0 L242-244, Partition@3.6.0 L361-365). The HW gate and the record's flags read the same value.
+
+
+@pytest.mark.parametrize("where", ["config", "leader"])
+def test_min_isr_above_the_replication_factor_flags_as_each_rule_set_compares(run: Run, where: str) -> None:
+    """min.insync.replicas 3 on 2 replicas, from the config or as the leader reported it: 2.x flags the full ISR
+    under min ISR; 3.7+ caps it at 2, so the full ISR is at min ISR and the HW moves, as its flags say."""
+    config = {"min_insync_replicas": 3} if where == "config" else {}
+    reported = {"broker": 1, "min_insync_replicas": 3} if where == "leader" else {}
+    full = [lai(T, 1, [1, 2], [1, 2], 0, leader_leo=100, hw=100, **reported), append(T + 100, 150)]
+    full.append(fetch(T + 200, 2, 150, 150, **({"broker": 1} if reported else {})))
+    old, new = both(run, full, **config)
+    flags = ("under_min_isr", "at_min_isr", "hw")
+    assert [state_of(old)[f] for f in flags] == [True, False, 150]  # 2.x: 2 < 3; no HW gate
+    assert [state_of(new)[f] for f in flags] == [False, True, 150]  # 3.7+: 2 == min(3, 2); not under, the HW moves
+    shrunk = [lai(T, 1, [1], [1, 2], 0, leader_leo=100, hw=100, **reported), append(T + 100, 150)]
+    old, new = both(run, shrunk, **config)
+    assert [state_of(old)[f] for f in flags] == [True, False, 150]
+    assert [state_of(new)[f] for f in flags] == [True, False, 100]  # 1 < 2: under, so the HW stays
+
+
+def test_a_leaders_reported_version_decides_its_records_flags(run: Run) -> None:
+    """The record's flags follow the rule set of the partition's leader, as its HW rule does, not the config's."""
+    events = [
+        tick(T, "isr-expiration", broker=1, kafka_version="3.9.2"),
+        lai(T + 1, 1, [1, 2], [1, 2], 0, leader_leo=100, hw=100, broker=1, min_insync_replicas=3),
+    ]
+    state = state_of(run(events, T + 2, replica_lag_time_max_ms=LAG))
+    assert (state["under_min_isr"], state["at_min_isr"]) == (False, True)
 
 
 # 3.3 — Replica.updateFetchStateOrThrow keeps lastFetchLeaderLogEndOffset = max(new, previous):
@@ -263,8 +297,28 @@ def test_a_tick_with_a_version_isrwatch_does_not_model_still_runs_and_is_counted
         )
     )
     out = engine.advance(T + 2, Outputs())
-    assert out.ignored_ticks == {"unsupported_kafka_version": 1, "kafka_version_without_broker": 1}
+    assert by_reason(out.counters, "ignored_ticks") == {
+        "unsupported_kafka_version": 1,
+        "kafka_version_without_broker": 1,
+    }
     assert engine.kafka_versions == {("default", 2): "3.9.2"}
+
+
+@pytest.mark.spark_parity
+def test_an_ignored_tick_reaches_the_summary_once_however_many_keys_run_it(run: Run) -> None:
+    """Every state key applies a tick; the key that owns ticks counts the version it did not take, so the
+    summary counts each tick once, as the one-pass replay does."""
+    events = [
+        lai(T, 1, [1, 2], [1, 2], 0, topic="a"),
+        lai(T, 2, [1, 2], [1, 2], 0, topic="b"),
+        tick(T + 1, "isr-expiration", broker=1, kafka_version="4.0.0"),
+        tick(T + 2, "isr-expiration", kafka_version="3.9.2"),
+    ]
+    outcome = run(events, T + 3, replica_lag_time_max_ms=LAG)
+    assert outcome.summary["ignored_ticks_by_reason"] == {
+        "kafka_version_without_broker": 1,
+        "unsupported_kafka_version": 1,
+    }
 
 
 def test_the_engine_state_keeps_each_brokers_version_compactly() -> None:

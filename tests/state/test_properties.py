@@ -121,7 +121,8 @@ def test_any_cut_into_batches_gives_the_outputs_of_one_pass(
     """SPEC §6, the way Spark runs it: events arrive out of order within the lateness, cut into arbitrary
     micro-batches, hashed into buckets; the real state function runs each key under Spark's calling rules
     (watermark = newest ts seen before the batch minus the lateness, timeouts, no-data batches, state as
-    bytes between calls) and the sink settles propagation per batch."""
+    bytes between calls) and the sink settles propagation per batch. Some batches fail once and run again from
+    the state the batch before committed, as Spark re-runs a batch after a failure."""
     assert_cut_independent(events, config, lateness, buckets, data)
 
 
@@ -153,7 +154,8 @@ def assert_cut_independent(
     jitter = data.draw(st.lists(st.integers(0, lateness - 1), min_size=len(lines), max_size=len(lines)))
     arrivals = [line for _, _, line in sorted(zip(jitter, events, lines, strict=True), key=lambda j: j[1]["ts"] + j[0])]
     cuts = data.draw(st.lists(st.integers(0, len(arrivals)), max_size=8))
-    got = run_stateful(arrivals, cuts, config, buckets, until)
+    aborts = data.draw(st.sets(st.integers(0, 8), max_size=3))
+    got = run_stateful(arrivals, cuts, config, buckets, until, aborts=aborts)
     assert got.summary["late_events"] == 0
     assert canonical(got.decisions) == canonical(want.decisions)
     assert canonical(got.propagations) == canonical(want.propagations)
