@@ -311,7 +311,7 @@ def test_an_ignored_tick_reaches_the_summary_once_however_many_keys_run_it(run: 
     events = [
         lai(T, 1, [1, 2], [1, 2], 0, topic="a"),
         lai(T, 2, [1, 2], [1, 2], 0, topic="b"),
-        tick(T + 1, "isr-expiration", broker=1, kafka_version="4.0.0"),
+        tick(T + 1, "isr-expiration", broker=1, kafka_version="5.0.0"),
         tick(T + 2, "isr-expiration", kafka_version="3.9.2"),
     ]
     outcome = run(events, T + 3, replica_lag_time_max_ms=LAG)

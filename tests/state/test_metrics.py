@@ -46,6 +46,12 @@ def test_every_metric_is_declared_once_in_the_catalogue() -> None:
     assert sorted(m.name for m in declared) == sorted(m.name for m in CATALOGUE)
 
 
+def ap_response(ts: int, topic: str) -> dict:
+    """Leader 5's AlterPartition response for `topic`-0: committed [5, 6] at partition epoch 1."""
+    return {"type": "alter_partition_response", "ts": ts, "broker": 5, "topic": topic, "partition": 0, "error": None,
+            "isr": [5, 6], "leader_epoch": 0, "partition_epoch": 1}  # fmt: skip
+
+
 def test_every_counter_the_core_emits_has_a_catalogue_entry() -> None:
     """Inputs that make every kind of counter (each ignored kind, a dead letter, a late event), through the one-pass
     replay and the streaming shell: each counter is a catalogue counter, with a `reason` label when it has one."""
@@ -57,8 +63,15 @@ def test_every_counter_the_core_emits_has_a_catalogue_entry() -> None:
         {**leader, "broker": 1},
         {**leader, "broker": 1, "ts": 1001},  # the same state again
         fetch(2000, 9, 100, 100, broker=1),  # not a follower
-        tick(3000, "isr-expiration", broker=1, kafka_version="4.0.0"),
+        tick(3000, "isr-expiration", broker=1, kafka_version="5.0.0"),
         fetch(20_000, 2, 100, 100, broker=1),
+        # AlterPartition (SPEC §4.9): leader 5 proposes to add 6; the controller fails it once (a retried error),
+        # and answers a partition nobody proposed for (no LeaderAndIsr, no request awaiting it).
+        tick(1100, broker=5, kafka_version="3.9.2", isr_protocol="alter_partition"),
+        lai(1200, 5, [5], [5, 6], 0, topic="ap", leader_leo=100, hw=100, broker=5),
+        fetch(1300, 6, 100, 100, topic="ap", broker=5),
+        {**ap_response(1400, "ap"), "error": "NOT_CONTROLLER"},
+        ap_response(1500, "nobody"),
     ]
     lines = [*lines_of(events), b"not json", lines_of([fetch(1500, 3, 100, 100, broker=1)])[0]]
     config = Config(replica_lag_time_max_ms=10_000, allowed_lateness_ms=0)
