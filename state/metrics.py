@@ -108,6 +108,12 @@ DIVERGENCES = counter(
 )
 LATE_EVENTS = counter("late_events", "Events at or behind the watermark, counted and dropped")
 STREAM_INPUT_ROWS = counter("stream_input_rows", "Input rows the streaming query read")
+SOURCE_LOST_RECORDS = counter(
+    "source_lost_records",
+    "Kafka records the stream never read: deleted (retention, deleteRecords) between being planned into a "
+    "micro-batch's offset range and being fetched",
+    ("topic", "partition"),
+)
 # Histograms, tallied per bucket by the store
 PROPAGATION_BATCH_SIZE = Metric(
     "isrwatch_propagation_batch_size_partitions",
@@ -160,6 +166,7 @@ CATALOGUE: tuple[Metric, ...] = (
     DIVERGENCES,
     LATE_EVENTS,
     STREAM_INPUT_ROWS,
+    SOURCE_LOST_RECORDS,
     PROPAGATION_BATCH_SIZE,
     PROPAGATION_DELAY,
     STREAM_BATCH_DURATION,
