@@ -42,6 +42,10 @@ CLUSTER_NAME = "lab"
 EVENTS_TOPIC = "isrwatch.events"
 # isrwatch's own traffic, on the monitor broker: the agent's events and `isrwatch run --kafka-output`'s topics.
 MONITOR_TOPICS = {EVENTS_TOPIC: 3, "isrwatch.decisions": 3, "isrwatch.propagations": 3}
+# Kafka stamps each record of isrwatch's topics with its own clock on append: for the events topic that
+# timestamp is the events' arrival, which `ts_in_future` judges them against (SPEC §6); a CreateTime
+# timestamp would be the sending broker's clock, the very clock being judged.
+MONITOR_TOPIC_CONFIGS = {"message.timestamp.type": "LogAppendTime"}
 INTER_BROKER_PROTOCOL_VERSION = "2.6"  # below 2.7-IV2: the ZooKeeper ISR writer and its throttled propagation
 ZOOKEEPER_SESSION_TIMEOUT_MS = 18_000  # Kafka 3.9's default zookeeper.session.timeout.ms
 REPLICA_FETCH_WAIT_MAX_MS = 500  # Kafka's default; replica.lag.time.max.ms may not be smaller
@@ -722,9 +726,15 @@ def _wait_registered(lab: Lab, zk: KazooClient, timeout: float) -> float:
         ) from None
 
 
-def _create_topics(bootstrap: str, topics: dict[str, int], replication_factor: int, timeout: float = 60) -> None:
-    """Create the topics, retrying while the cluster settles (the controller may not know every broker yet, and
-    thousands of partitions take the controller longer than one request's timeout)."""
+def _create_topics(
+    bootstrap: str,
+    topics: dict[str, int],
+    replication_factor: int,
+    timeout: float = 60,
+    configs: dict[str, str] | None = None,
+) -> None:
+    """Create the topics (with the topic `configs`), retrying while the cluster settles (the controller may not
+    know every broker yet, and thousands of partitions take the controller longer than one request's timeout)."""
     from kafka.admin import KafkaAdminClient, NewTopic
     from kafka.errors import KafkaError, TopicAlreadyExistsError
 
@@ -733,7 +743,9 @@ def _create_topics(bootstrap: str, topics: dict[str, int], replication_factor: i
         try:
             admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="isrwatch-lab")
             try:
-                admin.create_topics([NewTopic(name, count, replication_factor) for name, count in topics.items()])
+                admin.create_topics(
+                    [NewTopic(name, count, replication_factor, topic_configs=configs) for name, count in topics.items()]
+                )
             finally:
                 admin.close()
             return
@@ -861,7 +873,7 @@ def up(directory: Path, spec: LabSpec, progress: Progress) -> Lab:
             )
             wait_until("electing a controller", lambda: controller(zk)[0] is not None, 60)
             _create_topics(lab.bootstrap_servers, lab.topics, lab.replication_factor, spec.start_timeout_s)
-            _create_topics(lab.monitor_bootstrap, MONITOR_TOPICS, 1)
+            _create_topics(lab.monitor_bootstrap, MONITOR_TOPICS, 1, configs=MONITOR_TOPIC_CONFIGS)
             wait_until(
                 "topics getting their leaders and full ISRs", lambda: isr_full(zk, lab.topics), spec.start_timeout_s
             )

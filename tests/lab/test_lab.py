@@ -29,6 +29,7 @@ from isrwatch.lab.cluster import (
     wait_until,
     zookeeper,
 )
+from isrwatch.streaming.kafka_source import timestamp_types
 from tests.lab.session import (
     LAG_MS,
     Restart,
@@ -83,6 +84,8 @@ def test_up_starts_zookeeper_mode_brokers_with_ibp_2_6_a_monitor_topics_and_load
     }
     with faults.admin(lab.monitor_bootstrap) as client:
         assert lab.events_topic in client.list_topics()
+    # Kafka stamps the events on append: a record's timestamp is its arrival, not the sending broker's clock.
+    assert timestamp_types(lab.monitor_bootstrap, [lab.events_topic]) == {lab.events_topic: "LogAppendTime"}
 
     # The producer keeps every partition growing, so a follower that stops fetching really falls behind.
     from kafka import KafkaConsumer, TopicPartition
