@@ -157,9 +157,12 @@ def arrival_warnings(source: Source) -> list[str]:
     except (KafkaError, OSError) as exc:
         return [f"could not read the {TIMESTAMP_TYPE} of {', '.join(source.topics)} ({type(exc).__name__}: {exc})"]
     return [
-        f"topic {topic} has {TIMESTAMP_TYPE}={kind or '? (it does not exist yet)'}: its records' timestamps are the "
-        "senders' clocks, so they are not taken as arrival times and its events are not checked for ts_in_future. "
-        f"Fix: kafka-configs --bootstrap-server {source.location} --alter --entity-type topics --entity-name {topic} "
+        f"topic {topic} does not exist yet: create it with --config {TIMESTAMP_TYPE}=LogAppendTime, or else its "
+        "records' timestamps are the senders' clocks, which are not taken as arrival times"
+        if kind is None
+        else f"topic {topic} has {TIMESTAMP_TYPE}={kind}: its records' timestamps are the senders' clocks, so they "
+        "are not taken as arrival times and its events are not checked for ts_in_future. Fix: kafka-configs "
+        f"--bootstrap-server {source.location} --alter --entity-type topics --entity-name {topic} "
         f"--add-config {TIMESTAMP_TYPE}=LogAppendTime"
         for topic, kind in types.items()
         if kind != "LogAppendTime"
