@@ -46,6 +46,9 @@ MONITOR_TOPICS = {EVENTS_TOPIC: 3, "isrwatch.decisions": 3, "isrwatch.propagatio
 # timestamp is the events' arrival, which `ts_in_future` judges them against (SPEC §6); a CreateTime
 # timestamp would be the sending broker's clock, the very clock being judged.
 MONITOR_TOPIC_CONFIGS = {"message.timestamp.type": "LogAppendTime"}
+# The monitor broker's default for every topic, so also for the events topic when an agent's first send
+# auto-creates it before the lab does (the agents start sending as their brokers start).
+MONITOR_BROKER_CONFIG = {"log.message.timestamp.type": "LogAppendTime"}
 INTER_BROKER_PROTOCOL_VERSION = "2.6"  # below 2.7-IV2: the ZooKeeper ISR writer and its throttled propagation
 ZOOKEEPER_SESSION_TIMEOUT_MS = 18_000  # Kafka 3.9's default zookeeper.session.timeout.ms
 REPLICA_FETCH_WAIT_MAX_MS = 500  # Kafka's default; replica.lag.time.max.ms may not be smaller
@@ -646,7 +649,7 @@ def _plan(directory: Path, spec: LabSpec, java: str, classpath: str) -> Lab:
         logs.mkdir(parents=True, exist_ok=True)
         config = config_dir / f"{home.name}.properties"
         values = broker_config(broker_id, port, log_dir, zookeeper + chroot, spec, rf)
-        config.write_text(_properties(values if monitor else {**values, **dict(spec.broker_config)}))
+        config.write_text(_properties({**values, **(MONITOR_BROKER_CONFIG if monitor else dict(spec.broker_config))}))
         heap = ("-Xms128m", f"-Xmx{BROKER_HEAP_MAX if monitor else spec.broker_heap}")
         agent = [] if monitor else _agent_argument(spec, monitor_bootstrap, broker_id, logs)
         argv = [*jvm(heap, log4j, f"-Dkafka.logs.dir={logs}", *agent), "kafka.Kafka", str(config)]
