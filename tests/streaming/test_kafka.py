@@ -282,9 +282,9 @@ def test_a_create_time_topic_is_named_once_and_its_record_timestamps_are_no_arri
         "--add-config message.timestamp.type=LogAppendTime" in warnings[0]
     )
     got = dump(url)
+    assert got["dead_letters"] == []  # with the sender's clock as arrival, every event was ts_in_future
     expected = replay_of(url, [written(tmp_path, rows)])
-    assert got["dead_letters"] == [] and got["decisions"] and got["decisions"] == expected.decisions
-    assert got["partitions"] == expected.partitions
+    assert got["decisions"] and got["decisions"] == expected.decisions and got["partitions"] == expected.partitions
 
 
 @pytest.mark.parametrize("kind", ["kafka", "kafka-python"])
