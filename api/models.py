@@ -388,6 +388,12 @@ class Health(BaseModel):
     status: str
 
 
+class LostRecords(BaseModel):
+    topic: str
+    partition: int
+    records: int
+
+
 class Readiness(BaseModel):
     model_config = _example(
         {
@@ -396,6 +402,7 @@ class Readiness(BaseModel):
             "last_batch_age_seconds": 3.2,
             "watermark_ms": 1700000000000,
             "watermark_lag_seconds": 8.1,
+            "source_lost_records": [{"topic": "isrwatch.events", "partition": 0, "records": 1200}],
         }
     )
     status: str
@@ -403,6 +410,10 @@ class Readiness(BaseModel):
     last_batch_age_seconds: float
     watermark_ms: int | None
     watermark_lag_seconds: float | None
+    source_lost_records: list[LostRecords] = Field(
+        description="Kafka records the stream never read (deleted before it got to them), by partition; "
+        "any here means the monitor missed events"
+    )
 
 
 # What brokers did (agent input) and where the model disagreed: the core's structs, field for field.

@@ -53,6 +53,13 @@ EVENTS_TOPIC = "isrwatch.events"
 # isrwatch's own traffic, on the monitor broker: the agent's events and `isrwatch run --kafka-output`'s topics.
 MONITOR_TOPICS = {EVENTS_TOPIC: 3, "isrwatch.decisions": 3, "isrwatch.propagations": 3, "isrwatch.alter-partitions": 3}
 ZOOKEEPER, KRAFT = "zookeeper", "kraft"  # the lab's modes
+# Kafka stamps each record of isrwatch's topics with its own clock on append: for the events topic that
+# timestamp is the events' arrival, which `ts_in_future` judges them against (SPEC §6); a CreateTime
+# timestamp would be the sending broker's clock, the very clock being judged.
+MONITOR_TOPIC_CONFIGS = {"message.timestamp.type": "LogAppendTime"}
+# The monitor broker's default for every topic, so also for the events topic when an agent's first send
+# auto-creates it before the lab does (the agents start sending as their brokers start).
+MONITOR_BROKER_CONFIG = {"log.message.timestamp.type": "LogAppendTime"}
 INTER_BROKER_PROTOCOL_VERSION = "2.6"  # below 2.7-IV2: the ZooKeeper ISR writer and its throttled propagation
 # `--ibp`: 2.6 (ZooKeeper writes, the model isrwatch was built on) or 3.9 (AlterPartition to the controller).
 INTER_BROKER_PROTOCOL_VERSIONS = (INTER_BROKER_PROTOCOL_VERSION, "3.9")
@@ -789,7 +796,7 @@ def _plan(directory: Path, spec: LabSpec, java: str, classpath: str) -> Lab:
             voters = kraft.voters([(broker_id, controller_port)]) if monitor else quorum
             values = kraft.node_config(broker_id, port, controller_port, voters)
             values.update(replication_config(log_dir, spec, rf))
-        config.write_text(_properties(values if monitor else {**values, **dict(spec.broker_config)}))
+        config.write_text(_properties({**values, **(MONITOR_BROKER_CONFIG if monitor else dict(spec.broker_config))}))
         heap = ("-Xms128m", f"-Xmx{BROKER_HEAP_MAX if monitor else spec.broker_heap}")
         agent = [] if monitor else _agent_argument(spec, monitor_bootstrap, broker_id, logs)
         argv = [*jvm(heap, log_flag, f"-Dkafka.logs.dir={logs}", *agent), "kafka.Kafka", str(config)]
@@ -903,9 +910,15 @@ def _wait_registered(lab: Lab, zk: KazooClient, timeout: float) -> float:
         ) from None
 
 
-def _create_topics(bootstrap: str, topics: dict[str, int], replication_factor: int, timeout: float = 60) -> None:
-    """Create the topics, retrying while the cluster settles (the controller may not know every broker yet, and
-    thousands of partitions take the controller longer than one request's timeout)."""
+def _create_topics(
+    bootstrap: str,
+    topics: dict[str, int],
+    replication_factor: int,
+    timeout: float = 60,
+    configs: dict[str, str] | None = None,
+) -> None:
+    """Create the topics (with the topic `configs`), retrying while the cluster settles (the controller may not
+    know every broker yet, and thousands of partitions take the controller longer than one request's timeout)."""
     from kafka.admin import KafkaAdminClient, NewTopic
     from kafka.errors import KafkaError, TopicAlreadyExistsError
 
@@ -914,7 +927,9 @@ def _create_topics(bootstrap: str, topics: dict[str, int], replication_factor: i
         try:
             admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="isrwatch-lab")
             try:
-                admin.create_topics([NewTopic(name, count, replication_factor) for name, count in topics.items()])
+                admin.create_topics(
+                    [NewTopic(name, count, replication_factor, topic_configs=configs) for name, count in topics.items()]
+                )
             finally:
                 admin.close()
             return
@@ -1124,7 +1139,7 @@ def up(directory: Path, spec: LabSpec, progress: Progress) -> Lab:
             + ", ".join(f"{t} ({n} partitions, RF {lab.replication_factor})" for t, n in lab.topics.items())
         )
         _create_topics(lab.bootstrap_servers, lab.topics, lab.replication_factor, spec.start_timeout_s)
-        _create_topics(lab.monitor_bootstrap, MONITOR_TOPICS, 1)
+        _create_topics(lab.monitor_bootstrap, MONITOR_TOPICS, 1, configs=MONITOR_TOPIC_CONFIGS)
         wait_until("topics getting their leaders and full ISRs", lambda: isr_full(lab), spec.start_timeout_s)
         if spec.rate:
             start_producer(lab, spec.rate)

@@ -148,6 +148,12 @@ IGNORED_ALTER_PARTITION_ANSWERS = counter(
 )
 LATE_EVENTS = counter("late_events", "Events at or behind the watermark, counted and dropped")
 STREAM_INPUT_ROWS = counter("stream_input_rows", "Input rows the streaming query read")
+SOURCE_LOST_RECORDS = counter(
+    "source_lost_records",
+    "Kafka records the stream never read: deleted (retention, deleteRecords) between being planned into a "
+    "micro-batch's offset range and being fetched",
+    ("topic", "partition"),
+)
 # Histograms, tallied per bucket by the store
 PROPAGATION_BATCH_SIZE = histogram(
     "propagation_batch_size",
@@ -211,6 +217,7 @@ CATALOGUE: tuple[Metric, ...] = (
     IGNORED_ALTER_PARTITION_ANSWERS,
     LATE_EVENTS,
     STREAM_INPUT_ROWS,
+    SOURCE_LOST_RECORDS,
     PROPAGATION_BATCH_SIZE,
     PROPAGATION_DELAY,
     ALTER_PARTITION_LATENCY,

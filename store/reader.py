@@ -15,7 +15,7 @@ from typing import Any, Generic, TypeVar
 
 import msgspec
 
-from isrwatch.state.metrics import PARTITION_FLAGS
+from isrwatch.state.metrics import PARTITION_FLAGS, SOURCE_LOST_RECORDS
 from isrwatch.state.records import AlterPartitionRequest, Decision, PartitionRecord, PartitionState, Propagation
 
 from .schema import PROGRESS_FIELDS, Database
@@ -412,6 +412,12 @@ class Reader(Database):
             (m, json.loads(labels), float(v))
             for m, labels, v in self._rows("SELECT metric, labels, value FROM tallies ORDER BY metric, labels")
         ]
+
+    def lost_records(self) -> list[tuple[str, int, int]]:
+        """(topic, partition, records) the stream's Kafka source never read, by partition (SPEC §6)."""
+        rows = self._rows("SELECT labels, value FROM tallies WHERE metric = ?", (SOURCE_LOST_RECORDS.tally,))
+        labelled = [(json.loads(labels), value) for labels, value in rows]
+        return sorted((labels["topic"], int(labels["partition"]), int(value)) for labels, value in labelled)
 
     def latest_progress(self) -> dict[str, Any] | None:
         row = self._one(f"SELECT {', '.join(PROGRESS_FIELDS)} FROM progress ORDER BY batch_id DESC LIMIT 1")

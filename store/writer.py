@@ -11,7 +11,7 @@ from typing import Any
 import msgspec
 
 from isrwatch.state.events import IsrUpdated, Observed
-from isrwatch.state.metrics import STREAM_INPUT_ROWS, TallyKey, tallies
+from isrwatch.state.metrics import SOURCE_LOST_RECORDS, STREAM_INPUT_ROWS, TallyKey, tallies
 from isrwatch.state.records import Decision, IsrState, PartitionRecord, shrink_warning_at
 from isrwatch.state.step import Settled
 
@@ -258,7 +258,8 @@ class Writer(Database):
         )
 
     def record_progress(self, progress: Mapping[str, Any]) -> None:
-        """Keep one stream-health row per micro-batch; a re-reported batch replaces its row, counted once."""
+        """Keep one stream-health row per micro-batch; a re-reported batch replaces its row, counted once, with
+        the Kafka records its source lost (`lost_records`: (topic, partition, count) triples)."""
         values = tuple(progress.get(name) for name in PROGRESS_FIELDS)
         with self._transaction() as cur:
             cur.execute(self._q("SELECT 1 FROM progress WHERE batch_id = ?"), (values[0],))
@@ -273,7 +274,11 @@ class Writer(Database):
                 values,
             )
             if new:
-                self._add_tallies(cur, {(str(STREAM_INPUT_ROWS.tally), ()): progress.get("input_rows") or 0})
+                increments: dict[TallyKey, float] = {(STREAM_INPUT_ROWS.tally, ()): progress.get("input_rows") or 0}
+                for topic, partition, count in progress.get("lost_records") or ():
+                    key = (SOURCE_LOST_RECORDS.tally, (("partition", str(partition)), ("topic", topic)))
+                    increments[key] = increments.get(key, 0) + count
+                self._add_tallies(cur, increments)
 
     def claim(self, job: Mapping[str, Any]) -> None:
         """Record the streaming job that writes this store (its name, host, pid, checkpoint), so that nothing

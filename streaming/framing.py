@@ -43,13 +43,13 @@ if TYPE_CHECKING:
 PARTITION_TYPES = frozenset(("leader_and_isr", "fetch", "append", "isr_updated", "alter_partition_response"))
 SPREAD_TYPES = frozenset(("tick", "broker_registration"))  # every key obeys them (a registration: its eligibility)
 BROKER_TYPES = frozenset(("isr_change_propagated",))  # a broker's event about many partitions: the first bucket
-INPUT_METRICS = "isrwatch_input"  # observed per batch: input lines (or Kafka records)
+INPUT_METRICS = "isrwatch_input"  # observed per batch: input lines, and what was read of each Kafka partition
 # A line of nothing but whitespace (b" \t\n\x0b\f\r", exactly what bytes.isspace() accepts) is no input.
 BOM = b"\xef\xbb\xbf"
 BEACON_EVERY = 256  # one partition event in this many (by seq) also tells every bucket its cluster's time
 MAX_TS = 2**63 - 1
-FRAMED_SCHEMA = "bucket int, lines long, data binary"
-_FRAMED = pa.schema([("bucket", pa.int32()), ("lines", pa.int64()), ("data", pa.binary())])
+FRAMED_SCHEMA = "bucket int, lines long, data binary, read string"
+_FRAMED = pa.schema([("bucket", pa.int32()), ("lines", pa.int64()), ("data", pa.binary()), ("read", pa.string())])
 
 
 class Destination(IntEnum):
@@ -264,14 +264,48 @@ def lines_of(batch: pa.RecordBatch, ranks: dict[str, int] | None) -> Iterator[Li
         yield Lines.of_records(batch.filter(pc.invert(files)))
 
 
+def kafka_read(batch: pa.RecordBatch) -> list[str]:
+    """What a source batch read of each Kafka partition, as `topic:partition:records:first offset` (tombstones
+    and unreadable records included): the driver compares it with the micro-batch's offset range, and the
+    offsets it planned but nobody read were lost (SPEC §6)."""
+    low, high = (bound.as_py() for bound in pc.min_max(batch.column("part")).values())
+    if low >= 0 and low == high and pc.count_distinct(batch.column("origin")).as_py() == 1:
+        # One Kafka partition, as a Spark task's batches are: a third of the grouping's cost.
+        return [f"{batch.column('origin')[0]}:{low}:{batch.num_rows}:{pc.min(batch.column('offset'))}"]
+    records = batch.filter(pc.greater_equal(batch.column("part"), 0))
+    if not records.num_rows:
+        return []
+    table = pa.Table.from_batches([records]).group_by(["origin", "part"], use_threads=False)
+    counts = table.aggregate([("offset", "count"), ("offset", "min")])
+    return [
+        f"{topic}:{part}:{count}:{first}"
+        for topic, part, count, first in zip(
+            *(counts.column(name).to_pylist() for name in ("origin", "part", "offset_count", "offset_min")),
+            strict=True,
+        )
+    ]
+
+
 def frame_batches(
     batches: Iterator[pa.RecordBatch], ids: list[int], ranks: dict[str, int] | None, until: int | None
 ) -> Iterator[pa.RecordBatch]:
     """The `mapInArrow` function: source rows (value, origin, part, offset, received) to packed rows (bucket,
-    lines, data); `lines` counts the input lines once (on the first row of each file or of the records)."""
+    lines, data); `lines` counts the input lines once (on the first row of each file or of the records). Each
+    source batch's `kafka_read` summaries travel on rows of their own (no data), for the observed metrics."""
     for batch in batches:
         if not batch.num_rows:
             continue
+        read = kafka_read(batch)
+        if read:
+            yield pa.RecordBatch.from_arrays(
+                [
+                    pa.array([CONTROL_KEY] * len(read), pa.int32()),
+                    pa.array([0] * len(read), pa.int64()),
+                    pa.nulls(len(read), pa.binary()),
+                    pa.array(read, pa.string()),
+                ],
+                schema=_FRAMED,
+            )
         for lines in lines_of(batch, ranks):
             routed = route(lines, ids, until)
             if routed:
@@ -281,6 +315,7 @@ def frame_batches(
                         pa.array(buckets, pa.int32()),
                         pa.array([len(lines.raw)] + [0] * (len(buckets) - 1), pa.int64()),
                         binary_array([pack(routed[b]) for b in buckets]),
+                        pa.nulls(len(buckets), pa.string()),
                     ],
                     schema=_FRAMED,
                 )
@@ -319,4 +354,5 @@ def frame(raw: DataFrame, layout: Layout, ranks: dict[str, int] | None = None, u
     from pyspark.sql import functions as F
 
     framed = raw.mapInArrow(partial(frame_batches, ids=list(layout.ids), ranks=ranks, until=until), FRAMED_SCHEMA)
-    return framed.observe(INPUT_METRICS, F.sum("lines").alias("lines")).select("bucket", "data")
+    observed = framed.observe(INPUT_METRICS, F.sum("lines").alias("lines"), F.collect_list("read").alias("read"))
+    return observed.where(F.col("data").isNotNull()).select("bucket", "data")

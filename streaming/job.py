@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -22,10 +23,10 @@ from isrwatch.state.step import Settled
 
 from .buckets import Layout
 from .checkpoint import Checkpoint
-from .progress import ProgressListener, progress_record
+from .progress import ProgressListener, lost_records, progress_record
 from .query import plan
 from .sink import KafkaOutput, StoreSink
-from .sources import parse_source, read_stream
+from .sources import arrival_warnings, parse_source, read_stream
 from .spark import SparkSettings, session
 
 if TYPE_CHECKING:
@@ -139,6 +140,8 @@ class StreamJob:
             f"{layout.shuffle_partitions} shuffle partitions, {o.spark.state_store} state store, "
             + ("available data only" if o.available_now else f"trigger {o.trigger_seconds:g} s")
         )
+        for warning in arrival_warnings(self.source):
+            self._warn(warning)
         self._last_input = time.monotonic()
         self.query = writer.start()
         return self.query
@@ -202,6 +205,13 @@ class StreamJob:
         if self.echo:
             self.echo(message)
 
+    def _warn(self, message: str) -> None:
+        """A warning is said even without an echo (`--quiet`): on stderr then."""
+        if self.echo:
+            self.echo(f"warning: {message}")
+        else:
+            print(f"isrwatch: warning: {message}", file=sys.stderr, flush=True)
+
     def _batch_done(self, batch_id: int, result: Settled, written: bool) -> None:
         self._batches[batch_id] = result
         if self.on_batch is not None:
@@ -209,7 +219,10 @@ class StreamJob:
 
     def _progress(self, raw: dict[str, Any]) -> None:
         result = self._batches.pop(raw["batchId"], None)
-        record = progress_record(raw)
+        lost = lost_records(raw)
+        for gone in lost:
+            self._warn(f"batch {raw['batchId']}: {gone}")
+        record = progress_record(raw, lost)
         if result is not None:
             record["watermark_ms"] = result.watermark
             record["late_rows"] = result.counters.get("late_events", 0)

@@ -33,6 +33,8 @@ _ARROW = pa.schema(
 )
 Offsets = dict[str, dict[str, int]]
 T = TypeVar("T")
+LOG_APPEND_TIME = 1  # a record's timestamp type (Kafka's TimestampType id; 0: CreateTime, the producer's clock)
+TIMESTAMP_TYPE = "message.timestamp.type"  # the topic config that makes Kafka stamp records on append
 RETRY_PAUSES_S = (1, 2, 5, 10, 30)  # then every 30 s: a broker that is down does not fail the query
 BOOTSTRAP_TIMEOUT_MS = 10_000  # as the Java client's socket.connection.setup.timeout.ms
 
@@ -77,6 +79,22 @@ def _consumer(bootstrap: str, **settings: Any) -> Any:
         bootstrap_timeout_ms=BOOTSTRAP_TIMEOUT_MS,
         **settings,
     )
+
+
+def timestamp_types(bootstrap: str, topics: list[str]) -> dict[str, str | None]:
+    """Each topic's effective `message.timestamp.type` (None: the topic does not exist), by DescribeConfigs."""
+    from kafka.admin import ConfigResource, KafkaAdminClient
+
+    admin = KafkaAdminClient(
+        bootstrap_servers=bootstrap, client_id="isrwatch-source", bootstrap_timeout_ms=BOOTSTRAP_TIMEOUT_MS
+    )
+    try:
+        found = admin.describe_configs(
+            [ConfigResource("TOPIC", topic, [TIMESTAMP_TYPE]) for topic in topics], config_filter="all"
+        ).get("topic", {})
+    finally:
+        admin.close()
+    return {topic: (found.get(topic, {}).get(TIMESTAMP_TYPE) or {}).get("value") for topic in topics}
 
 
 class KafkaPythonSource(DataSource):
@@ -165,6 +183,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             idle_since = time.monotonic()
             while position < partition.end:
                 records = consumer.poll(timeout_ms=500).get(tp, [])
+                # Offsets deleted before they were read: the consumer resets to the earliest one (the driver counts
+                # what is missing, SPEC §6), possibly past this range's end.
+                position = max(position, consumer.position(tp, timeout_ms=500) or 0)
                 if not records:
                     if time.monotonic() - idle_since > 30:  # the broker went away mid-batch: wait for it
                         print(
@@ -176,7 +197,6 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                         idle_since = time.monotonic()
                     continue
                 idle_since = time.monotonic()
-                position = records[-1].offset + 1
                 rows = [r for r in records if r.offset < partition.end]
                 if rows:
                     yield pa.RecordBatch.from_arrays(
@@ -185,12 +205,17 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                             pa.array([partition.topic] * len(rows), pa.string()),
                             pa.array([partition.partition] * len(rows), pa.int32()),
                             pa.array([r.offset for r in rows], pa.int64()),
-                            pa.array([r.timestamp if r.timestamp >= 0 else None for r in rows], pa.int64()),
+                            pa.array([arrival(r.timestamp, r.timestamp_type) for r in rows], pa.int64()),
                         ],
                         schema=_ARROW,
                     )
         finally:
             consumer.close()
+
+
+def arrival(timestamp: int, timestamp_type: int) -> int | None:
+    """When a record reached Kafka: its timestamp if the broker set it (LogAppendTime), else unknown (SPEC §6)."""
+    return timestamp if timestamp_type == LOG_APPEND_TIME and timestamp >= 0 else None
 
 
 def _cap(start: Offsets, ends: Offsets, max_rows: int) -> Offsets:

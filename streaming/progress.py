@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -22,9 +23,69 @@ def input_lines(progress: dict[str, Any]) -> int:
     return int(((progress.get("observedMetrics") or {}).get(INPUT_METRICS) or {}).get("lines") or 0)
 
 
-def progress_record(progress: dict[str, Any]) -> dict[str, Any]:
-    """A StreamingQueryProgress (as JSON) reduced to the store's stream-health row; the job fills in what the batch
-    settled (its watermark, its late events), which Spark does not know."""
+@dataclass(frozen=True)
+class Lost:
+    """Records of one Kafka partition a micro-batch planned, [start, end), and never read: `records` of them,
+    all before `first_read` (the first offset read, or `end`) when `head` — what retention deletes."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+    records: int
+    first_read: int
+
+    @property
+    def head(self) -> bool:
+        return self.first_read - self.start == self.records
+
+    def __str__(self) -> str:
+        where = (
+            f"offsets {self.start}-{self.first_read - 1}"
+            if self.head
+            else f"{self.records:,} of the offsets {self.start}-{self.end - 1}"
+        )
+        return (
+            f"source lost {self.records:,} records of {self.topic}-{self.partition}: {where} were deleted "
+            "(retention or deleteRecords) before the job read them"
+        )
+
+
+def lost_records(progress: dict[str, Any]) -> list[Lost]:
+    """The Kafka records a micro-batch planned and did not read, by partition: the source's offset range per
+    partition (Spark's startOffset/endOffset, {topic: {partition: offset}}) against what the framing counted.
+
+    Spark's Kafka source runs with failOnDataLoss=false and the kafka-python source resets to the earliest
+    offset, so an offset that was deleted is skipped by both; counted here it is not skipped silently. The
+    first batch of a new checkpoint has no start offsets (it starts wherever the topic begins): nothing to
+    compare.
+    """
+    read: dict[tuple[str, int], tuple[int, int]] = {}
+    for item in ((progress.get("observedMetrics") or {}).get(INPUT_METRICS) or {}).get("read") or ():
+        topic, part, count, first = item.rsplit(":", 3)
+        key = (topic, int(part))
+        had, low = read.get(key, (0, int(first)))
+        read[key] = (had + int(count), min(low, int(first)))
+    lost = []
+    for source in progress.get("sources") or ():
+        start, end = source.get("startOffset"), source.get("endOffset")
+        if not isinstance(start, dict) or not isinstance(end, dict):
+            continue  # a files: source, or a first batch
+        for topic, parts in end.items():
+            if not isinstance(parts, dict):
+                continue
+            for part, stop in parts.items():
+                begin = (start.get(topic) or {}).get(part, stop)
+                count, first = read.get((topic, int(part)), (0, stop))
+                if stop - begin > count:
+                    lost.append(Lost(topic, int(part), begin, stop, stop - begin - count, first))
+    return lost
+
+
+def progress_record(progress: dict[str, Any], lost: Sequence[Lost] = ()) -> dict[str, Any]:
+    """A StreamingQueryProgress (as JSON) reduced to the store's stream-health row, with the records its Kafka
+    source `lost` (`lost_records`); the job fills in what the batch settled (its watermark, its late events),
+    which Spark does not know."""
     spark_rows = progress.get("numInputRows", 0)
     lines = input_lines(progress)
     duration = progress.get("batchDuration", 0)
@@ -39,6 +100,7 @@ def progress_record(progress: dict[str, Any]) -> dict[str, Any]:
         "batch_duration_ms": duration,
         "state_rows": sum(op.get("numRowsTotal", 0) for op in progress.get("stateOperators") or []),
         "late_rows": 0,
+        "lost_records": [(gone.topic, gone.partition, gone.records) for gone in lost],
     }
 
 

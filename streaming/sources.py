@@ -71,10 +71,10 @@ def read_stream(
 ) -> DataFrame:
     """The source as a streaming DataFrame of framing rows; `max_per_batch` = files or Kafka records.
 
-    `received` is when a row reached isrwatch: a Kafka record's timestamp (give the events topic
-    `message.timestamp.type=LogAppendTime` so that it is the monitoring cluster's clock, not the sender's),
-    or, for files, the file's modification time (when it was written into the directory; the same
-    when a batch is re-run).
+    `received` is when a row reached isrwatch: a Kafka record's timestamp when Kafka set it
+    (`message.timestamp.type=LogAppendTime`: the events topic's broker's clock); null for a CreateTime record,
+    whose timestamp is the sender's clock, the very clock `ts_in_future` must not trust (SPEC §6); for files,
+    the file's modification time (when it was written into the directory; the same when a batch is re-run).
     """
     from pyspark.sql import functions as F
 
@@ -113,6 +113,8 @@ def _spark_kafka(spark: SparkSession, source: Source, max_per_batch: int | None,
     from pyspark.errors import AnalysisException
     from pyspark.sql import functions as F
 
+    from .kafka_source import LOG_APPEND_TIME  # Spark's `timestampType` is Kafka's TimestampType id too
+
     reader = (
         spark.readStream.format("kafka")
         .option("kafka.bootstrap.servers", source.location)
@@ -137,5 +139,31 @@ def _spark_kafka(spark: SparkSession, source: Source, max_per_batch: int | None,
         F.col("topic").alias("origin"),
         F.col("partition").alias("part"),
         "offset",
-        F.unix_millis("timestamp").alias("received"),
+        F.when(F.col("timestampType") == LOG_APPEND_TIME, F.unix_millis("timestamp")).alias("received"),
     )
+
+
+def arrival_warnings(source: Source) -> list[str]:
+    """What to say at start about a Kafka source whose records do not carry their arrival: each topic that is
+    not `message.timestamp.type=LogAppendTime`, with the command that fixes it (SPEC §6)."""
+    if source.kind not in ("kafka", "kafka-python"):
+        return []
+    from kafka.errors import KafkaError
+
+    from .kafka_source import TIMESTAMP_TYPE, timestamp_types
+
+    try:
+        types = timestamp_types(source.location, list(source.topics))
+    except (KafkaError, OSError) as exc:
+        return [f"could not read the {TIMESTAMP_TYPE} of {', '.join(source.topics)} ({type(exc).__name__}: {exc})"]
+    return [
+        f"topic {topic} does not exist yet: create it with --config {TIMESTAMP_TYPE}=LogAppendTime, or else its "
+        "records' timestamps are the senders' clocks, which are not taken as arrival times"
+        if kind is None
+        else f"topic {topic} has {TIMESTAMP_TYPE}={kind}: its records' timestamps are the senders' clocks, so they "
+        "are not taken as arrival times and its events are not checked for ts_in_future. Fix: kafka-configs "
+        f"--bootstrap-server {source.location} --alter --entity-type topics --entity-name {topic} "
+        f"--add-config {TIMESTAMP_TYPE}=LogAppendTime"
+        for topic, kind in types.items()
+        if kind != "LogAppendTime"
+    ]

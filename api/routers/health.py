@@ -46,8 +46,11 @@ async def readyz(store: StoreDep, settings: SettingsDep) -> Response:
             problems.append(
                 f"watermark lags the wall clock by {lag_s:.1f} s (limit {settings.ready_max_watermark_lag_s:g} s)"
             )
+    lost = store.lost_records()
     if problems:
-        raise ApiError(503, "; ".join(problems), code="not_ready")
+        missed = sum(records for _, _, records in lost)
+        said = [f"the source lost {missed:,} Kafka records (see /metrics)"] if missed else []
+        raise ApiError(503, "; ".join(problems + said), code="not_ready")
     return JSON(
         {
             "status": "ready",
@@ -55,6 +58,9 @@ async def readyz(store: StoreDep, settings: SettingsDep) -> Response:
             "last_batch_age_seconds": round(age_s, 3),
             "watermark_ms": position.watermark_ms,
             "watermark_lag_seconds": None if lag_s is None else round(lag_s, 3),
+            "source_lost_records": [
+                {"topic": topic, "partition": partition, "records": records} for topic, partition, records in lost
+            ],
         }
     )
 

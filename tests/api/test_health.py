@@ -40,6 +40,27 @@ def test_readyz_needs_a_batch_then_a_fresh_one(tmp_path: Path) -> None:
         assert client.get("/healthz").json() == {"status": "ok"}
 
 
+def test_readyz_lists_the_kafka_records_the_source_lost(tmp_path: Path) -> None:
+    """Records deleted before the stream read them, tallied once per batch id, show on /readyz, ready or not."""
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    with open_store(url) as store:
+        store.write_batch(0, watermark_ms=int(time.time() * 1000))
+        for batch_id in (0, 1, 1):  # batch 1 reported twice: counted once
+            lost = [("isrwatch.events", 2, 40), ("isrwatch.events", 0, 7)] if batch_id else [("isrwatch.events", 2, 3)]
+            store.record_progress({"batch_id": batch_id, "wall_ms": 0, "lost_records": lost})
+    with TestClient(create_app(url, ready_max_watermark_lag_s=60)) as client:
+        r = client.get("/readyz")
+        assert r.status_code == 200, r.text
+        assert r.json()["source_lost_records"] == [
+            {"topic": "isrwatch.events", "partition": 0, "records": 7},
+            {"topic": "isrwatch.events", "partition": 2, "records": 43},
+        ]
+    with TestClient(create_app(url, ready_max_batch_age_s=1e-3)) as client:
+        r = client.get("/readyz")
+        assert r.status_code == 503
+        assert r.json()["detail"].endswith("; the source lost 50 Kafka records (see /metrics)")
+
+
 def test_readyz_reports_a_stale_watermark(scenario_url: str) -> None:
     with TestClient(create_app(scenario_url)) as client:  # scenario time is 1970: decades behind
         r = client.get("/readyz")

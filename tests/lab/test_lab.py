@@ -30,6 +30,7 @@ from isrwatch.lab.cluster import (
     zookeeper,
 )
 from isrwatch.lab.jars import kafka_release, kafka_set
+from isrwatch.streaming.kafka_source import timestamp_types
 from tests.lab.session import (
     LAG_MS,
     Restart,
@@ -86,6 +87,8 @@ def test_up_starts_zookeeper_mode_brokers_with_ibp_2_6_a_monitor_topics_and_load
     }
     with faults.admin(lab.monitor_bootstrap) as client:
         assert lab.events_topic in client.list_topics()
+    # Kafka stamps the events on append: a record's timestamp is its arrival, not the sending broker's clock.
+    assert timestamp_types(lab.monitor_bootstrap, [lab.events_topic]) == {lab.events_topic: "LogAppendTime"}
 
     assert growing(lab, list(now))  # a follower that stops fetching really falls behind
 

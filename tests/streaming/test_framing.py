@@ -134,8 +134,11 @@ def test_every_input_line_is_counted_once_and_a_tombstone_is_no_input():
             "received": [1, 2, 3],
         }
     )
-    outs = list(frame_batches(iter([source]), IDS, None, None))  # the file's rows, then the records'
+    read, *outs = frame_batches(iter([source]), IDS, None, None)  # what was read, the file's rows, the records'
+    # Read of Kafka: both records (the tombstone too, it has its offset), from offset 7; no input lines.
+    assert read.column("read").to_pylist() == ["events:0:2:7"] and read.column("lines").to_pylist() == [0]
     assert [sum(out.column("lines").to_pylist()) for out in outs] == [3, 1]  # a tombstone is no input
+    assert all(out.column("read").null_count == out.num_rows for out in outs)
     rows = flatten(
         [
             (b, d)

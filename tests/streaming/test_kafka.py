@@ -22,7 +22,9 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from fastapi.testclient import TestClient
 
+from isrwatch.api.app import create_app
 from isrwatch.lab import faults
 from isrwatch.lab.cluster import Lab
 from isrwatch.lab.jars import artifacts_in, ensure, kafka_set, pyspark_jars, spark_kafka_jars
@@ -47,29 +49,40 @@ def event_rows(seed: int, count: int) -> list[dict]:
     return rows
 
 
-def new_topic(lab: Lab) -> str:
-    """A topic of its own on the monitored cluster: replication factor 3, leaders on different brokers."""
+def new_topic(lab: Lab, configs: dict[str, str] | None = None) -> str:
+    """A topic of its own on the monitored cluster: replication factor 3, leaders on different brokers, stamped on
+    append (LogAppendTime) as isrwatch's events topic must be, unless `configs` says otherwise."""
     from kafka.admin import NewTopic
 
     name = f"events-{uuid.uuid4().hex[:8]}"
+    settings = {"message.timestamp.type": "LogAppendTime", **(configs or {})}
     with faults.admin(lab.bootstrap_servers) as client:
-        client.create_topics([NewTopic(name, PARTITIONS, 3)])
+        client.create_topics([NewTopic(name, PARTITIONS, 3, topic_configs=settings)])
     return name
 
 
-def produce(bootstrap: str, topic: str, lines: list[dict | bytes], partition: int | None = None) -> None:
+def produce(
+    bootstrap: str,
+    topic: str,
+    lines: list[dict | bytes],
+    partition: int | None = None,
+    timestamp_ms: int | None = None,
+) -> None:
     """Events keyed to a partition by their Kafka topic (each partition's events stay in order), raw bytes to
-    partition 0; everything to `partition` when given."""
+    partition 0; everything to `partition` when given. `timestamp_ms`: the producer's record timestamp."""
     from kafka import KafkaProducer
 
     producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
     for line in lines:
         if partition is not None or isinstance(line, bytes):
             value = line if isinstance(line, bytes) else json.dumps(line).encode()
-            producer.send(topic, value, partition=partition or 0)
+            producer.send(topic, value, partition=partition or 0, timestamp_ms=timestamp_ms)
         else:
             producer.send(
-                topic, json.dumps(line).encode(), partition=zlib.crc32(str(line.get("topic")).encode()) % PARTITIONS
+                topic,
+                json.dumps(line).encode(),
+                partition=zlib.crc32(str(line.get("topic")).encode()) % PARTITIONS,
+                timestamp_ms=timestamp_ms,
             )
     producer.flush()
     producer.close()
@@ -230,7 +243,10 @@ def test_hostile_records_on_both_kafka_sources_end_as_dead_letters(spark, tmp_pa
     produce(lab.bootstrap_servers, topic, records, partition=0)
     url = f"sqlite:///{tmp_path / 'store.db'}"
     config = Config.from_dict(msgspec.json.decode(Path(SCENARIO_CONFIG).read_bytes()))
-    run_job(f"{kind}:{lab.bootstrap_servers}/{topic}", url, tmp_path / "checkpoint", config, max_per_batch=None)
+    said: list[str] = []
+    source = f"{kind}:{lab.bootstrap_servers}/{topic}"
+    run_job(source, url, tmp_path / "checkpoint", config, max_per_batch=None, echo=said.append)
+    assert not [line for line in said if "warning" in line]  # a LogAppendTime topic: nothing to say
     got = dump(url)
     clean = tmp_path / "clean.jsonl"
     clean.write_bytes(b"\n".join(valid) + b"\n")
@@ -242,6 +258,76 @@ def test_hostile_records_on_both_kafka_sources_end_as_dead_letters(spark, tmp_pa
         dead = store.dead_letters(limit=100).items
     assert len(dead) == len(hostile) and all(d["reason"] for d in dead)
     assert [d["field"] for d in dead if d["reason"].startswith("ts_in_future")] == ["ts"]
+
+
+@pytest.mark.parametrize("kind", ["kafka", "kafka-python"])
+def test_a_create_time_topic_is_named_once_and_its_record_timestamps_are_no_arrival(
+    spark, tmp_path: Path, lab: Lab, kind: str
+):
+    """A topic left at CreateTime carries the senders' clocks (here one ten minutes behind the events' own): they
+    are not taken as arrival times, so no event is refused as `ts_in_future` against them and the outputs are the
+    replay's; the job says so once at start, naming the topic and the command that fixes it."""
+    topic = new_topic(lab, {"message.timestamp.type": "CreateTime", "retention.ms": "-1"})  # kept: stamped 2023
+    rows = event_rows(seed=7, count=1500)
+    produce(lab.bootstrap_servers, topic, rows, timestamp_ms=min(ev["ts"] for ev in rows) - 600_000)
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    said: list[str] = []
+    source = f"{kind}:{lab.bootstrap_servers}/{topic}"
+    run_job(source, url, tmp_path / "checkpoint", max_per_batch=700, echo=said.append)
+    warnings = [line for line in said if line.startswith("warning")]
+    assert len(warnings) == 1, said
+    assert f"topic {topic} has message.timestamp.type=CreateTime" in warnings[0]
+    assert (
+        f"kafka-configs --bootstrap-server {lab.bootstrap_servers} --alter --entity-type topics --entity-name {topic} "
+        "--add-config message.timestamp.type=LogAppendTime" in warnings[0]
+    )
+    got = dump(url)
+    assert got["dead_letters"] == []  # with the sender's clock as arrival, every event was ts_in_future
+    expected = replay_of(url, [written(tmp_path, rows)])
+    assert got["decisions"] and got["decisions"] == expected.decisions and got["partitions"] == expected.partitions
+
+
+@pytest.mark.parametrize("kind", ["kafka", "kafka-python"])
+def test_records_deleted_before_the_job_read_them_are_counted_logged_and_on_readyz(
+    spark, tmp_path: Path, lab: Lab, kind: str
+):
+    """The job reads half a topic and stops; more is written and the first records of a partition the job has not
+    read yet are deleted (deleteRecords, as retention would). Resumed from its checkpoint the job reads the rest,
+    counts the deleted records in isrwatch_source_lost_records_total, says which offsets, and /readyz shows them."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    topic = new_topic(lab)
+    rows = event_rows(seed=8, count=2000)
+    half = len(rows) // 2
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    source = f"{kind}:{lab.bootstrap_servers}/{topic}"
+    produce(lab.bootstrap_servers, topic, rows[:half])
+    run_job(source, url, tmp_path / "checkpoint", max_per_batch=None)
+    read = end_offsets(lab.bootstrap_servers, [topic])
+    produce(lab.bootstrap_servers, topic, rows[half:])
+    ends = end_offsets(lab.bootstrap_servers, [topic])
+    tp, gone = max(ends, key=lambda tp: ends[tp] - read[tp]), 50  # the partition with the most unread records
+    assert ends[tp] > read[tp] + gone
+    with faults.admin(lab.bootstrap_servers) as client:
+        client.delete_records({tp: read[tp] + gone})
+    said: list[str] = []
+    run_job(source, url, tmp_path / "checkpoint", max_per_batch=None, echo=said.append)
+    with open_store(url) as store:
+        assert store.lost_records() == [(topic, tp.partition, gone)]
+        assert sum(v for name, _, v in store.tallies() if name == "stream_input_rows") == len(rows) - gone
+    lines = [line for line in said if "source lost" in line]
+    assert len(lines) == 1 and lines[0].startswith("warning: batch "), said
+    first = read[tp]
+    assert f"source lost {gone} records of {topic}-{tp.partition}: offsets {first}-{first + gone - 1} were" in lines[0]
+    with TestClient(create_app(url, ready_max_watermark_lag_s=0)) as client:
+        ready = client.get("/readyz")
+        assert ready.status_code == 200, ready.text
+        assert ready.json()["source_lost_records"] == [{"topic": topic, "partition": tp.partition, "records": gone}]
+        families = {f.name: f for f in text_string_to_metric_families(client.get("/metrics").text)}
+    samples = families["isrwatch_source_lost_records"].samples
+    assert [(s.labels, s.value) for s in samples if s.name.endswith("_total")] == [
+        ({"topic": topic, "partition": str(tp.partition)}, gone)
+    ]
 
 
 class Outage:

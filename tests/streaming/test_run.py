@@ -73,9 +73,11 @@ def run_job(
     checkpoint: Path | str,
     config: Config = CONFIG,
     max_per_batch: int | None = 1,
+    echo: Callable[[str], None] | None = None,
     **options,
 ) -> None:
-    """`isrwatch run --available-now` in process: what `source` holds (a directory: a `files:` source) into `store`."""
+    """`isrwatch run --available-now` in process: what `source` holds (a directory: a `files:` source) into `store`;
+    `echo` hears what the job says."""
     StreamJob(
         JobOptions(
             source=f"files:{source}" if isinstance(source, Path) else source,
@@ -85,7 +87,8 @@ def run_job(
             available_now=True,
             max_per_batch=max_per_batch,
             **options,
-        )
+        ),
+        echo=echo,
     ).run()
 
 
