@@ -33,11 +33,13 @@ def test_no_input_breaks_the_api(fleet_store: tuple[str, Streamed], mode: Genera
     assert len(operations) >= 12
     seen: set[str] = set()
 
-    @settings(max_examples=150, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
+    @settings(max_examples=300, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
     @given(case=schema.as_strategy(mode))
     def fuzz(case: schemathesis.Case) -> None:
         seen.add(case.operation.label)
         case.call_and_validate(excluded_checks=[positive_data_acceptance])
 
     fuzz()
-    assert len(seen) >= len(operations) - 2  # hypothesis reached (nearly) every operation
+    # Every operation is drawn; negative input needs a parameter to break (/healthz and /readyz take none).
+    drawable = {op.label for op in operations if mode is GenerationMode.POSITIVE or any(op.iter_parameters())}
+    assert drawable <= seen, sorted(drawable - seen)

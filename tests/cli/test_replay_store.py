@@ -105,7 +105,7 @@ def test_an_ignored_tick_reaches_the_summary_the_store_and_metrics(tmp_path: Pat
     """A tick from a Kafka version isrwatch does not model runs, and its version is counted, not lost."""
     events = tmp_path / "e.jsonl"
     events.write_text(
-        '{"type": "tick", "ts": 1000, "task": "isr-expiration", "broker": 1, "kafka_version": "4.0.0"}\n'
+        '{"type": "tick", "ts": 1000, "task": "isr-expiration", "broker": 1, "kafka_version": "5.0.0"}\n'
         '{"type": "tick", "ts": 2000, "task": "isr-expiration", "kafka_version": "3.9.2"}\n'
     )
     url = f"sqlite:///{tmp_path / 'd.db'}"
