@@ -326,7 +326,7 @@ def main(args: argparse.Namespace) -> int:
 
 def _attached_lab(args: argparse.Namespace) -> tuple[Path, int]:
     """--lab-dir: a running lab whose brokers run isrwatch-agent; the story plays at the lab's own lag."""
-    from isrwatch.lab.cluster import LAB_JSON, LabError, alive, load
+    from isrwatch.lab.cluster import LAB_JSON, LabError, load
 
     if not (Path(args.lab_dir) / LAB_JSON).is_file():
         raise ConfigError(f"--lab-dir {args.lab_dir}: no lab there (start one: isrwatch lab up --agent --dir DIR)")
@@ -334,7 +334,7 @@ def _attached_lab(args: argparse.Namespace) -> tuple[Path, int]:
         lab = load(Path(args.lab_dir))
     except LabError as exc:
         raise ConfigError(f"--lab-dir {args.lab_dir}: {exc}") from None
-    if not alive(lab.zookeeper_process):
+    if not lab.running():
         raise ConfigError(f"--lab-dir {args.lab_dir}: the lab there is not running (isrwatch lab up --agent)")
     if lab.agent is None:
         raise ConfigError(f"--lab-dir {args.lab_dir}: its brokers run no isrwatch-agent (isrwatch lab up --agent)")

@@ -1,9 +1,17 @@
-"""The lab cluster: ZooKeeper, N Kafka 3.9 brokers in ZooKeeper mode, a monitor broker and a steady producer.
+"""The lab cluster: N Kafka brokers, a monitor broker and a steady producer, in one of two modes.
 
-The brokers run `inter.broker.protocol.version=2.6`, so ISR changes go through ZooKeeper and are
-propagated the ZooKeeper-era way isrwatch models (2.5 s checks, 5 s linger, 60 s max delay). The
-monitor broker (id 100) is a one-broker cluster of its own under another ZooKeeper chroot: faults
-never touch it, so isrwatch's own traffic (`isrwatch.events`, output topics) survives them.
+- ZooKeeper mode (`--kafka 3.9`, the default): ZooKeeper and N Kafka 3.9.2 brokers. With
+  `inter.broker.protocol.version=2.6` (the default) ISR changes go through ZooKeeper and are propagated the
+  ZooKeeper-era way isrwatch models (2.5 s checks, 5 s linger, 60 s max delay); with `--ibp 3.9` leaders send
+  AlterPartition to the controller. The monitor broker (id 100) is a one-broker cluster of its own under
+  another ZooKeeper chroot.
+- KRaft mode (`--kafka 4.x`): N combined broker+controller nodes of one static quorum (lab/kraft.py), and
+  the monitor a one-node KRaft cluster of its own, same release.
+
+Faults never touch the monitor, so isrwatch's own traffic (`isrwatch.events`, output topics) survives them.
+The cluster's truth: ZooKeeper's partition state znodes in ZooKeeper mode; Kafka's admin API
+(DescribeTopicPartitions, DescribeMetadataQuorum, DescribeCluster) in KRaft mode (`partitions`, `registrations`,
+`active_controller` answer in either).
 
 Everything lives under one directory: configs, data, logs, and `lab.json`, the record every command
 (and every detached fault helper) reads and updates under a file lock.
@@ -25,9 +33,11 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from subprocess import PIPE, STDOUT
+from typing import TYPE_CHECKING, Any, cast
 
-from .jars import JarsError, default_agent, ensure, kafka_set
+from . import kraft
+from .jars import ZOOKEEPER_RELEASE, JarsError, default_agent, ensure, kafka_release, kafka_set
 
 if TYPE_CHECKING:
     from kazoo.client import KazooClient
@@ -42,7 +52,10 @@ CLUSTER_NAME = "lab"
 EVENTS_TOPIC = "isrwatch.events"
 # isrwatch's own traffic, on the monitor broker: the agent's events and `isrwatch run --kafka-output`'s topics.
 MONITOR_TOPICS = {EVENTS_TOPIC: 3, "isrwatch.decisions": 3, "isrwatch.propagations": 3}
+ZOOKEEPER, KRAFT = "zookeeper", "kraft"  # the lab's modes
 INTER_BROKER_PROTOCOL_VERSION = "2.6"  # below 2.7-IV2: the ZooKeeper ISR writer and its throttled propagation
+# `--ibp`: 2.6 (ZooKeeper writes, the model isrwatch was built on) or 3.9 (AlterPartition to the controller).
+INTER_BROKER_PROTOCOL_VERSIONS = (INTER_BROKER_PROTOCOL_VERSION, "3.9")
 ZOOKEEPER_SESSION_TIMEOUT_MS = 18_000  # Kafka 3.9's default zookeeper.session.timeout.ms
 REPLICA_FETCH_WAIT_MAX_MS = 500  # Kafka's default; replica.lag.time.max.ms may not be smaller
 REPLICA_FETCH_MAX_BYTES = 8192
@@ -107,8 +120,29 @@ class LabSpec:
     start_timeout_s: float = 180.0  # for the brokers to register, and again for the topics to get full ISRs
     broker_heap: str = BROKER_HEAP_MAX  # -Xmx of every monitored broker
     broker_config: tuple[tuple[str, str], ...] = ()  # more server.properties for every monitored broker
+    kafka: str = ZOOKEEPER_RELEASE  # `--kafka`: a release or a line (4.4 -> 4.4.0); 3.9 is ZooKeeper mode, 4.x KRaft
+    ibp: str | None = None  # `--ibp`, ZooKeeper mode only (default INTER_BROKER_PROTOCOL_VERSION)
+
+    def release(self) -> str:
+        try:
+            return kafka_release(self.kafka)
+        except JarsError as exc:
+            raise LabError(str(exc)) from None
+
+    def mode(self) -> str:
+        return ZOOKEEPER if self.release() == ZOOKEEPER_RELEASE else KRAFT
 
     def check(self) -> None:
+        if self.ibp is not None and self.mode() == KRAFT:
+            raise LabError(
+                f"--ibp {self.ibp}: only for ZooKeeper mode (--kafka 3.9); KRaft brokers (--kafka {self.kafka}) have "
+                "no inter.broker.protocol.version and always send AlterPartition"
+            )
+        if self.ibp is not None and self.ibp not in INTER_BROKER_PROTOCOL_VERSIONS:
+            raise LabError(
+                f"--ibp {self.ibp}: must be {' or '.join(INTER_BROKER_PROTOCOL_VERSIONS)} (ZooKeeper writes the ISR "
+                "below 2.7; AlterPartition from 2.7 on)"
+            )
         if not 3 <= self.brokers <= 9:
             raise LabError(f"--brokers {self.brokers}: must be 3..9 (topics have replication factor 3)")
         if self.lag_ms < REPLICA_FETCH_WAIT_MAX_MS:
@@ -141,6 +175,7 @@ class Broker(Process):
     log_dir: str  # Kafka's log.dirs: the partitions' data
     kafka_logs_dir: str  # server.log, state-change.log, controller.log, scheduler.log
     config: str
+    controller_port: int | None = None  # KRaft: its CONTROLLER listener (every node is a voter)
 
     @property
     def address(self) -> str:
@@ -166,16 +201,26 @@ class Lab:
     dir: str
     bootstrap_servers: str
     monitor_bootstrap: str
-    zookeeper: str  # host:port of the ZooKeeper server
-    zookeeper_connect: str  # the monitored cluster's zookeeper.connect (with its chroot)
     brokers: list[Broker]
     monitor: Broker
-    zookeeper_process: Process
     topics: dict[str, int]
     replication_factor: int
     replica_lag_time_max_ms: int
-    zookeeper_session_timeout_ms: int
-    inter_broker_protocol_version: str
+    mode: str = ZOOKEEPER  # ZOOKEEPER or KRAFT
+    kafka_version: str = ZOOKEEPER_RELEASE
+    # ZooKeeper mode
+    zookeeper: str | None = None  # host:port of the ZooKeeper server
+    zookeeper_connect: str | None = None  # the monitored cluster's zookeeper.connect (with its chroot)
+    zookeeper_process: Process | None = None
+    zookeeper_session_timeout_ms: int | None = None
+    inter_broker_protocol_version: str | None = None
+    # KRaft mode
+    controller_quorum: str | None = None  # the monitored cluster's controller.quorum.voters (every node a voter)
+    controller_bootstrap: str | None = None  # its controllers' listeners (bootstrap.controllers)
+    cluster_id: str | None = None
+    broker_session_timeout_ms: int | None = None
+    broker_heartbeat_interval_ms: int | None = None
+    features: dict[str, int] = field(default_factory=dict)  # finalized feature levels, as the cluster reported them
     cluster: str = CLUSTER_NAME
     events_topic: str = EVENTS_TOPIC
     producer: Process | None = None
@@ -195,7 +240,30 @@ class Lab:
         )
 
     def processes(self) -> list[Process]:
-        return [*self.brokers, self.monitor, self.zookeeper_process] + ([self.producer] if self.producer else [])
+        return [*self.brokers, self.monitor, *filter(None, [self.zookeeper_process, self.producer])]
+
+    def running(self) -> bool:
+        """Whether the lab runs: ZooKeeper (ZooKeeper mode) or the monitor (KRaft), which faults never stop."""
+        return alive(self.zookeeper_process if self.mode == ZOOKEEPER else self.monitor)
+
+    def session_timeout_ms(self) -> int:
+        """How long a broker may be silent before the cluster treats it as failed: its ZooKeeper session, or its
+        KRaft broker session with the controller."""
+        timeout = self.zookeeper_session_timeout_ms if self.mode == ZOOKEEPER else self.broker_session_timeout_ms
+        assert timeout is not None, f"{self.dir}/{LAB_JSON} lacks the {self.mode} session timeout"
+        return timeout
+
+    def answering(self) -> tuple[str, int | None]:
+        """The bootstrap servers of the brokers that can answer now (running, listening, not paused by a stall: a
+        paused broker accepts connections but replies to nothing; a restarted one listens only once it registered),
+        and one of them to ask (None: none can)."""
+        answering = [b for b in self.brokers if alive(b) and not paused(b) and _listening(b.port)]
+        if not answering:
+            return self.bootstrap_servers, None
+        return ",".join(b.address for b in answering), answering[0].id
+
+    def answering_bootstrap(self) -> str:
+        return self.answering()[0]
 
     def stream_options(self) -> list[str]:
         """`isrwatch run`'s options for the agents' events of this lab: its events topic, at its lag."""
@@ -351,7 +419,9 @@ def broker_logs(broker: Broker, lines: int = 20) -> str:
 
 @dataclass(frozen=True)
 class PartitionState:
-    """A partition as ZooKeeper holds it: the leader's (or controller's) last write of its state znode."""
+    """A partition as the cluster holds it: in ZooKeeper mode the leader's (or controller's) last write of its state
+    znode; in KRaft mode what DescribeTopicPartitions reports, which has no partition epoch, controller epoch or
+    write time (-1, -1, 0: the admin API does not expose them)."""
 
     topic: str
     partition: int
@@ -362,6 +432,8 @@ class PartitionState:
     controller_epoch: int
     partition_epoch: int  # the state znode's version
     mtime_ms: int  # when it was written
+    elr: tuple[int, ...] = ()  # KRaft: eligible leader replicas (KIP-966)
+    last_known_elr: tuple[int, ...] = ()  # KRaft: the last known ELR
 
     @property
     def preferred_leader(self) -> int:
@@ -461,12 +533,80 @@ def wait_until(
     return time.monotonic() - started
 
 
-def isr_full(zk: KazooClient, topics: dict[str, int]) -> bool:
-    """Every partition of the topics ({name: partitions}) has a leader and all its replicas in the ISR."""
-    states = partition_states(zk, list(topics))
-    return len(states) == sum(topics.values()) and all(
+def isr_full(lab: Lab) -> bool:
+    """Every partition of the lab's topics has a leader and all its replicas in the ISR."""
+    states = partitions(lab)
+    return len(states) == sum(lab.topics.values()) and all(
         s.leader >= 0 and set(s.isr) == set(s.replicas) for s in states.values()
     )
+
+
+# -- the cluster's truth, in either mode --------------------------------------------------------
+
+
+def _asked(question: Callable[[], Any]) -> Any:
+    try:
+        return question()
+    except kraft.Unanswered as exc:
+        raise LabError(f"no broker answered: {exc}") from None
+
+
+def partitions(lab: Lab, topics: list[str] | None = None) -> dict[tuple[str, int], PartitionState]:
+    """Every partition of the topics (default: the lab's): from ZooKeeper's state znodes in ZooKeeper mode, from
+    DescribeTopicPartitions (leader, leader epoch, ISR, ELR, last-known ELR) in KRaft mode."""
+    names = list(lab.topics) if topics is None else topics
+    if lab.mode == ZOOKEEPER:
+        with zookeeper(str(lab.zookeeper)) as zk:
+            return partition_states(zk, names)
+    described = _asked(lambda: kraft.describe_partitions(*lab.answering(), names))
+    return {
+        (p["topic"], p["partition_index"]): PartitionState(
+            p["topic"],
+            p["partition_index"],
+            tuple(p["replica_nodes"]),
+            p["leader_id"],
+            p["leader_epoch"],
+            tuple(p["isr_nodes"]),
+            -1,
+            -1,
+            0,
+            tuple(p["eligible_leader_replicas"] or ()),  # null when the release or feature level has no ELR
+            tuple(p["last_known_elr"] or ()),
+        )
+        for p in described
+    }
+
+
+def partition_epochs(lab: Lab, progress: Progress = lambda _: None) -> dict[tuple[str, int], int]:
+    """Every partition's partition epoch: the state znode's version in ZooKeeper mode; in KRaft counted from the
+    metadata log of a running node (DumpLogSegments, a JVM: seconds, not for polling), as no admin API reports it.
+    A topic deleted and created again keeps only the new topic id's count."""
+    if lab.mode == ZOOKEEPER:
+        return {key: s.partition_epoch for key, s in partitions(lab).items()}
+    node = next((b for b in lab.brokers if alive(b)), lab.brokers[0])
+    segments = sorted(str(f) for f in (Path(node.log_dir) / f"{kraft.METADATA_TOPIC}-0").glob("*.log"))
+    argv = [kraft.dump_log_segments(lab.kafka_version), "--cluster-metadata-decoder", "--files", ",".join(segments)]
+    epochs = kraft.partition_epochs(run_tool(argv, progress, 120, lab.kafka_version))
+    return {key: epoch for key, epoch in epochs.items() if key[0] in lab.topics}
+
+
+def registrations(lab: Lab) -> dict[int, bool]:
+    """The monitored cluster's registered brokers and whether each is fenced: ZooKeeper's /brokers/ids (a registered
+    broker is never fenced there), or DescribeCluster with fenced brokers in KRaft mode."""
+    if lab.mode == ZOOKEEPER:
+        with zookeeper(str(lab.zookeeper)) as zk:
+            return dict.fromkeys(registered_brokers(zk, CHROOT), False)
+    return _asked(lambda: kraft.describe_brokers(*lab.answering()))  # type: ignore[no-any-return]
+
+
+def active_controller(lab: Lab) -> tuple[int | None, int]:
+    """The active controller and its epoch: the /controller znode and controller epoch in ZooKeeper mode, the
+    metadata quorum's leader and leader epoch (DescribeMetadataQuorum) in KRaft mode; None while there is none."""
+    if lab.mode == ZOOKEEPER:
+        with zookeeper(str(lab.zookeeper)) as zk:
+            return controller(zk)
+    quorum = _asked(lambda: kraft.describe_quorum(*lab.answering()))
+    return (quorum.leader if quorum.leader >= 0 else None), quorum.leader_epoch
 
 
 # -- configuration -------------------------------------------------------------------------------
@@ -530,15 +670,22 @@ log4j.appender.file.layout.ConversionPattern=[%d] %p %m (%c)%n
 def broker_config(
     broker_id: int, port: int, log_dir: Path, zookeeper_connect: str, spec: LabSpec, replication_factor: int
 ) -> dict[str, Any]:
-    """The server.properties of a lab broker (the monitor has replication factor 1)."""
+    """The server.properties of a ZooKeeper-mode lab broker (the monitor has replication factor 1)."""
     return {
         "broker.id": broker_id,
         "listeners": f"PLAINTEXT://127.0.0.1:{port}",
         "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}",
-        "log.dirs": log_dir,
         "zookeeper.connect": zookeeper_connect,
         "zookeeper.session.timeout.ms": ZOOKEEPER_SESSION_TIMEOUT_MS,
-        "inter.broker.protocol.version": INTER_BROKER_PROTOCOL_VERSION,
+        "inter.broker.protocol.version": spec.ibp or INTER_BROKER_PROTOCOL_VERSION,
+        **replication_config(log_dir, spec, replication_factor),
+    }
+
+
+def replication_config(log_dir: Path, spec: LabSpec, replication_factor: int) -> dict[str, Any]:
+    """The server.properties every lab broker has, in either mode: its data, the lag, replication and thread pools."""
+    return {
+        "log.dirs": log_dir,
         "replica.lag.time.max.ms": spec.lag_ms,
         "replica.fetch.wait.max.ms": REPLICA_FETCH_WAIT_MAX_MS,
         "default.replication.factor": replication_factor,
@@ -608,9 +755,77 @@ def _plan(directory: Path, spec: LabSpec, java: str, classpath: str) -> Lab:
     """Write every config file and describe the lab to start (no process yet)."""
     config_dir = directory / "config"
     config_dir.mkdir(parents=True, exist_ok=True)
-    log4j = config_dir / "log4j.properties"
-    log4j.write_text(LOG4J)
-    zk_port, monitor_port, *ports = _free_ports(2 + spec.brokers)
+    mode = spec.mode()
+    if mode == KRAFT:
+        log_config = config_dir / "log4j2.xml"
+        log_config.write_text(kraft.LOG4J2)
+        log_flag = f"-Dlog4j2.configurationFile={log_config}"
+        # The monitored nodes' and the monitor's PLAINTEXT and CONTROLLER ports.
+        monitor_port, monitor_controller, *rest = _free_ports(2 * (spec.brokers + 1))
+        ports, controller_ports = rest[: spec.brokers], rest[spec.brokers :]
+    else:
+        log_config = config_dir / "log4j.properties"
+        log_config.write_text(LOG4J)
+        log_flag = f"-Dlog4j.configuration={log_config.as_uri()}"
+        zk_port, monitor_port, *ports = _free_ports(2 + spec.brokers)
+    monitor_bootstrap = f"127.0.0.1:{monitor_port}"
+    zookeeper = f"127.0.0.1:{zk_port}" if mode == ZOOKEEPER else ""
+    quorum = kraft.voters(list(enumerate(controller_ports, start=1))) if mode == KRAFT else ""
+
+    def jvm(heap: tuple[str, ...], *rest: str) -> list[str]:
+        return [java, *heap, *JVM_FLAGS, *rest, "-cp", classpath]
+
+    def broker(broker_id: int, port: int, rf: int, controller_port: int | None = None) -> Broker:
+        monitor = broker_id == MONITOR_ID
+        home = directory / ("monitor" if monitor else f"broker-{broker_id}")
+        log_dir, logs = home / "data", home / "logs"
+        log_dir.mkdir(parents=True, exist_ok=True)
+        logs.mkdir(parents=True, exist_ok=True)
+        config = config_dir / f"{home.name}.properties"
+        if controller_port is None:
+            chroot = MONITOR_CHROOT if monitor else CHROOT
+            values = broker_config(broker_id, port, log_dir, zookeeper + chroot, spec, rf)
+        else:
+            voters = kraft.voters([(broker_id, controller_port)]) if monitor else quorum
+            values = kraft.node_config(broker_id, port, controller_port, voters)
+            values.update(replication_config(log_dir, spec, rf))
+        config.write_text(_properties(values if monitor else {**values, **dict(spec.broker_config)}))
+        heap = ("-Xms128m", f"-Xmx{BROKER_HEAP_MAX if monitor else spec.broker_heap}")
+        agent = [] if monitor else _agent_argument(spec, monitor_bootstrap, broker_id, logs)
+        argv = [*jvm(heap, log_flag, f"-Dkafka.logs.dir={logs}", *agent), "kafka.Kafka", str(config)]
+        return Broker(
+            id=broker_id,
+            port=port,
+            log_dir=str(log_dir),
+            kafka_logs_dir=str(logs),
+            config=str(config),
+            log=str(logs / "stdout.log"),
+            argv=argv,
+            controller_port=controller_port,
+        )
+
+    lab = Lab(
+        dir=str(directory),
+        bootstrap_servers=",".join(f"127.0.0.1:{p}" for p in ports),
+        monitor_bootstrap=monitor_bootstrap,
+        brokers=[],
+        monitor=broker(MONITOR_ID, monitor_port, 1, monitor_controller if mode == KRAFT else None),
+        topics={t.name: t.partitions for t in spec.topics},
+        replication_factor=REPLICATION_FACTOR,
+        replica_lag_time_max_ms=spec.lag_ms,
+        mode=mode,
+        kafka_version=spec.release(),
+        agent=str(Path(spec.agent).resolve()) if spec.agent else None,
+        agent_options=dict(spec.agent_options),
+    )
+    if mode == KRAFT:
+        lab.brokers = [broker(i, p, REPLICATION_FACTOR, controller_ports[i - 1]) for i, p in enumerate(ports, start=1)]
+        lab.controller_quorum = quorum
+        lab.controller_bootstrap = ",".join(f"127.0.0.1:{c}" for c in controller_ports)
+        lab.cluster_id = kraft.cluster_id()
+        lab.broker_session_timeout_ms = kraft.BROKER_SESSION_TIMEOUT_MS
+        lab.broker_heartbeat_interval_ms = kraft.BROKER_HEARTBEAT_INTERVAL_MS
+        return lab
     zk_dir = directory / "zookeeper"
     (zk_dir / "data").mkdir(parents=True, exist_ok=True)
     zk_config = config_dir / "zookeeper.properties"
@@ -628,54 +843,20 @@ def _plan(directory: Path, spec: LabSpec, java: str, classpath: str) -> Lab:
     )
     zk_log4j = config_dir / "zookeeper-log4j.properties"
     zk_log4j.write_text(ZOOKEEPER_LOG4J.replace("${zookeeper.log}", str(zk_dir / "zookeeper.log")))
-    zookeeper = f"127.0.0.1:{zk_port}"
-    monitor_bootstrap = f"127.0.0.1:{monitor_port}"
-
-    def jvm(heap: tuple[str, ...], log4j_file: Path, *rest: str) -> list[str]:
-        return [java, *heap, *JVM_FLAGS, f"-Dlog4j.configuration={log4j_file.as_uri()}", *rest, "-cp", classpath]
-
-    def broker(broker_id: int, port: int, chroot: str, rf: int) -> Broker:
-        monitor = broker_id == MONITOR_ID
-        home = directory / ("monitor" if monitor else f"broker-{broker_id}")
-        log_dir, logs = home / "data", home / "logs"
-        log_dir.mkdir(parents=True, exist_ok=True)
-        logs.mkdir(parents=True, exist_ok=True)
-        config = config_dir / f"{home.name}.properties"
-        values = broker_config(broker_id, port, log_dir, zookeeper + chroot, spec, rf)
-        config.write_text(_properties(values if monitor else {**values, **dict(spec.broker_config)}))
-        heap = ("-Xms128m", f"-Xmx{BROKER_HEAP_MAX if monitor else spec.broker_heap}")
-        agent = [] if monitor else _agent_argument(spec, monitor_bootstrap, broker_id, logs)
-        argv = [*jvm(heap, log4j, f"-Dkafka.logs.dir={logs}", *agent), "kafka.Kafka", str(config)]
-        return Broker(
-            id=broker_id,
-            port=port,
-            log_dir=str(log_dir),
-            kafka_logs_dir=str(logs),
-            config=str(config),
-            log=str(logs / "stdout.log"),
-            argv=argv,
-        )
-
-    return Lab(
-        dir=str(directory),
-        bootstrap_servers=",".join(f"127.0.0.1:{p}" for p in ports),
-        monitor_bootstrap=monitor_bootstrap,
-        zookeeper=zookeeper,
-        zookeeper_connect=zookeeper + CHROOT,
-        brokers=[broker(i, p, CHROOT, REPLICATION_FACTOR) for i, p in enumerate(ports, start=1)],
-        monitor=broker(MONITOR_ID, monitor_port, MONITOR_CHROOT, 1),
-        zookeeper_process=Process(
-            log=str(zk_dir / "stdout.log"),
-            argv=[*jvm(ZOOKEEPER_HEAP, zk_log4j), "org.apache.zookeeper.server.quorum.QuorumPeerMain", str(zk_config)],
-        ),
-        topics={t.name: t.partitions for t in spec.topics},
-        replication_factor=REPLICATION_FACTOR,
-        replica_lag_time_max_ms=spec.lag_ms,
-        zookeeper_session_timeout_ms=ZOOKEEPER_SESSION_TIMEOUT_MS,
-        inter_broker_protocol_version=INTER_BROKER_PROTOCOL_VERSION,
-        agent=str(Path(spec.agent).resolve()) if spec.agent else None,
-        agent_options=dict(spec.agent_options),
+    lab.brokers = [broker(i, p, REPLICATION_FACTOR) for i, p in enumerate(ports, start=1)]
+    lab.zookeeper = zookeeper
+    lab.zookeeper_connect = zookeeper + CHROOT
+    lab.zookeeper_process = Process(
+        log=str(zk_dir / "stdout.log"),
+        argv=[
+            *jvm(ZOOKEEPER_HEAP, f"-Dlog4j.configuration={zk_log4j.as_uri()}"),
+            "org.apache.zookeeper.server.quorum.QuorumPeerMain",
+            str(zk_config),
+        ],
     )
+    lab.zookeeper_session_timeout_ms = ZOOKEEPER_SESSION_TIMEOUT_MS
+    lab.inter_broker_protocol_version = spec.ibp or INTER_BROKER_PROTOCOL_VERSION
+    return lab
 
 
 def _clear(directory: Path) -> None:
@@ -777,11 +958,11 @@ def start_producer(lab: Lab, rate: int, topics: dict[str, int] | None = None) ->
     return lab.producer
 
 
-def run_tool(argv: list[str], progress: Progress, timeout: float = 600) -> str:
-    """Run a Kafka tool class (kafka-tools, e.g. `org.apache.kafka.tools.ProducerPerformance`) on the lab's
-    classpath; returns its stdout, or a LabError with the end of its stderr."""
+def run_tool(argv: list[str], progress: Progress, timeout: float = 600, release: str = ZOOKEEPER_RELEASE) -> str:
+    """Run a Kafka tool class (kafka-tools, e.g. `org.apache.kafka.tools.ProducerPerformance`) on a release's
+    classpath (the lab's: `lab.kafka_version`); returns its stdout, or a LabError with the end of its stderr."""
     try:
-        classpath = str(ensure(kafka_set(), progress)[0].parent / "*")
+        classpath = str(ensure(kafka_set(release), progress)[0].parent / "*")
     except JarsError as exc:
         raise LabError(str(exc)) from None
     try:
@@ -816,6 +997,103 @@ def _wait_for_load(lab: Lab, timeout: float) -> None:
         consumer.close()
 
 
+def _launch_nodes(lab: Lab, spec: LabSpec, progress: Progress, what: str) -> None:
+    """Say what starts (with the agent, if any), start every broker and the monitor, and record their pids."""
+    progress(what + (f", agent {Path(spec.agent).name}" if spec.agent else ""))
+    for broker in [*lab.brokers, lab.monitor]:
+        launch(broker)
+    save(lab)
+
+
+def _start_zookeeper_mode(lab: Lab, spec: LabSpec, progress: Progress) -> None:
+    """ZooKeeper, then the brokers and the monitor, until they registered and a controller was elected."""
+    progress(f"starting ZooKeeper on {lab.zookeeper}")
+    launch(cast(Process, lab.zookeeper_process))
+    save(lab)
+    zk = _connect(lab, timeout=60)
+    try:
+        for chroot in (CHROOT, MONITOR_CHROOT):
+            zk.ensure_path(chroot)
+        _launch_nodes(
+            lab,
+            spec,
+            progress,
+            f"starting brokers {', '.join(str(b.id) for b in lab.brokers)} (Kafka {lab.kafka_version}, ZooKeeper "
+            f"mode, inter.broker.protocol.version={lab.inter_broker_protocol_version}, replica.lag.time.max.ms="
+            f"{spec.lag_ms}) and the monitor broker {MONITOR_ID}",
+        )
+        took = _wait_registered(lab, zk, spec.start_timeout_s)
+        progress(f"brokers registered in ZooKeeper after {took:.1f} s")
+        wait_until("electing a controller", lambda: controller(zk)[0] is not None, 60)
+    finally:
+        zk.stop()
+        zk.close()
+
+
+def _format_kraft(lab: Lab, java: str, classpath: str) -> None:
+    """Format every node's log directory (StorageTool, all at once): the monitored nodes for the lab's cluster id,
+    the monitor for a cluster of its own."""
+    config = Path(lab.dir) / "config" / "tools-log4j2.xml"
+    config.write_text(kraft.TOOLS_LOG4J2)
+    tool = [java, "-Xmx256m", *JVM_FLAGS, f"-Dlog4j2.configurationFile={config}", "-cp", classpath]
+    runs = [
+        (node, subprocess.Popen([*tool, *kraft.format_argv(Path(node.config), cluster)], stdout=PIPE, stderr=STDOUT))
+        for node, cluster in [*((b, str(lab.cluster_id)) for b in lab.brokers), (lab.monitor, kraft.cluster_id())]
+    ]
+    failed = []
+    for node, run in runs:
+        out = run.communicate(timeout=120)[0].decode(errors="replace")
+        if run.returncode != 0:
+            failed.append(f"node {node.id}: StorageTool format failed (exit {run.returncode}):\n{tail_text(out)}")
+    if failed:
+        raise LabError("\n".join(failed))
+
+
+def _start_kraft(lab: Lab, spec: LabSpec, java: str, classpath: str, progress: Progress) -> None:
+    """Format the nodes, start them and the monitor, until every broker registered unfenced with the quorum."""
+    progress(
+        f"formatting nodes {', '.join(str(b.id) for b in lab.brokers)} and the monitor {MONITOR_ID} (Kafka "
+        f"{lab.kafka_version}, KRaft, cluster id {lab.cluster_id}, eligible.leader.replicas.version="
+        f"{kraft.ELIGIBLE_LEADER_REPLICAS_VERSION})"
+    )
+    _format_kraft(lab, java, classpath)
+    _launch_nodes(
+        lab,
+        spec,
+        progress,
+        f"starting combined broker+controller nodes {', '.join(str(b.id) for b in lab.brokers)} (quorum "
+        f"{lab.controller_quorum}, broker.session.timeout.ms={lab.broker_session_timeout_ms}, "
+        f"replica.lag.time.max.ms={spec.lag_ms}) and the monitor {MONITOR_ID} (a one-node KRaft cluster)",
+    )
+    expected = {b.id: False for b in lab.brokers}
+
+    def registered() -> bool:
+        if not all(_listening(b.port) for b in [*lab.brokers, lab.monitor]):  # a KRaft broker listens once unfenced
+            return False
+        try:
+            return registrations(lab) == expected and kraft.describe_brokers(lab.monitor_bootstrap, MONITOR_ID, 1) == {
+                MONITOR_ID: False
+            }
+        except (LabError, kraft.Unanswered):
+            return False
+
+    def failed() -> str | None:
+        dead = [b for b in [*lab.brokers, lab.monitor] if not alive(b)]
+        return "\n".join(f"node {b.id} exited during start-up; its last log lines:\n{broker_logs(b)}" for b in dead)
+
+    try:
+        took = wait_until("starting the nodes", registered, spec.start_timeout_s, 0.5, failed)
+    except LabError as exc:
+        if "not after" not in str(exc):
+            raise
+        raise LabError(
+            f"{exc}; the nodes' last log lines:\n"
+            + "\n".join(f"node {b.id}:\n{broker_logs(b)}" for b in [*lab.brokers, lab.monitor])
+        ) from None
+    lab.features = kraft.finalized_features(*lab.answering())
+    progress(f"brokers registered with the quorum and unfenced after {took:.1f} s; features {lab.features}")
+
+
 def up(directory: Path, spec: LabSpec, progress: Progress) -> Lab:
     """Start a lab in `directory` and return its record; on failure nothing it started is left running."""
     spec.check()
@@ -823,51 +1101,31 @@ def up(directory: Path, spec: LabSpec, progress: Progress) -> Lab:
     _clear(directory)
     started = time.monotonic()
     try:
-        classpath = str(ensure(kafka_set(), progress)[0].parent / "*")
+        classpath = str(ensure(kafka_set(spec.release()), progress)[0].parent / "*")
     except JarsError as exc:
         raise LabError(str(exc)) from None
-    lab = _plan(directory, spec, _java(), classpath)
+    java = _java()
+    lab = _plan(directory, spec, java, classpath)
     lab.started_ms = int(time.time() * 1000)
     try:
-        progress(f"starting ZooKeeper on {lab.zookeeper}")
-        launch(lab.zookeeper_process)
-        save(lab)
-        zk = _connect(lab, timeout=60)
-        try:
-            for chroot in (CHROOT, MONITOR_CHROOT):
-                zk.ensure_path(chroot)
-            progress(
-                f"starting brokers {', '.join(str(b.id) for b in lab.brokers)} (Kafka 3.9, ZooKeeper mode, "
-                f"inter.broker.protocol.version={INTER_BROKER_PROTOCOL_VERSION}, replica.lag.time.max.ms="
-                f"{spec.lag_ms}) and the monitor broker {MONITOR_ID}"
-                + (f", agent {Path(spec.agent).name}" if spec.agent else "")
-            )
-            for broker in [*lab.brokers, lab.monitor]:
-                launch(broker)
-            save(lab)
-            took = _wait_registered(lab, zk, spec.start_timeout_s)
-            # A broker registers before its listener accepts connections.
-            wait_until(
-                "the brokers' listeners",
-                lambda: all(_listening(b.port) for b in [*lab.brokers, lab.monitor]),
-                60,
-                failed=lambda: next(
-                    (f"broker {b.id} exited" for b in [*lab.brokers, lab.monitor] if not alive(b)), None
-                ),
-            )
-            progress(
-                f"brokers registered in ZooKeeper after {took:.1f} s; creating topics "
-                + ", ".join(f"{t} ({n} partitions, RF {lab.replication_factor})" for t, n in lab.topics.items())
-            )
-            wait_until("electing a controller", lambda: controller(zk)[0] is not None, 60)
-            _create_topics(lab.bootstrap_servers, lab.topics, lab.replication_factor, spec.start_timeout_s)
-            _create_topics(lab.monitor_bootstrap, MONITOR_TOPICS, 1)
-            wait_until(
-                "topics getting their leaders and full ISRs", lambda: isr_full(zk, lab.topics), spec.start_timeout_s
-            )
-        finally:
-            zk.stop()
-            zk.close()
+        if lab.mode == KRAFT:
+            _start_kraft(lab, spec, java, classpath, progress)
+        else:
+            _start_zookeeper_mode(lab, spec, progress)
+        # A broker registers before its listener accepts connections.
+        wait_until(
+            "the brokers' listeners",
+            lambda: all(_listening(b.port) for b in [*lab.brokers, lab.monitor]),
+            60,
+            failed=lambda: next((f"broker {b.id} exited" for b in [*lab.brokers, lab.monitor] if not alive(b)), None),
+        )
+        progress(
+            "creating topics "
+            + ", ".join(f"{t} ({n} partitions, RF {lab.replication_factor})" for t, n in lab.topics.items())
+        )
+        _create_topics(lab.bootstrap_servers, lab.topics, lab.replication_factor, spec.start_timeout_s)
+        _create_topics(lab.monitor_bootstrap, MONITOR_TOPICS, 1)
+        wait_until("topics getting their leaders and full ISRs", lambda: isr_full(lab), spec.start_timeout_s)
         if spec.rate:
             start_producer(lab, spec.rate)
             _wait_for_load(lab, spec.start_timeout_s)
@@ -882,9 +1140,10 @@ def up(directory: Path, spec: LabSpec, progress: Progress) -> Lab:
             f"starting the lab: {type(exc).__name__}: {exc}; the brokers' last log lines:\n"
             + "\n".join(f"broker {b.id}:\n{broker_logs(b)}" for b in [*lab.brokers, lab.monitor])
         ) from exc
+    where = f"ZooKeeper {lab.zookeeper_connect}" if lab.mode == ZOOKEEPER else f"controllers {lab.controller_bootstrap}"
     progress(
-        f"lab up in {time.monotonic() - started:.1f} s: bootstrap {lab.bootstrap_servers}, monitor "
-        f"{lab.monitor_bootstrap}, ZooKeeper {lab.zookeeper_connect}; {directory / LAB_JSON}"
+        f"lab up in {time.monotonic() - started:.1f} s ({lab.mode}, Kafka {lab.kafka_version}): bootstrap "
+        f"{lab.bootstrap_servers}, monitor {lab.monitor_bootstrap}, {where}; {directory / LAB_JSON}"
     )
     return lab
 
@@ -951,7 +1210,9 @@ def down(directory: Path, progress: Progress, graceful_s: float = 0.0) -> None:
             ids = ", ".join(str(b.id) for b in lab.brokers)
             progress(f"stopping brokers {ids} with SIGTERM (controlled shutdown, up to {graceful_s:g} s)")
         stopped = stop_all(lab, graceful_s)
-        ports = [b.port for b in [*lab.brokers, lab.monitor]] + [int(lab.zookeeper.rsplit(":", 1)[1])]
+        nodes = [*lab.brokers, lab.monitor]
+        ports = [b.port for b in nodes] + [b.controller_port for b in nodes if b.controller_port is not None]
+        ports += [int(lab.zookeeper.rsplit(":", 1)[1])] if lab.zookeeper else []
         try:
             wait_until("freeing the lab's ports", lambda: all(_port_free(p) for p in ports), 20)
         except LabError as exc:

@@ -1,8 +1,14 @@
-"""`isrwatch lab fault KIND`: real faults on the lab's brokers. Each returns at once and says what it did.
+"""`isrwatch lab fault KIND`: real faults on the lab's brokers, in either mode. Each returns at once and says what
+it did.
 
-A fault that ends by itself (`--seconds`) or finishes later (a restart waits for ZooKeeper to drop the
-killed broker's registration) leaves a detached helper, `python -m isrwatch.lab.faults`, recorded in
+A fault that ends by itself (`--seconds`) or finishes later (in ZooKeeper mode a restart waits for ZooKeeper to
+drop the killed broker's registration) leaves a detached helper, `python -m isrwatch.lab.faults`, recorded in
 lab.json so that `isrwatch lab down` stops it too.
+
+`stall` and `fence` both pause a broker (SIGSTOP, then SIGCONT); they differ in length. A stall stays within the
+broker's session (ZooKeeper's, or its KRaft session with the controller): only the leaders it follows act, each
+dropping it from the ISR once it is replica.lag.time.max.ms behind. A fence outlasts the session: the controller
+fences the broker (KRaft) or sees its ZooKeeper session expire, moves its leaderships and removes it from every ISR.
 """
 
 from __future__ import annotations
@@ -16,19 +22,22 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from . import kraft
 from .cluster import (
     CHROOT,
+    KRAFT,
+    ZOOKEEPER,
     Broker,
     Fault,
     Lab,
     LabError,
     Process,
+    active_controller,
     alive,
-    controller,
     editing,
     launch,
     load,
-    partition_states,
+    partitions,
     paused,
     registered_brokers,
     send,
@@ -37,7 +46,11 @@ from .cluster import (
     zookeeper,
 )
 
-KINDS = ("stall", "slow", "kill", "restart", "elect", "controller-failover")
+KINDS = ("stall", "fence", "slow", "kill", "restart", "elect", "controller-failover")
+# A fence outlasts the session by this much: in KRaft one heartbeat interval (the controller fences at the last
+# heartbeat plus the session, and checks for expired sessions as time goes), in ZooKeeper mode the controller's
+# reaction to the expired session.
+FENCE_MARGIN_S = kraft.BROKER_HEARTBEAT_INTERVAL_MS / 1000
 SLOW_RATE = 1024  # bytes/s: far below what a follower of the lab's producer load must fetch
 THROTTLED_RATE = "follower.replication.throttled.rate"
 THROTTLED_REPLICAS = "follower.replication.throttled.replicas"
@@ -66,7 +79,7 @@ def _clock(ms: int) -> str:
 
 
 def _up(lab: Lab) -> Lab:
-    if not alive(lab.zookeeper_process):
+    if not lab.running():
         raise LabError(f"the lab in {lab.dir} is not running: start it with isrwatch lab up --dir {lab.dir}")
     return lab
 
@@ -86,9 +99,11 @@ def _answering(lab: Lab, broker_id: int, fault: str) -> Broker:
     and a second SIGSTOP would overlap the stall that paused it."""
     broker = _running(lab, broker_id)
     if paused(broker):
-        stall = next((f for f in lab.faults if f.kind == "stall" and f.broker == broker_id and f.ends_ms), None)
+        stall = next(
+            (f for f in lab.faults if f.kind in ("stall", "fence") and f.broker == broker_id and f.ends_ms), None
+        )
         why = (
-            f"paused by a stall until {_clock(stall.ends_ms)}"
+            f"paused by a {stall.kind} until {_clock(stall.ends_ms)}"
             if stall
             else f"stopped (SIGSTOP, not by a lab stall: kill -CONT {broker.pid} resumes it)"
         )
@@ -109,37 +124,95 @@ def _helper(lab: Lab, kind: str, broker: int | None, ends_ms: int | None, *argv:
     return fault
 
 
-def stall(directory: Path, broker_id: int, seconds: float) -> str:
-    """SIGSTOP the broker now, SIGCONT after `seconds`: its replica fetchers (and everything else) stop."""
+def _pause(directory: Path, kind: str, broker_id: int, seconds: float) -> tuple[Lab, Broker, int]:
+    """SIGSTOP the broker now and leave a helper that sends SIGCONT after `seconds` (a stall or a fence)."""
     if seconds <= 0:
         raise LabError(f"--seconds {seconds:g}: must be > 0")
     with editing(directory) as lab:
-        broker = _answering(lab, broker_id, "stall")
+        if kind == "fence" and seconds < fence_minimum_s(lab):
+            raise LabError(
+                f"--seconds {seconds:g}: a fence must outlast the broker's session, {_session(lab)}, by "
+                f"{FENCE_MARGIN_S:g} s: give at least {fence_minimum_s(lab):g} (a shorter pause is a stall)"
+            )
+        broker = _answering(lab, broker_id, kind)
         send(broker, signal.SIGSTOP)
         ends = int((time.time() + seconds) * 1000)
-        _helper(lab, "stall", broker_id, ends, "end-stall", "--broker", str(broker_id), "--seconds", str(seconds))
+        _helper(lab, kind, broker_id, ends, "end-stall", "--broker", str(broker_id), "--seconds", str(seconds))
+    return lab, broker, ends
+
+
+def _session(lab: Lab) -> str:
+    name = "zookeeper.session.timeout.ms" if lab.mode == ZOOKEEPER else "broker.session.timeout.ms"
+    return f"{name} ({lab.session_timeout_ms()} ms)"
+
+
+def stall(directory: Path, broker_id: int, seconds: float) -> str:
+    """SIGSTOP the broker now, SIGCONT after `seconds`: its replica fetchers (and everything else) stop."""
+    lab, broker, ends = _pause(directory, "stall", broker_id, seconds)
     said = (
         f"broker {broker_id} (pid {broker.pid}) stopped with SIGSTOP; SIGCONT at {_clock(ends)} "
         f"(in {seconds:g} s). Its followers stop fetching: each leader drops it from the ISR once it is "
         f"replica.lag.time.max.ms ({lab.replica_lag_time_max_ms} ms) behind, at its next isr-expiration run."
     )
-    warning = stall_warning(seconds, lab.zookeeper_session_timeout_ms)
+    warning = stall_warning(seconds, lab.session_timeout_ms(), lab.mode)
     return said + (f"\n{warning}" if warning else "")
 
 
-def stall_warning(seconds: float, session_timeout_ms: int) -> str | None:
-    """A stall that outlasts the broker's ZooKeeper session is a crash: the session expires and the controller acts.
-
-    The broker's ZooKeeper client pings every third of the session timeout when idle, so the server may
-    have heard nothing for a third of it already when the stall starts: only stalls up to two thirds of
-    the timeout (12 s of Kafka's default 18 s) are sure to stay stalls.
-    """
-    if seconds * 1000 <= session_timeout_ms * 2 / 3:
-        return None
+def fence(directory: Path, broker_id: int, seconds: float) -> str:
+    """SIGSTOP the broker past its session, SIGCONT after `seconds`: the controller fences it (KRaft) or its
+    ZooKeeper session expires, its leaderships move and it leaves every ISR; then it comes back and catches up."""
+    lab, broker, ends = _pause(directory, "fence", broker_id, seconds)
+    if lab.mode == KRAFT:
+        acts = (
+            f"the controller fences it once its last heartbeat is {_session(lab)} old, moves its leaderships and "
+            "removes it from every ISR (ELR keeps it as an eligible leader where the ISR falls below "
+            "min.insync.replicas); on SIGCONT it heartbeats again, is unfenced and the leaders add it back"
+        )
+    else:
+        acts = (
+            f"its ZooKeeper session expires ({_session(lab)}), the controller moves its leaderships and removes "
+            "it from every ISR; on SIGCONT it registers again and the leaders add it back"
+        )
     return (
-        f"warning: {seconds:g} s is more than 2/3 of zookeeper.session.timeout.ms ({session_timeout_ms} ms): "
-        "the broker's ZooKeeper session may expire (its client pings every third of the timeout), and then "
-        "the controller treats it as failed: a crash, not a stall"
+        f"broker {broker_id} (pid {broker.pid}) stopped with SIGSTOP; SIGCONT at {_clock(ends)} (in {seconds:g} s). "
+        f"Before that the leaders it follows drop it after replica.lag.time.max.ms "
+        f"({lab.replica_lag_time_max_ms} ms); {acts}."
+    )
+
+
+def fence_minimum_s(lab: Lab) -> float:
+    """The shortest fence: the broker's session plus FENCE_MARGIN_S."""
+    return lab.session_timeout_ms() / 1000 + FENCE_MARGIN_S
+
+
+def stall_limit_s(session_timeout_ms: int, mode: str) -> float:
+    """The longest pause that surely stays a stall, not a crash (the session expiring, the controller acting).
+
+    ZooKeeper mode: the broker's ZooKeeper client pings every third of the session timeout when idle, so the
+    server may have heard nothing for a third of it already when the stall starts: two thirds of the timeout
+    (12 s of Kafka's default 18 s). KRaft: the session less two heartbeat intervals (the last heartbeat may be one
+    interval old when the stall starts, and the controller may see it one more interval late): 14 s in the lab.
+    """
+    if mode == ZOOKEEPER:
+        return session_timeout_ms * 2 / 3000
+    return (session_timeout_ms - 2 * kraft.BROKER_HEARTBEAT_INTERVAL_MS) / 1000
+
+
+def stall_warning(seconds: float, session_timeout_ms: int, mode: str = ZOOKEEPER) -> str | None:
+    """A stall that may outlast the broker's session is a crash (or a fence), not a stall: say so."""
+    limit = stall_limit_s(session_timeout_ms, mode)
+    if seconds <= limit:
+        return None
+    if mode == ZOOKEEPER:
+        return (
+            f"warning: {seconds:g} s is more than 2/3 of zookeeper.session.timeout.ms ({session_timeout_ms} ms): "
+            "the broker's ZooKeeper session may expire (its client pings every third of the timeout), and then "
+            "the controller treats it as failed: a crash, not a stall"
+        )
+    return (
+        f"warning: {seconds:g} s is more than {limit:g} s, broker.session.timeout.ms ({session_timeout_ms} ms) less "
+        "two heartbeat intervals: the controller may fence the broker, and then it moves its leaderships and "
+        "removes it from every ISR: a fence (isrwatch lab fault fence), not a stall"
     )
 
 
@@ -218,17 +291,23 @@ def slow(directory: Path, broker_id: int, seconds: float, rate: int = SLOW_RATE)
 
 
 def kill(directory: Path, broker_id: int) -> str:
-    """SIGKILL the broker; its ZooKeeper session expires later, and then the controller acts."""
+    """SIGKILL the broker; its session expires later, and then the controller acts."""
     with editing(directory) as lab:
         broker = _running(lab, broker_id)
-        with zookeeper(lab.zookeeper) as zk:
-            active, epoch = controller(zk)
+        try:
+            active, epoch = active_controller(lab)
+        except LabError:  # KRaft, the active controller paused: the brokers forward DescribeMetadataQuorum to it
+            active, epoch = None, -1
         send(broker, signal.SIGKILL)
         wait_gone([broker], 10)
     role = f" (the active controller, epoch {epoch})" if active == broker_id else ""
+    expires = (
+        f"ZooKeeper expires its session within {_session(lab)}"
+        if lab.mode == ZOOKEEPER
+        else f"The controller fences it once its last heartbeat is {_session(lab)} old"
+    )
     return (
-        f"broker {broker_id}{role} (pid {broker.pid}) killed with SIGKILL. ZooKeeper expires its session "
-        f"within zookeeper.session.timeout.ms ({lab.zookeeper_session_timeout_ms} ms); then the controller "
+        f"broker {broker_id}{role} (pid {broker.pid}) killed with SIGKILL. {expires}; then the controller "
         f"moves its leaderships and removes it from every ISR. Start it again: isrwatch lab fault restart "
         f"--broker {broker_id} --dir {lab.dir}"
     )
@@ -246,12 +325,9 @@ def _start_when_unregistered(directory: Path, broker_id: int, fault_id: str | No
         def gone_or_restarted() -> bool:  # another restart may have started it already
             return broker_id not in registered_brokers(zk, CHROOT) or alive(load(directory).broker(broker_id))
 
-        with zookeeper(lab.zookeeper) as zk:
+        with zookeeper(str(lab.zookeeper)) as zk:
             wait_until(f"ZooKeeper dropping broker {broker_id}'s registration", gone_or_restarted, timeout, 0.2)
-        with editing(directory) as lab:
-            broker = lab.broker(broker_id)
-            if not alive(broker):
-                launch(broker)
+        broker = _start(directory, broker_id)
     finally:
         with editing(directory) as lab:
             lab.faults = [f for f in lab.faults if f.id != fault_id]
@@ -259,13 +335,16 @@ def _start_when_unregistered(directory: Path, broker_id: int, fault_id: str | No
 
 
 def restart(directory: Path, broker_id: int) -> str:
-    """SIGKILL the broker if it runs, then start it afresh on the same log directory (after its session expired)."""
+    """SIGKILL the broker if it runs, then start it afresh on the same log directory: at once in KRaft (it registers
+    a new incarnation), after its ZooKeeper session expired in ZooKeeper mode."""
     with editing(directory) as lab:
         broker = _up(lab).broker(broker_id)
         was = f"killed (pid {broker.pid}) with SIGKILL" if send(broker, signal.SIGKILL) else "was not running"
         wait_gone([broker], 10)
-        with zookeeper(lab.zookeeper) as zk:
-            registered = broker_id in registered_brokers(zk, CHROOT)
+        registered = False
+        if lab.mode == ZOOKEEPER:
+            with zookeeper(str(lab.zookeeper)) as zk:
+                registered = broker_id in registered_brokers(zk, CHROOT)
         if registered:
             _helper(lab, "restart", broker_id, None, "start-broker", "--broker", str(broker_id))
     if registered:
@@ -274,8 +353,22 @@ def restart(directory: Path, broker_id: int) -> str:
             f"its old session (within {lab.zookeeper_session_timeout_ms} ms): until then its registration "
             "stands and a new broker with its id cannot register"
         )
-    broker = _start_when_unregistered(directory, broker_id, None, 0)
+    broker = (
+        _start_when_unregistered(directory, broker_id, None, 0)
+        if lab.mode == ZOOKEEPER
+        else _start(directory, broker_id)
+    )
     return f"broker {broker_id} {was}; started again (pid {broker.pid}) on {broker.log_dir}"
+
+
+def _start(directory: Path, broker_id: int) -> Broker:
+    """Start the broker on its log directory unless it runs (KRaft: its new incarnation replaces the old one's
+    registration at once, so nothing has to expire first)."""
+    with editing(directory) as lab:
+        broker = lab.broker(broker_id)
+        if not alive(broker):
+            launch(broker)
+    return broker
 
 
 def elect(directory: Path) -> str:
@@ -283,9 +376,8 @@ def elect(directory: Path) -> str:
     from kafka.errors import for_code
 
     lab = _up(load(directory))
-    with zookeeper(lab.zookeeper) as zk:
-        before = partition_states(zk, list(lab.topics))
-    with admin(lab.bootstrap_servers) as client:
+    before = partitions(lab)
+    with admin(lab.answering_bootstrap()) as client:
         response = client.elect_leaders(0, None, raise_errors=False)
     failed = []
     for result in response.replica_election_results:
@@ -293,8 +385,7 @@ def elect(directory: Path) -> str:
             error = for_code(p.error_code)
             if p.error_code and error.__name__ != "ElectionNotNeededError":
                 failed.append(f"{result.topic}-{p.partition_id}: {error.__name__}")
-    with zookeeper(lab.zookeeper) as zk:
-        after = partition_states(zk, list(lab.topics))
+    after = partitions(lab)
     moved = [
         f"{t}-{p} {before[(t, p)].leader}->{s.leader}"
         for (t, p), s in sorted(after.items())
@@ -307,13 +398,20 @@ def elect(directory: Path) -> str:
 
 
 def controller_failover(directory: Path) -> str:
-    """Kill the active controller (SIGKILL) and start it again: another broker takes over with a new epoch."""
+    """Kill the active controller (SIGKILL) and start it again: another node takes over with a new epoch. In KRaft
+    the active controller is the metadata quorum's leader (DescribeMetadataQuorum)."""
     lab = _up(load(directory))
-    with zookeeper(lab.zookeeper) as zk:
-        active, epoch = controller(zk)
+    active, epoch = active_controller(lab)
     if active is None:
         raise LabError("there is no active controller right now (an election is under way): try again")
     said = restart(directory, active)
+    if lab.mode == KRAFT:
+        return (
+            f"the active controller was node {active} (the metadata quorum's leader, leader epoch {epoch}). {said}. "
+            f"The other voters elect a new quorum leader (a higher epoch) within seconds; it restarts every "
+            f"broker's session, and the partitions node {active} led wait for its new incarnation or for its "
+            f"fencing ({_session(lab)} after the new controller's activation) to get a leader."
+        )
     return (
         f"the active controller was broker {active} (controller epoch {epoch}). {said}. Once its session "
         f"expires another broker becomes controller (epoch {epoch + 1}), moves broker {active}'s leaderships "
@@ -344,7 +442,7 @@ def helper_main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     if args.action == "start-broker":
         lab = load(args.dir)
-        broker = _start_when_unregistered(args.dir, args.broker, args.id, lab.zookeeper_session_timeout_ms / 1000 + 30)
+        broker = _start_when_unregistered(args.dir, args.broker, args.id, lab.session_timeout_ms() / 1000 + 30)
         print(
             f"broker {args.broker} started again (pid {broker.pid}) after {time.monotonic() - started:.1f} s",
             flush=True,

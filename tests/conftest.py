@@ -1,6 +1,7 @@
 """Fixtures shared by every test room: one Spark session, a private PostgreSQL server, a store URL on each
-backend, and one real Kafka lab (ZooKeeper, 3 brokers, a monitor broker) for the session, with its shared fault
-runs and the one stream over its events topic (tests/lab/session.py)."""
+backend, and two real Kafka labs for the session, one after the other: a KRaft lab (Kafka 4.4.0, 3 combined
+nodes, a monitor node) and a ZooKeeper lab (ZooKeeper, 3 brokers, a monitor broker) with its shared fault runs and
+the one stream over its events topic (tests/lab/session.py)."""
 
 from __future__ import annotations
 
@@ -11,10 +12,13 @@ import pytest
 
 from isrwatch.lab.cluster import Lab, LabSpec
 from tests.lab.session import (
+    KRAFT_LABS,
     Restart,
     Stall,
     Streamed,
+    kraft_session_spec,
     project_agent,
+    retire_kraft_labs,
     run_restart,
     run_stall,
     running_lab,
@@ -56,14 +60,15 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests on the Kafka lab run last: the lab (four brokers, ZooKeeper, a producer: about half a core) is started
-    on first use and runs until the session ends, so every other test runs before it exists. Tests on the
-    session's stream (the agent's tests, the reality suite) run after every other lab test: it covers the faults
+    """Tests on the Kafka labs run last: a lab (four brokers, ZooKeeper or a quorum, a producer: about half a core)
+    is started on first use and runs until the session ends (the KRaft lab: until the ZooKeeper lab starts), so
+    every other test runs before either exists. The KRaft lab's tests come first, then the ZooKeeper lab's. Tests on
+    the session's stream (the agent's tests, the reality suite) run after every other lab test: it covers the faults
     they ran (tests/lab/session.py FAULT_LOG)."""
 
-    def order(item: pytest.Item) -> tuple[bool, bool]:
+    def order(item: pytest.Item) -> tuple[bool, bool, bool]:
         uses = getattr(item, "fixturenames", ())
-        return "lab" in uses, "streamed" in uses
+        return "kraft_lab" in uses or "lab" in uses, "lab" in uses, "streamed" in uses
 
     items.sort(key=order)
 
@@ -80,7 +85,18 @@ def lab(lab_spec: LabSpec, tmp_path_factory: pytest.TempPathFactory) -> Iterator
 
     Stopped with `isrwatch lab down`'s code at the end, which must leave no process running.
     """
+    retire_kraft_labs()
     with running_lab(tmp_path_factory.mktemp("lab"), lab_spec) as running:
+        yield running
+
+
+@pytest.fixture(scope="session")
+def kraft_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    """One real KRaft lab (Kafka 4.4.0) for the session's KRaft tests, started on first use; never skipped. Stopped
+    when the ZooKeeper lab starts (its tests run after every KRaft test) or at the end, leaving no process."""
+    directory = tmp_path_factory.mktemp("kraft-lab")
+    KRAFT_LABS.append(directory)
+    with running_lab(directory, kraft_session_spec()) as running:
         yield running
 
 

@@ -1,6 +1,10 @@
-"""The tests' real Kafka lab: started once per session by the same code as `isrwatch lab up`, and helpers
-that read the cluster's truth (ISR, leaders, controller) from ZooKeeper and Kafka's admin API, never
-from isrwatch.
+"""The tests' real Kafka labs: started once per session by the same code as `isrwatch lab up`, and helpers
+that read the cluster's truth (ISR, leaders, controller) from ZooKeeper or Kafka's admin API, never
+from isrwatch (isrwatch.lab.cluster's `partitions`, `registrations`, `active_controller`, in either mode).
+
+The session runs two labs, one after the other (never both: they share two cores): the KRaft lab (`kraft_session_spec`,
+Kafka 4.4.0, no agent) for the KRaft tests, which run first, and the ZooKeeper lab below, whose fixture stops the
+KRaft lab before it starts (`retire_kraft_labs`).
 
 Every monitored broker runs the project's isrwatch-agent (built with Maven when agent/target lacks it), sending
 to the monitor broker's `isrwatch.events`. Suites that need other lab settings (another lag) extend
@@ -28,26 +32,22 @@ from pathlib import Path
 
 import pytest
 
-from isrwatch.lab import faults
+from isrwatch.lab import cluster, faults, kraft
 from isrwatch.lab.cluster import (
-    CHROOT,
     EVENTS_TOPIC,
     Lab,
     LabError,
     LabSpec,
     PartitionState,
     alive,
-    controller,
     default_agent,
     down,
     load,
     parse_topics,
-    partition_states,
-    registered_brokers,
+    registrations,
     up,
-    zookeeper,
 )
-from isrwatch.lab.jars import tools_dir
+from isrwatch.lab.jars import KAFKA_NEWEST, tools_dir
 from isrwatch.state.config import Config
 from isrwatch.store import open_store
 
@@ -160,6 +160,22 @@ def session_spec(agent: Path | None) -> LabSpec:
     )
 
 
+def kraft_session_spec() -> LabSpec:
+    """The session's KRaft lab: Kafka 4.4.0, three combined nodes, the same lag, topics and load as the ZooKeeper lab,
+    no agent (the agent on KRaft is tested elsewhere)."""
+    return LabSpec(brokers=3, lag_ms=LAG_MS, topics=parse_topics("orders:6,payments:3"), rate=200, kafka=KAFKA_NEWEST)
+
+
+# The KRaft labs the session started; the ZooKeeper lab's fixture stops them first.
+KRAFT_LABS: list[Path] = []
+
+
+def retire_kraft_labs() -> None:
+    """Stop the session's KRaft lab (its tests ran: they come first) before the ZooKeeper lab starts."""
+    for directory in KRAFT_LABS:
+        down(directory, progress)
+
+
 @contextlib.contextmanager
 def running_lab(directory: Path, spec: LabSpec) -> Iterator[Lab]:
     """A lab for the block; a failed start fails the test with the brokers' last log lines (it never skips)."""
@@ -189,26 +205,23 @@ def current(lab: Lab) -> Lab:
 
 
 def states(lab: Lab, topics: list[str] | None = None) -> States:
-    with zookeeper(lab.zookeeper) as zk:
-        return partition_states(zk, list(lab.topics) if topics is None else topics)
+    """The partitions as the cluster has them now (ZooKeeper, or DescribeTopicPartitions in KRaft)."""
+    return cluster.partitions(current(lab), topics)
 
 
 def wait_for(
     lab: Lab, what: str, check: Callable[[States], bool], topics: list[str] | None = None, timeout: float = 60
 ) -> tuple[float, States]:
-    """Poll ZooKeeper until `check(states)` holds; returns the seconds it took and those states."""
+    """Poll the cluster until `check(states)` holds; returns the seconds it took and those states."""
     started = time.monotonic()
-    names = list(lab.topics) if topics is None else topics
-    with zookeeper(lab.zookeeper) as zk:
-        while True:
-            now = partition_states(zk, names)
-            if check(now):
-                return time.monotonic() - started, now
-            assert time.monotonic() - started < timeout, (
-                f"{what}: not within {timeout} s; partitions now:\n"
-                + "\n".join(f"  {t}-{p}: leader {s.leader}, isr {list(s.isr)}" for (t, p), s in sorted(now.items()))
-            )
-            time.sleep(0.2)
+    while True:
+        now = states(lab, topics)
+        if check(now):
+            return time.monotonic() - started, now
+        assert time.monotonic() - started < timeout, f"{what}: not within {timeout} s; partitions now:\n" + "\n".join(
+            f"  {t}-{p}: leader {s.leader}, isr {list(s.isr)}, elr {list(s.elr)}" for (t, p), s in sorted(now.items())
+        )
+        time.sleep(0.2)
 
 
 def full(now: States) -> bool:
@@ -218,13 +231,63 @@ def full(now: States) -> bool:
 def wait_healthy(lab: Lab, timeout: float = 120) -> float:
     """Wait until every broker runs and is registered and every lab partition has its full ISR again."""
     started = time.monotonic()
-    ids = {b.id for b in lab.brokers}
-    with zookeeper(lab.zookeeper) as zk:
-        while registered_brokers(zk, CHROOT) != ids or not all(alive(b) for b in current(lab).brokers):
-            assert time.monotonic() - started < timeout, f"brokers {sorted(ids)} not all back within {timeout} s"
-            time.sleep(0.2)
+    unfenced = {b.id: False for b in lab.brokers}
+    while (
+        not all(alive(b) for b in current(lab).brokers)
+        or registrations(current(lab)) != unfenced
+        or not serving(current(lab))
+    ):
+        assert time.monotonic() - started < timeout, f"brokers {sorted(unfenced)} not all back within {timeout} s"
+        time.sleep(0.2)
     wait_for(lab, "every ISR full again", full, timeout=max(1, timeout - (time.monotonic() - started)))
     return time.monotonic() - started
+
+
+def serving(lab: Lab) -> bool:
+    """KRaft: every broker answers requests itself. A restarted node opens its listener only once its new incarnation
+    registered and was unfenced, and until then the controller may still list the old incarnation as unfenced (a new
+    controller restarts every session), leading partitions nobody serves. ZooKeeper mode: its registration says it."""
+    if lab.mode == "zookeeper":
+        return True
+    try:
+        return all(kraft.describe_brokers(b.address, b.id, tries=1) for b in lab.brokers)
+    except kraft.Unanswered:
+        return False
+
+
+def shrunk_out(lab: Lab, broker: int, follows: set[tuple[str, int]], timeout: float = 40) -> tuple[float, States]:
+    """Until the broker is out of the ISR of every partition it follows (its leaders shrank it)."""
+    return wait_for(
+        lab,
+        f"broker {broker} out of the ISR of the partitions it follows",
+        lambda s: all(broker not in s[k].isr for k in follows),
+        timeout=timeout,
+    )
+
+
+def moved_out(lab: Lab, broker: int, leads: set[tuple[str, int]], timeout: float = 60) -> tuple[float, States]:
+    """Until the broker leads none of `leads` and is in no ISR (the controller acted on its failure)."""
+    return wait_for(
+        lab,
+        f"broker {broker}'s leaderships moved and it left every ISR",
+        lambda s: all(s[k].leader != broker for k in leads) and all(broker not in x.isr for x in s.values()),
+        timeout=timeout,
+    )
+
+
+def growing(lab: Lab, partitions: list[tuple[str, int]]) -> bool:
+    """Whether every partition's log grew within 2 s (the producer keeps them growing, so a follower that stops
+    fetching really falls behind)."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=lab.bootstrap_servers)
+    try:
+        tps = [TopicPartition(t, p) for t, p in partitions]
+        first = consumer.end_offsets(tps)
+        time.sleep(2)
+        return all(end > first[tp] for tp, end in consumer.end_offsets(tps).items())
+    finally:
+        consumer.close()
 
 
 def followed(now: States, broker: int) -> set[tuple[str, int]]:
@@ -237,8 +300,7 @@ def led(now: States, broker: int) -> set[tuple[str, int]]:
 
 
 def active_controller(lab: Lab) -> tuple[int | None, int]:
-    with zookeeper(lab.zookeeper) as zk:
-        return controller(zk)
+    return cluster.active_controller(current(lab))
 
 
 def process_state(pid: int, until: str | None = None) -> str:
@@ -287,15 +349,9 @@ def run_stall(lab: Lab, broker: int = STALLED) -> Stall:
     stopped_ms = int(time.time() * 1000)
     state = process_state(current(lab).broker(broker).pid, until="T")
     [fault] = [f for f in current(lab).faults if f.kind == "stall"]
-    took, shrunk = wait_for(
-        lab,
-        f"broker {broker} out of the ISR of the partitions it follows",
-        lambda s: all(broker not in s[k].isr for k in follows),
-        timeout=40,
-    )
+    took, shrunk = shrunk_out(lab, broker, follows)
     report(f"stall: broker {broker} out of the ISR of all {len(follows)} partitions it follows after", took)
-    with zookeeper(lab.zookeeper) as zk:
-        registered = broker in registered_brokers(zk, CHROOT)
+    registered = broker in registrations(current(lab))
     stall_over(lab)
     over_ms = int(time.time() * 1000)
     report("stall: every ISR full again after SIGCONT", wait_healthy(lab))
@@ -339,15 +395,9 @@ def run_restart(lab: Lab, stalled: int = STALLED) -> Restart:
     killed_ms = int(time.time() * 1000)
     kill_said = faults.kill(Path(lab.dir), broker)
     dead = not alive(current(lab).broker(broker))
-    took, moved = wait_for(
-        lab,
-        f"broker {broker}'s leaderships moved and it left every ISR",
-        lambda s: all(s[k].leader != broker for k in leads) and all(broker not in x.isr for x in s.values()),
-        timeout=60,
-    )
+    took, moved = moved_out(lab, broker, leads)
     report(f"kill: broker {broker}'s {len(leads)} leaderships moved, out of every ISR after", took)
-    with zookeeper(lab.zookeeper) as zk:
-        registered = broker in registered_brokers(zk, CHROOT)
+    registered = broker in registrations(current(lab))
     restart_said = faults.restart(Path(lab.dir), broker)
     report(f"restart: broker {broker} back in every ISR after", wait_healthy(lab))
     window.over()

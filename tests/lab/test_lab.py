@@ -29,6 +29,7 @@ from isrwatch.lab.cluster import (
     wait_until,
     zookeeper,
 )
+from isrwatch.lab.jars import kafka_release, kafka_set
 from tests.lab.session import (
     LAG_MS,
     Restart,
@@ -38,10 +39,12 @@ from tests.lab.session import (
     fault_begins,
     fault_over,
     followed,
+    growing,
     led,
     process_state,
     progress,
     report,
+    running_lab,
     states,
     wait_for,
     wait_healthy,
@@ -84,15 +87,7 @@ def test_up_starts_zookeeper_mode_brokers_with_ibp_2_6_a_monitor_topics_and_load
     with faults.admin(lab.monitor_bootstrap) as client:
         assert lab.events_topic in client.list_topics()
 
-    # The producer keeps every partition growing, so a follower that stops fetching really falls behind.
-    from kafka import KafkaConsumer, TopicPartition
-
-    consumer = KafkaConsumer(bootstrap_servers=lab.bootstrap_servers)
-    tps = [TopicPartition(t, p) for t, p in now]
-    first = consumer.end_offsets(tps)
-    time.sleep(2)
-    assert all(end > first[tp] for tp, end in consumer.end_offsets(tps).items())
-    consumer.close()
+    assert growing(lab, list(now))  # a follower that stops fetching really falls behind
 
     # Every LeaderAndIsr a broker received is in its state-change.log (TRACE), the ISR checks' runs in scheduler.log.
     logs = Path(lab.brokers[0].kafka_logs_dir)
@@ -289,6 +284,8 @@ def test_a_broker_that_cannot_start_is_reported_with_its_last_log_lines(tmp_path
         (["up", "--agent", "--agent-options", "novalue"], "expected K=V"),
         (["up", "--agent-options", "file=x"], "no --agent to attach"),
         (["fault", "elect"], "no lab there"),
+        (["up", "--kafka", "5.0"], "--kafka 5.0: not a Kafka release the lab runs"),
+        (["up", "--kafka", "4.4", "--ibp", "3.9"], "--ibp 3.9: only for ZooKeeper mode (--kafka 3.9)"),
     ],
 )
 def test_bad_lab_options_exit_2_naming_the_problem(argv, message, tmp_path, capsys):
@@ -301,6 +298,39 @@ def test_faults_refuse_the_monitor_and_unknown_brokers(lab: Lab, capsys):
     assert "the monitor broker 100 takes no faults" in capsys.readouterr().err
     assert main(["lab", "fault", "kill", "--broker", "7", "--dir", lab.dir]) == 2
     assert "the lab's brokers are 1, 2, 3" in capsys.readouterr().err
+
+
+def test_kafka_versions_name_a_release_a_line_means_its_newest():
+    assert [kafka_release(v) for v in ("3.9", "3.9.2", "4.0", "4.3", "4.3.0", "4.4", "4.4.0")] == [
+        "3.9.2",
+        "3.9.2",
+        "4.0.2",
+        "4.3.1",
+        "4.3.0",
+        "4.4.0",
+        "4.4.0",
+    ]
+    assert LabSpec(kafka="4.4").mode() == "kraft" and LabSpec(kafka="3.9").mode() == "zookeeper"
+    assert kafka_set("4.4.0").directory.name == "kafka-4.4.0" and kafka_set().directory.name == "kafka"
+
+
+def test_up_kafka_3_9_with_ibp_3_9_starts_healthy_zookeeper_mode_brokers(tmp_path: Path):
+    spec = LabSpec(kafka="3.9", ibp="3.9", topics=cluster.parse_topics("orders:3"), rate=0)
+    started = time.monotonic()
+    with running_lab(tmp_path / "lab", spec) as lab:
+        report("lab up --kafka 3.9 --ibp 3.9", time.monotonic() - started)
+        record = json.loads((Path(lab.dir) / "lab.json").read_text())
+        assert (record["mode"], record["kafka_version"], record["inter_broker_protocol_version"]) == (
+            "zookeeper",
+            "3.9.2",
+            "3.9",
+        )
+        assert faults.broker_configs(lab, 1, ["inter.broker.protocol.version"]) == {
+            "inter.broker.protocol.version": "3.9"
+        }
+        assert cluster.registrations(lab) == {1: False, 2: False, 3: False}
+        now = states(lab)
+        assert len(now) == 3 and all(s.leader >= 0 and set(s.isr) == set(s.replicas) for s in now.values())
 
 
 def test_stall_warns_when_it_may_outlast_the_zookeeper_session():
@@ -316,6 +346,15 @@ def test_lab_help_documents_every_command_fault_and_option(capsys):
             ["lab", "up"],
             [
                 "--dir",
+                "--kafka",
+                "--ibp",
+                "KRaft",
+                "4.4.0",
+                "combined broker+controller",
+                "eligible.leader.replicas.version=1",
+                "broker.session.timeout.ms=18000",
+                "controller_quorum",
+                "DescribeMetadataQuorum",
                 "--brokers",
                 "--lag-ms",
                 "--topics",
@@ -342,6 +381,7 @@ def test_lab_help_documents_every_command_fault_and_option(capsys):
             ],
         ),
         (["lab", "fault", "slow"], ["--rate", "outside the ISR"]),
+        (["lab", "fault", "fence"], ["--broker", "--seconds", "fences it", "broker.session.timeout.ms", "20 s"]),
         (["lab", "down"], ["ports free", "--graceful", "controlled"]),
     ):
         with pytest.raises(SystemExit):
