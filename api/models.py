@@ -366,6 +366,8 @@ _OutOfSync = _from_struct(events.OutOfSync)
 _PartitionName = _from_struct(events.PartitionName)
 IsrUpdated = _from_struct(events.IsrUpdated, _ISR_UPDATED)
 IsrChangePropagated = _from_struct(events.IsrChangePropagated)
+_ProposedPartition = _from_struct(events.ProposedPartition)
+AlterPartitionSent = _from_struct(events.AlterPartitionSent)
 ReplicaView = _from_struct(audit.ReplicaView)
 IsrWrite = _from_struct(audit.IsrWrite)
 Divergence = _from_struct(
@@ -404,7 +406,7 @@ Divergence = _from_struct(
 
 class ObservedPage(BaseModel):
     model_config = _example({"observed": [_ISR_UPDATED], "next_page_token": None})
-    observed: list[Union[IsrUpdated, IsrChangePropagated]]  # noqa: UP007 - models built at runtime
+    observed: list[Union[IsrUpdated, IsrChangePropagated, AlterPartitionSent]]  # noqa: UP007 - models built at runtime
     next_page_token: str | None
 
 

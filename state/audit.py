@@ -16,7 +16,7 @@ import msgspec
 from msgspec import Struct
 
 from .config import Config
-from .events import IsrChangePropagated, IsrUpdated
+from .events import AlterPartitionSent, BrokerObserved, IsrChangePropagated, IsrUpdated
 from .records import (
     Cause,
     DecisionKind,
@@ -356,7 +356,7 @@ class Audit:
     def add(
         self,
         writes: Iterable[IsrWrite] = (),
-        observed: Iterable[Observation | IsrChangePropagated] = (),
+        observed: Iterable[Observation | BrokerObserved] = (),
         batches: Iterable[Propagation] = (),
         resyncs: Iterable[tuple[str, str, int, int]] = (),
     ) -> list[Divergence]:
@@ -374,6 +374,8 @@ class Audit:
             if partner is not None:
                 self._judge_pair(p, w, partner, out)
         for o in observed:
+            if isinstance(o, AlterPartitionSent):
+                continue
             if isinstance(o, IsrChangePropagated):
                 self._broker(o.cluster, o.broker).propagated[o.ts] = o
                 self._record_sent(o, by_broker=True)

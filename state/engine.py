@@ -16,6 +16,7 @@ from msgspec.structs import replace
 from .config import Config, ConfigError, isr_protocol, kafka_rules
 from .events import (
     AlterPartitionResponse,
+    AlterPartitionSent,
     Append,
     BrokerRegistration,
     Event,
@@ -187,7 +188,7 @@ class PartitionEngine:
                 p = partitions.get((ev.cluster, ev.topic, ev.partition))
                 commit_isr_write(p, ev, self._leader_config(p) if versions or protocols else config, brokers)
                 out.observe(p, replace(ev, arrival=0))
-            elif type(ev) is IsrChangePropagated:
+            elif type(ev) is IsrChangePropagated or type(ev) is AlterPartitionSent:
                 out.observed.append(replace(ev, arrival=0))  # its input position is no part of the record
             self.stale = True
             done += 1

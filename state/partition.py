@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from msgspec import Struct
 
 from .config import Config
-from .events import AlterPartitionResponse, Append, Fetch, IsrChangePropagated, IsrUpdated, LeaderAndIsr
+from .events import AlterPartitionResponse, Append, BrokerObserved, Fetch, IsrUpdated, LeaderAndIsr
 from .order import Order
 from .records import (
     AlterPartitionAnswer,
@@ -138,7 +138,7 @@ class Outputs:
         self.decisions: list[Decision] = []
         self.changes: list[IsrChange] = []
         self.ticks: list[PropagationTick] = []
-        self.observed: list[Observation | IsrChangePropagated] = []  # what brokers did, with the model's view
+        self.observed: list[Observation | BrokerObserved] = []  # what brokers did, with the model's view
         self.writes: list[IsrWrite] = []  # the model's ISR writes of audited partitions, with their evidence
         # Leaders' AlterPartition proposals and the answers they handled, for their brokers' managers (§4.9).
         self.alter_partition: list[AlterPartitionSubmit | AlterPartitionAnswer] = []

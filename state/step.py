@@ -20,7 +20,7 @@ from msgspec.structs import replace
 
 from .alter_partition import AlterPartitionBook
 from .audit import Audit, sorted_divergences
-from .events import DeadLetter, IsrChangePropagated, Observed
+from .events import BrokerObserved, DeadLetter, Observed
 from .propagation import PropagationBook
 from .records import (
     AlterPartitionAnswer,
@@ -58,7 +58,7 @@ class StepOutputs(Protocol):
     @property
     def writes(self) -> list[IsrWrite]: ...
     @property
-    def observed(self) -> list[Observation | IsrChangePropagated]: ...
+    def observed(self) -> list[Observation | BrokerObserved]: ...
     @property
     def alter_partition(self) -> list[AlterPartitionSubmit | AlterPartitionAnswer]: ...
     @property
@@ -111,7 +111,7 @@ def settle(
     proposals: list[AlterPartitionSubmit | AlterPartitionAnswer] = []
     items: list[IsrChange | PropagationTick] = []
     writes: list[IsrWrite] = []
-    observed: list[Observation | IsrChangePropagated] = []
+    observed: list[Observation | BrokerObserved] = []
     for out in outputs:
         settled.decisions.extend(out.decisions)
         items.extend(out.changes)
