@@ -40,6 +40,7 @@ from .partition import (
     handle_alter_partition_response,
     maybe_shrink_isr,
     next_shrink_eligible_at,
+    observe_alter_partition_sent,
     update_follower_fetch_state,
 )
 from .records import PropagationTick
@@ -74,7 +75,8 @@ class PartitionEngine:
     """The replica state of a set of partitions plus the events not yet applied.
 
     `emit_propagation_ticks`: whether explicit propagation ticks seen here are passed on; ticks reach
-    every state key, and exactly one of them must forward their propagation half.
+    every state key, and exactly one of them must forward their propagation half (and record the AlterPartition
+    requests, which reach every key too).
     """
 
     def __init__(self, config: Config, blob: bytes | None = None, emit_propagation_ticks: bool = True) -> None:
@@ -186,9 +188,14 @@ class PartitionEngine:
             elif type(ev) is IsrUpdated:
                 # What a broker did: recorded with the model's view, after it commits the model's write in flight.
                 p = partitions.get((ev.cluster, ev.topic, ev.partition))
-                commit_isr_write(p, ev, self._leader_config(p) if versions or protocols else config, brokers)
-                out.observe(p, replace(ev, arrival=0))
-            elif type(ev) is IsrChangePropagated or type(ev) is AlterPartitionSent:
+                leader_config = self._leader_config(p) if versions or protocols else config
+                commit_isr_write(p, ev, leader_config, brokers)
+                # An AlterPartition leader's write is a commit: the audit pairs its proposals (SPEC §7).
+                out.observe(p, replace(ev, arrival=0), audited=not leader_config.alter_partition)
+            elif type(ev) is AlterPartitionSent:
+                # Every state key gets it (its partitions' proposals); the first one records it.
+                observe_alter_partition_sent(partitions, ev, out, record=self.emit_propagation_ticks)
+            elif type(ev) is IsrChangePropagated:
                 out.observed.append(replace(ev, arrival=0))  # its input position is no part of the record
             self.stale = True
             done += 1

@@ -14,9 +14,10 @@ from collections import Counter
 from collections.abc import Mapping
 
 from msgspec import Struct
+from msgspec.structs import replace
 
 from .config import Config
-from .events import AlterPartitionResponse, Append, BrokerObserved, Fetch, IsrUpdated, LeaderAndIsr
+from .events import AlterPartitionResponse, AlterPartitionSent, Append, BrokerObserved, Fetch, IsrUpdated, LeaderAndIsr
 from .order import Order
 from .records import (
     AlterPartitionAnswer,
@@ -30,6 +31,7 @@ from .records import (
     Observation,
     PartitionRecord,
     PropagationTick,
+    ProposedIsr,
     ReplicaView,
     ShrinkReason,
 )
@@ -186,15 +188,19 @@ class Outputs:
             epoch = p.partition_epoch + (p.isr_state is not IsrState.COMMITTED)
             self.writes.append(IsrWrite.of(decision, epoch, replica_views(p, changed), run_end_ms))
 
-    def observe(self, p: Partition | None, ev: IsrUpdated) -> None:
-        """Record a broker's ISR write with the model's view of the partition at that moment."""
+    def observe(self, p: Partition | None, ev: IsrUpdated | ProposedIsr, audited: bool = True) -> None:
+        """Record a broker's ISR write or proposal with the model's view of the partition at that moment."""
         if p is None:
-            self.observed.append(Observation(event=ev))
+            self.observed.append(Observation(event=ev, audited=audited))
             return
-        concerned = [r.replica for r in ev.out_of_sync] or sorted(set(ev.isr) - set(ev.isr_before or ()))
+        if isinstance(ev, IsrUpdated):
+            concerned = [r.replica for r in ev.out_of_sync] or sorted(set(ev.isr) - set(ev.isr_before or ()))
+        else:  # a proposal: the followers it adds or removes
+            concerned = sorted(set(ev.isr) ^ set(ev.isr_before or ev.isr))
         self.observed.append(
             Observation(
                 event=ev,
+                audited=audited,
                 model_leader=p.leader,
                 model_isr=list(p.isr),
                 model_partition_epoch=p.partition_epoch,
@@ -204,6 +210,37 @@ class Outputs:
 
 
 _PROPOSALS = (DecisionKind.SHRINK, DecisionKind.EXPAND)
+
+
+def observe_alter_partition_sent(
+    partitions: Mapping[PartitionKey, Partition], ev: AlterPartitionSent, out: Outputs, record: bool = True
+) -> None:
+    """A leader's AlterPartition request (SPEC §7): recorded as it came (`record`: by one state key only, as every
+    key gets it), and the proposal of each partition held here observed for the audit as the broker's decision, with
+    the model's committed state: its kind against the committed ISR it is based on (the model's, at the request's
+    base partition epoch; else the model's current one)."""
+    if record:
+        out.observed.append(replace(ev, arrival=0))  # its input position is no part of the record
+    for proposed in ev.partitions:
+        p = None if proposed.topic is None else partitions.get((ev.cluster, proposed.topic, proposed.partition))
+        if p is None:  # another key's partition, or one the broker could not name
+            continue
+        based_on = p.isr if p.partition_epoch == proposed.partition_epoch else None
+        isr = sorted(set(proposed.isr))
+        proposal = ProposedIsr(
+            ts=ev.ts,
+            cluster=ev.cluster,
+            broker=ev.broker,
+            topic=p.topic,
+            partition=p.partition,
+            leader=ev.broker,
+            leader_epoch=proposed.leader_epoch,
+            partition_epoch=proposed.partition_epoch + 1,
+            kind="expand" if len(isr) > len(p.isr if based_on is None else based_on) else "shrink",
+            isr_before=None if based_on is None else list(based_on),
+            isr=isr,
+        )
+        out.observe(p, proposal)
 
 
 def replica_views(p: Partition, replicas: list[int]) -> list[ReplicaView]:

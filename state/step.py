@@ -20,7 +20,7 @@ from msgspec.structs import replace
 
 from .alter_partition import AlterPartitionBook
 from .audit import Audit, sorted_divergences
-from .events import BrokerObserved, DeadLetter, Observed
+from .events import BrokerObserved, DeadLetter, IsrUpdated, Observed
 from .propagation import PropagationBook
 from .records import (
     AlterPartitionAnswer,
@@ -37,6 +37,7 @@ from .records import (
     PartitionRecord,
     Propagation,
     PropagationTick,
+    ProposedIsr,
 )
 
 
@@ -129,7 +130,8 @@ def settle(
             for reason, count in ignored.items():
                 counters[f"{name}.{reason}"] += count
     counters["late_events"] += book.add(items) + managers.add(proposals)
-    settled.observed = [o.event if isinstance(o, Observation) else o for o in observed]
+    # What brokers did, as they reported it: a proposal observed for the audit is its request's, recorded once.
+    settled.observed = [_reported(o) for o in observed if not _is_proposal(o)]
     divergences: list[Divergence] = []
     if audit is not None:
         resyncs = [
@@ -210,6 +212,17 @@ def summarize(settled: Settled, partitions: int, book: PropagationBook, audit: A
         "audit_pending": audit.pending(),
         **alter_partition_summary(settled),
     }
+
+
+def _is_proposal(o: Observation | BrokerObserved) -> bool:
+    return isinstance(o, Observation) and isinstance(o.event, ProposedIsr)
+
+
+def _reported(o: Observation | BrokerObserved) -> Observed:
+    if not isinstance(o, Observation):
+        return o
+    assert isinstance(o.event, IsrUpdated), "a proposal is recorded as its request"
+    return o.event
 
 
 def alter_partition_summary(settled: Settled) -> dict[str, Any]:
