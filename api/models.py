@@ -220,6 +220,9 @@ class PartitionIsr(BaseModel):
     leader: int | None
     leader_epoch: int
     isr: list[int]
+    elr: list[int] | None = Field(
+        None, description="KRaft: the Eligible Leader Replicas (KIP-966) the leader last applied; null: none reported"
+    )
 
 
 Decision = _from_struct(
