@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
+from typing import Literal
 
 from msgspec import Struct
 from msgspec.structs import replace
@@ -227,19 +228,11 @@ def observe_alter_partition_sent(
             continue
         based_on = p.isr if p.partition_epoch == proposed.partition_epoch else None
         isr = sorted(set(proposed.isr))
-        proposal = ProposedIsr(
-            ts=ev.ts,
-            cluster=ev.cluster,
-            broker=ev.broker,
-            topic=p.topic,
-            partition=p.partition,
-            leader=ev.broker,
-            leader_epoch=proposed.leader_epoch,
-            partition_epoch=proposed.partition_epoch + 1,
-            kind="expand" if len(isr) > len(p.isr if based_on is None else based_on) else "shrink",
-            isr_before=None if based_on is None else list(based_on),
-            isr=isr,
-        )
+        grows = len(isr) > len(p.isr if based_on is None else based_on)
+        kind: Literal["shrink", "expand"] = "expand" if grows else "shrink"
+        before = None if based_on is None else list(based_on)
+        epochs = (proposed.leader_epoch, proposed.partition_epoch + 1)
+        proposal = ProposedIsr(ev.ts, ev.cluster, p.topic, p.partition, ev.broker, *epochs, kind, isr, before)
         out.observe(p, proposal)
 
 

@@ -275,22 +275,21 @@ class IsrWrite(Struct, kw_only=True):
         )
 
 
-class ProposedIsr(Struct, kw_only=True, tag_field="type", tag="alter_partition_proposal"):
+class ProposedIsr(Struct, tag_field="type", tag="alter_partition_proposal"):
     """One partition of a leader's AlterPartition request (`alter_partition_sent`): the broker's side of an ISR change
     in AlterPartition mode, which the audit pairs with the model's proposal (SPEC §7). Built by the core from the
     request and the model's committed state of the partition; not an input event."""
 
     ts: int  # when the request left the broker
     cluster: str
-    broker: int  # the leader that sent it
     topic: str
     partition: int
-    leader: int
+    leader: int  # the leader that sent it
     leader_epoch: int
     partition_epoch: int  # the epoch its commit creates: the one it is based on, plus one
     kind: Literal["shrink", "expand"]
-    isr_before: list[int] | None = None  # the committed ISR it is based on, where the model has that epoch
     isr: list[int]  # the proposed ISR, sorted
+    isr_before: list[int] | None = None  # the committed ISR it is based on, where the model has that epoch
 
 
 class Observation(Struct, kw_only=True, tag_field="type", tag="observation"):

@@ -28,6 +28,7 @@ import json
 import re
 import sys
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,7 +36,7 @@ import httpx
 import msgspec
 import pytest
 
-from isrwatch.lab.cluster import Lab
+from isrwatch.lab.cluster import Lab, PartitionState
 from isrwatch.store import open_store
 from tests.api.test_status_page import serving
 from tests.lab.session import FAULTS, LAG_MS, FaultWindow, Streamed, current, states
@@ -174,14 +175,17 @@ def test_isrwatch_decided_what_the_brokers_did(reality: Reality) -> None:
     assert sent == modelled and sum(sent.values()) >= 3
 
 
-def test_every_partitions_isr_and_leader_are_zookeepers(reality: Reality) -> None:
-    truth = states(reality.lab)
+def served(reality: Reality) -> Iterator[tuple[PartitionState, dict]]:
+    """Every partition as the cluster has it now, with what `GET /v1/partitions/{t}/{p}/isr` serves for it."""
     with serving(reality.store) as base:
-        for (topic, partition), state in sorted(truth.items()):
-            got = httpx.get(
-                f"{base}/v1/partitions/{topic}/{partition}/isr", params={"cluster": reality.lab.cluster}
-            ).json()
-            assert (got["leader"], sorted(got["isr"])) == (state.leader, sorted(state.isr)), (topic, partition)
+        for (topic, partition), state in sorted(states(reality.lab).items()):
+            params = {"cluster": reality.lab.cluster}
+            yield state, httpx.get(f"{base}/v1/partitions/{topic}/{partition}/isr", params=params).json()
+
+
+def test_every_partitions_isr_and_leader_are_zookeepers(reality: Reality) -> None:
+    for state, got in served(reality):
+        assert (got["leader"], sorted(got["isr"])) == (state.leader, sorted(state.isr)), (state.topic, state.partition)
 
 
 def _log_ms(stamp: str) -> int:

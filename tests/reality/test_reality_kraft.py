@@ -18,24 +18,15 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-import httpx
 import msgspec
 import pytest
 
 from isrwatch.lab.cluster import Lab
 from isrwatch.state.config import Config
 from isrwatch.state.replay import ReplayResult, replay
-from tests.alter_partition import (
-    brokers_commits,
-    brokers_requests,
-    deposed_requests,
-    latency_ms,
-    models_commits,
-    models_requests,
-)
-from tests.api.test_status_page import serving
-from tests.lab.session import KRAFT_FAULTS, LAG_MS, Streamed, current, states
-from tests.reality.test_reality import SHRINKING, Reality, _kind, _log_ms, in_window, say, stored
+from tests import alter_partition as ap
+from tests.lab.session import KRAFT_FAULTS, LAG_MS, Streamed, current
+from tests.reality.test_reality import SHRINKING, Reality, _kind, _log_ms, in_window, say, served, stored
 
 
 @pytest.fixture(scope="module")
@@ -64,35 +55,27 @@ def test_kraft_isrwatch_proposed_requested_and_committed_what_the_brokers_did(
             f"{sum(len(e['partitions']) for e in sent if in_window(e['ts'], window))} broker proposals, divergences "
             f"{dict(Counter(_kind(d) for d in divergences if in_window(d['ts'], window)))}"
         )
-    p50, p99, answered = latency_ms(kraft_reality.events)
+    p50, p99, answered = ap.latency_ms(kraft_reality.events)
     say(f"KRaft AlterPartition latency as the brokers saw it: p50 {p50:.0f} ms, p99 {p99:.0f} ms ({answered} requests)")
     assert [d for d in divergences if (d["kind"] == "timing") != (d.get("cause") is not None)] == []
     wrong = [d for d in divergences if d["kind"] != "timing"]
     assert wrong == [], wrong[:5]
     # The requests, one to one (a deposed leader's aside: the audit named it).
     requests = msgspec.to_builtins(replayed.alter_partitions)
-    theirs = brokers_requests(kraft_reality.events, deposed_requests(divergences))
-    ours = models_requests(requests)
+    theirs = ap.brokers_requests(kraft_reality.events, ap.deposed_requests(divergences))
+    ours = ap.models_requests(requests)
     say(f"KRaft requests: {sum(theirs.values())} of the brokers', {sum(ours.values())} of isrwatch's")
     assert theirs == ours and sum(theirs.values()) >= 10
     # Every commit isrwatch took is one the brokers applied, on either path.
-    commits = models_commits(requests)
-    missing = commits - brokers_commits(kraft_reality.events)
+    commits = ap.models_commits(requests)
+    missing = commits - ap.brokers_commits(kraft_reality.events)
     assert commits and not missing, sorted(missing)[:5]
 
 
 def test_kraft_every_partitions_isr_leader_and_elr_are_describe_topics(kraft_reality: Reality) -> None:
-    truth = states(kraft_reality.lab)
-    with serving(kraft_reality.store) as base:
-        for (topic, partition), state in sorted(truth.items()):
-            got = httpx.get(
-                f"{base}/v1/partitions/{topic}/{partition}/isr", params={"cluster": kraft_reality.lab.cluster}
-            ).json()
-            assert (got["leader"], sorted(got["isr"]), sorted(got["elr"] or [])) == (
-                state.leader,
-                sorted(state.isr),
-                sorted(state.elr),
-            ), (topic, partition)
+    for state, got in served(kraft_reality):
+        expected = (state.leader, sorted(state.isr), sorted(state.elr))
+        assert (got["leader"], sorted(got["isr"]), sorted(got["elr"] or [])) == expected, (state.topic, state.partition)
 
 
 def test_kraft_the_brokers_shrink_lines_match_isrwatchs_shrink_proposals_one_to_one(kraft_reality: Reality) -> None:
