@@ -484,7 +484,7 @@ def become_leader_or_follower(
         if ev.leader >= 0 and ev.broker != ev.leader:
             out.ignored_leader_and_isr["follower_copy"] += 1
             return
-        if _same_state(p, ev):
+        if _same_state(p, ev) and not drops_pending(p, config):
             out.ignored_leader_and_isr["duplicate"] += 1
             return
     if ev.controller_epoch < p.controller_epoch:
@@ -503,6 +503,16 @@ def become_leader_or_follower(
         out.ignored_leader_and_isr["stale_partition_epoch"] += 1
         return
     make_leader(p, ev, config, out, brokers)
+
+
+def drops_pending(p: Partition, config: Config) -> bool:
+    """KRaft: the leader applies a registration of its partition epoch again, though the AlterPartition answer
+    already committed it: Partition.makeLeader skips only an older epoch (Partition@3.9.0-rc3 L724-728; 4.4.0 alike)
+    and updateAssignmentAndIsr commits the state, dropping a change proposed since (L1004). The manager still holds
+    that proposal, so the leader's next one is refused (OPERATION_NOT_ATTEMPTED) and its answer is stale: seen on the
+    KRaft 4.4.0 lab, a resumed leader's shrink committed by its answer, then its expand dropped by the shrink's
+    metadata."""
+    return config.alter_partition and p.isr_state is not IsrState.COMMITTED
 
 
 def metadata_change(p: Partition, ev: LeaderAndIsr, config: Config) -> bool:
