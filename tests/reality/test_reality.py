@@ -193,14 +193,20 @@ def _log_ms(stamp: str) -> int:
     return int(datetime.datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S,%f").timestamp() * 1000)
 
 
-def test_the_brokers_shrink_lines_match_isrwatchs_shrinks_one_to_one(reality: Reality) -> None:
-    logged = Counter()
+def shrink_lines(reality: Reality) -> Counter[tuple[int, str, int, tuple[int, ...], tuple[int, ...]]]:
+    """The settled `Shrinking ISR` lines of the brokers' server.log: (broker, topic, partition, ISR before, after)."""
+    logged: Counter[tuple[int, str, int, tuple[int, ...], tuple[int, ...]]] = Counter()
     for broker in reality.lab.brokers:
         text = (Path(broker.kafka_logs_dir) / "server.log").read_text(errors="replace")
         for m in SHRINKING.finditer(text):
             if _log_ms(m["at"]) < reality.settled:
                 before, after = (tuple(sorted(map(int, m[k].split(",")))) for k in ("before", "after"))
                 logged[(int(m["broker"]), m["topic"], int(m["partition"]), before, after)] += 1
+    return logged
+
+
+def test_the_brokers_shrink_lines_match_isrwatchs_shrinks_one_to_one(reality: Reality) -> None:
+    logged = shrink_lines(reality)
     ours = Counter(
         (d["leader"], d["topic"], d["partition"], tuple(d["isr_before"]), tuple(d["isr_after"]))
         for d in stored(reality, "decisions", kind="shrink")
