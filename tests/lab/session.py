@@ -236,13 +236,22 @@ def wait_healthy(lab: Lab, timeout: float = 120) -> float:
     unfenced = {b.id: False for b in lab.brokers}
     while (
         not all(alive(b) for b in current(lab).brokers)
-        or registrations(current(lab)) != unfenced
+        or _registered(current(lab)) != unfenced
         or not serving(current(lab))
     ):
         assert time.monotonic() - started < timeout, f"brokers {sorted(unfenced)} not all back within {timeout} s"
         time.sleep(0.2)
     wait_for(lab, "every ISR full again", full, timeout=max(1, timeout - (time.monotonic() - started)))
     return time.monotonic() - started
+
+
+def _registered(lab: Lab) -> dict[int, bool] | None:
+    """The registrations, or None while no broker answers (KRaft: a restarted node, and on a loaded machine the
+    others for a moment, refuse connections)."""
+    try:
+        return registrations(lab)
+    except LabError:
+        return None
 
 
 def serving(lab: Lab) -> bool:
