@@ -18,11 +18,13 @@ setup:
 demo: setup
 	$(VENV)/bin/isrwatch demo
 
-# The same story on real Kafka brokers running isrwatch-agent (Java 17 and Maven; jars fetched once into .tools/).
+# The same story on real Kafka brokers running isrwatch-agent (Java 17 and Maven; jars fetched once into .tools/):
+# KRaft 4.x by default (what a newcomer runs); KAFKA=3.9 for ZooKeeper mode.
+KAFKA ?= 4.4
 demo-real:
 	bash scripts/provision.sh --lab
 	$(MAKE) --no-print-directory agent
-	$(VENV)/bin/isrwatch demo --real
+	$(VENV)/bin/isrwatch demo --real --kafka $(KAFKA)
 
 test:
 	bash scripts/provision.sh

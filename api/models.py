@@ -229,6 +229,9 @@ class PartitionIsr(BaseModel):
     leader: int | None
     leader_epoch: int
     isr: list[int]
+    elr: list[int] | None = Field(
+        None, description="KRaft: the Eligible Leader Replicas (KIP-966) the leader last applied; null: none reported"
+    )
 
 
 Decision = _from_struct(
@@ -438,8 +441,11 @@ _OutOfSync = _from_struct(events.OutOfSync)
 _PartitionName = _from_struct(events.PartitionName)
 IsrUpdated = _from_struct(events.IsrUpdated, _ISR_UPDATED)
 IsrChangePropagated = _from_struct(events.IsrChangePropagated)
+_ProposedPartition = _from_struct(events.ProposedPartition)
+AlterPartitionSent = _from_struct(events.AlterPartitionSent)
 ReplicaView = _from_struct(audit.ReplicaView)
 IsrWrite = _from_struct(audit.IsrWrite)
+ProposedIsr = _from_struct(records.ProposedIsr)
 Divergence = _from_struct(
     audit.Divergence,
     {
@@ -463,10 +469,11 @@ Divergence = _from_struct(
         "both acted, differently; timing: it hinges on the broker's clock reads or its ZooKeeper write's latency, "
         "not on the rules (see cause)",
         "cause": "timing: the rule that called it so (SPEC §7): in_flight, both_expand, margin, shifted, displaced, "
-        "split; null for every other kind",
+        "deposed, split; null for every other kind",
         "subject": "isr: a partition's ISR write; propagation: a batch (/isr_change_notification)",
         "model": "the model's side: its ISR write with evidence, or its propagation batch (null: none)",
-        "observed": "the broker's side: its isr_updated or isr_change_propagated event (null: none)",
+        "observed": "the broker's side: its isr_updated or isr_change_propagated event, or in AlterPartition mode "
+        "its proposal (alter_partition_proposal: one partition of its alter_partition_sent) (null: none)",
         "evidence": "the model's record of the followers concerned: LEO, lastCaughtUpTimeMs, last fetch",
         "margin_ms": "a shrink: how far past (+) or short of (-) replica.lag.time.max.ms the deciding follower was; "
         "timing: the margin of the rule named by cause (SPEC §7)",
@@ -476,7 +483,7 @@ Divergence = _from_struct(
 
 class ObservedPage(BaseModel):
     model_config = _example({"observed": [_ISR_UPDATED], "next_page_token": None})
-    observed: list[Union[IsrUpdated, IsrChangePropagated]]  # noqa: UP007 - models built at runtime
+    observed: list[Union[IsrUpdated, IsrChangePropagated, AlterPartitionSent]]  # noqa: UP007 - models built at runtime
     next_page_token: str | None
 
 

@@ -252,7 +252,7 @@ def _narrator() -> Callable[[str], None]:
 def main(args: argparse.Namespace) -> int:
     if args.real:
         return real_main(args)
-    for name, value in (("--lag-ms", args.lag_ms), ("--lab-dir", args.lab_dir)):
+    for name, value in (("--lag-ms", args.lag_ms), ("--lab-dir", args.lab_dir), ("--kafka", args.kafka)):
         if value is not None:
             raise ConfigError(f"{name}: only with --real (a story on real brokers)")
     if args.speed <= 0:
@@ -352,6 +352,7 @@ def real_main(args: argparse.Namespace) -> int:
     from isrwatch.lab import story
     from isrwatch.lab.cluster import (
         LAB_JSON,
+        ZOOKEEPER,
         ZOOKEEPER_SESSION_TIMEOUT_MS,
         LabError,
         LabSpec,
@@ -360,36 +361,50 @@ def real_main(args: argparse.Namespace) -> int:
         load,
         up,
     )
+    from isrwatch.lab.jars import KAFKA_NEWEST, ZOOKEEPER_RELEASE, JarsError, kafka_release
+    from isrwatch.lab.kraft import BROKER_SESSION_TIMEOUT_MS
 
     workdir = Path(args.dir)
     attached = args.lab_dir is not None
+    if attached and args.kafka is not None:
+        raise ConfigError(
+            f"--kafka {args.kafka}: the lab in {args.lab_dir} runs its own; leave --kafka out with --lab-dir"
+        )
+    try:
+        release = kafka_release(args.kafka or KAFKA_NEWEST)
+    except JarsError as exc:
+        raise ConfigError(str(exc)) from None
     if attached:
         lab_dir, lag_ms = _attached_lab(args)
+        release = load(lab_dir).kafka_version
     else:
         lab_dir, lag_ms = (workdir / "lab").resolve(), DEFAULT_LAG_MS if args.lag_ms is None else args.lag_ms
     if not REPLICA_FETCH_WAIT_MAX_MS <= lag_ms <= story.MAX_LAG_MS:
         raise ConfigError(
             f"--lag-ms {lag_ms}{' (the lab in --lab-dir)' if attached else ''}: must be "
             f"{REPLICA_FETCH_WAIT_MAX_MS}..{story.MAX_LAG_MS}: the stall must outlast "
-            "1.5 x the lag to be shrunk, and stay within 12 s (2/3 of the brokers' ZooKeeper session)"
+            "1.5 x the lag to be shrunk, and stay within 12 s (2/3 of the brokers' ZooKeeper session; in KRaft, well "
+            "within broker.session.timeout.ms, so that the stall is no fence)"
         )
+    mode = ZOOKEEPER if release == ZOOKEEPER_RELEASE else "kraft"
+    session_ms = ZOOKEEPER_SESSION_TIMEOUT_MS if mode == ZOOKEEPER else BROKER_SESSION_TIMEOUT_MS
     base = f"http://127.0.0.1:{args.port}"
     started = time.monotonic()
     say = _narrator()
     _fresh(workdir)
     store = f"sqlite:///{(workdir / 'isrwatch.db').resolve()}"
     print(
-        f"isrwatch demo --real: {'the lab in ' + str(lab_dir) + ': ' if attached else ''}Kafka 3.9 brokers "
-        "(ZooKeeper mode) on loopback, each with isrwatch-agent, the streaming job reading the agents' events and the "
-        "API, all on this machine.\n"
+        f"isrwatch demo --real: {'the lab in ' + str(lab_dir) + ': ' if attached else ''}Kafka {release} brokers "
+        f"({'ZooKeeper mode' if mode == ZOOKEEPER else 'KRaft, AlterPartition'}) on loopback, each with "
+        "isrwatch-agent, the streaming job reading the agents' events and the API, all on this machine.\n"
         f"  status page   {base}/\n"
         f"  API           {base}/docs   metrics {base}/metrics   broker writes {base}/v1/observed\n"
         f"  files         {workdir}/ ({'' if attached else 'lab/, '}isrwatch.db, job.log, api.log)\n"
-        f"The story (replica.lag.time.max.ms = {lag_ms / 1000:g} s; KAFKA lines are ZooKeeper's truth, "
-        "SHRINK/EXPAND/BATCH isrwatch's view):",
+        f"The story (replica.lag.time.max.ms = {lag_ms / 1000:g} s; KAFKA lines are the cluster's truth, "
+        f"{'ZooKeeper' if mode == ZOOKEEPER else 'the admin API'}, SHRINK/EXPAND/BATCH isrwatch's view):",
         flush=True,
     )
-    for line in story.plan(lag_ms, ZOOKEEPER_SESSION_TIMEOUT_MS):
+    for line in story.plan(lag_ms, session_ms, mode):
         print(f"  {line}", flush=True)
     print(
         "Press Ctrl-C to stop." + (" The lab keeps running (`isrwatch lab down` stops it)." if attached else ""),
@@ -407,7 +422,7 @@ def real_main(args: argparse.Namespace) -> int:
             lab = load(lab_dir)
         else:
             say("starting the lab (30-60 s; Kafka's jars come from Maven Central on first use)...")
-            spec = LabSpec(lag_ms=lag_ms, rate=REAL_RATE, agent=str(default_agent()))
+            spec = LabSpec(lag_ms=lag_ms, rate=REAL_RATE, agent=str(default_agent()), kafka=release)
             lab = up(lab_dir, spec, lambda message: say(f"lab: {message}"))
         source = [*lab.stream_options(), "--max-per-batch", str(REAL_MAX_PER_BATCH)]
         _start_job_and_api(workdir, store, args.port, source, children)
@@ -462,7 +477,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--real",
         action="store_true",
-        help="the story on real Kafka 3.9 brokers instead of the simulator: `isrwatch lab up --agent` in DIR/lab "
+        help="the story on real Kafka brokers (KRaft 4.x unless --kafka 3.9) instead of the simulator: "
+        "`isrwatch lab up --agent` in DIR/lab "
         "(Java 17, Maven on first use, `make agent`), the streaming job reading the agents' events topic with "
         "--profile agent; real faults (a stall, a restart, a preferred election). Ctrl-C or --duration (counted "
         "from the start, the lab's 30-60 s included) stops everything, the lab too",
@@ -472,6 +488,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         type=int,
         help=f"--real: the brokers' replica.lag.time.max.ms (500..6000, default {DEFAULT_LAG_MS}; with --lab-dir "
         "the lab's own)",
+    )
+    p.add_argument(
+        "--kafka",
+        metavar="VERSION",
+        help="--real: the Kafka release the lab runs, as `isrwatch lab up --kafka`: 4.x (KRaft, AlterPartition; "
+        "default 4.4, the newest) or 3.9 (ZooKeeper mode, IBP 2.6)",
     )
     p.add_argument(
         "--lab-dir",

@@ -1,5 +1,6 @@
 """The demo's fault story on the lab's real brokers (`isrwatch demo --real`): a stall, a restart and a preferred
-election, each told as it is done, and the cluster's truth (every leader and ISR change in ZooKeeper) as it happens.
+election, each told as it is done, and the cluster's truth (every leader and ISR change: ZooKeeper's, or in KRaft
+mode Kafka's admin API's) as it happens.
 
 The story runs in a thread next to the demo's live summary (what isrwatch made of the agents' events), so the
 audience sees Kafka's own ISR writes and isrwatch's decisions side by side.
@@ -11,13 +12,9 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from . import faults
-from .cluster import CHROOT, LabError, PartitionState, alive, load, partition_states, registered_brokers, zookeeper
-
-if TYPE_CHECKING:
-    from kazoo.client import KazooClient
+from .cluster import ZOOKEEPER, LabError, PartitionState, alive, load, partitions, registrations
 
 Say = Callable[[str], None]
 STALLED, RESTARTED = 2, 3  # as in the simulated story: broker 2 stalls; broker 3 is restarted
@@ -32,15 +29,22 @@ def stall_seconds(lag_ms: int) -> float:
     return min(12.0, 1.5 * lag_ms / 1000 + 3)
 
 
-def plan(lag_ms: int, session_timeout_ms: int) -> list[str]:
-    """What the audience will see, step by step."""
+def plan(lag_ms: int, session_timeout_ms: int, mode: str = ZOOKEEPER) -> list[str]:
+    """What the audience will see, step by step (`mode`: the lab's, zookeeper or kraft)."""
     lag, stall = lag_ms / 1000, stall_seconds(lag_ms)
+    restart = (
+        f"broker {RESTARTED} is killed and restarted: {session_timeout_ms / 1000:g} s later ZooKeeper expires its "
+        "session, the controller moves its leaderships (LeaderAndIsr) and drops it from every ISR; it starts "
+        "again, catches up -> expand"
+        if mode == ZOOKEEPER
+        else f"broker {RESTARTED} is killed and started again at once: its new incarnation registers with the "
+        "controller, which moves its leaderships and drops the old one from every ISR (metadata); it catches up -> "
+        "expand (AlterPartition)"
+    )
     return [
         f"broker {STALLED} stalls for {stall:g} s (SIGSTOP): its followers stop fetching -> each leader shrinks it "
         f"(stuck) {lag:g}-{lag * 1.5:g} s later; it resumes, catches up -> expand",
-        f"broker {RESTARTED} is killed and restarted: {session_timeout_ms / 1000:g} s later ZooKeeper expires its "
-        "session, the controller moves its leaderships (LeaderAndIsr) and drops it from every ISR; it starts "
-        "again, catches up -> expand",
+        restart,
         "preferred leader election: leadership goes back to the first replica (LeaderAndIsr)",
     ]
 
@@ -65,36 +69,36 @@ class Story:
         try:
             lab = load(self.directory)
             self.topics = list(lab.topics)
-            with zookeeper(lab.zookeeper) as zk:
-                self.states = partition_states(zk, self.topics)
-                if self._steps(zk):
-                    self.say("the story is over; the lab runs on under its producer load (Ctrl-C stops everything)")
-                    self._watch(zk, lambda: False, None)
+            self.states = partitions(lab, self.topics)
+            if self._steps():
+                self.say("the story is over; the lab runs on under its producer load (Ctrl-C stops everything)")
+                self._watch(lambda: False, None)
         except LabError as exc:
             if not self.stop.is_set():
                 self.say(f"the story stopped: {exc}")
 
-    def _steps(self, zk: KazooClient) -> bool:
+    def _steps(self) -> bool:
         stall = stall_seconds(self.lag_ms)
-        if not self._pause(zk, PAUSE_S):
+        if not self._pause(PAUSE_S):
             return False
         self.say(f"FAULT   broker {STALLED} stalls for {stall:g} s (SIGSTOP, then SIGCONT)")
         faults.stall(self.directory, STALLED, stall)
-        if not self._healthy(zk, f"broker {STALLED} back in every ISR"):
+        if not self._healthy(f"broker {STALLED} back in every ISR"):
             return False
-        if not self._pause(zk, PAUSE_S):
+        if not self._pause(PAUSE_S):
             return False
-        self.say(f"FAULT   broker {RESTARTED} killed (SIGKILL); it starts again once ZooKeeper expires its session")
+        once = "once ZooKeeper expires its session" if load(self.directory).mode == ZOOKEEPER else "at once"
+        self.say(f"FAULT   broker {RESTARTED} killed (SIGKILL); it starts again {once}")
         faults.restart(self.directory, RESTARTED)
-        if not self._healthy(zk, f"broker {RESTARTED} restarted and back in every ISR"):
+        if not self._healthy(f"broker {RESTARTED} restarted and back in every ISR"):
             return False
-        if not self._pause(zk, PAUSE_S):
+        if not self._pause(PAUSE_S):
             return False
         self.say("FAULT   preferred leader election over every partition")
         self.say(f"        {faults.elect(self.directory)}")
-        return self._pause(zk, 2 * PAUSE_S)
+        return self._pause(2 * PAUSE_S)
 
-    def _healthy(self, zk: KazooClient, what: str) -> bool:
+    def _healthy(self, what: str) -> bool:
         """Watch until no fault is under way, every broker runs and is registered and every ISR is full."""
 
         def done() -> bool:
@@ -102,13 +106,13 @@ class Story:
             return (
                 not lab.faults
                 and all(alive(b) for b in lab.brokers)
-                and registered_brokers(zk, CHROOT) == {b.id for b in lab.brokers}
+                and registrations(lab) == dict.fromkeys((b.id for b in lab.brokers), False)
                 and bool(self.states)
                 and all(s.leader >= 0 and set(s.isr) == set(s.replicas) for s in self.states.values())
             )
 
         started = time.monotonic()
-        result = self._watch(zk, done, RECOVERY_TIMEOUT_S)
+        result = self._watch(done, RECOVERY_TIMEOUT_S)
         if result is None:
             raise LabError(f"{what}: not within {RECOVERY_TIMEOUT_S:g} s")
         if not result:
@@ -116,12 +120,12 @@ class Story:
         self.say(f"KAFKA   {what} after {time.monotonic() - started:.1f} s")
         return True
 
-    def _watch(self, zk: KazooClient, done: Callable[[], bool], timeout: float | None) -> bool | None:
-        """Tell every leader and ISR change in ZooKeeper until `done()` (True), `timeout` s passed (None) or the
+    def _watch(self, done: Callable[[], bool], timeout: float | None) -> bool | None:
+        """Tell every leader and ISR change in the cluster until `done()` (True), `timeout` s passed (None) or the
         demo stops (False)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while not self.stop.is_set():
-            self._changes(partition_states(zk, self.topics))
+            self._changes(partitions(load(self.directory), self.topics))
             if done():
                 return True
             if deadline is not None and time.monotonic() >= deadline:
@@ -129,9 +133,9 @@ class Story:
             self.stop.wait(0.5)
         return False
 
-    def _pause(self, zk: KazooClient, seconds: float) -> bool:
+    def _pause(self, seconds: float) -> bool:
         """Watch for `seconds`; False when the demo stops."""
-        return self._watch(zk, lambda: False, seconds) is None
+        return self._watch(lambda: False, seconds) is None
 
     def _changes(self, now: dict[tuple[str, int], PartitionState]) -> None:
         for key, s in sorted(now.items()):
@@ -143,5 +147,6 @@ class Story:
                 what = f"leader {before.leader} -> {s.leader} (epoch {s.leader_epoch}), ISR {_names(s.isr)}"
             else:
                 what = f"ISR {_names(before.isr)} -> {_names(s.isr)} (leader {s.leader})"
-            self.say(f"  KAFKA   {name:<12} {what}, zkVersion {s.partition_epoch}")
+            version = f", zkVersion {s.partition_epoch}" if s.partition_epoch >= 0 else ""  # KRaft: not reported
+            self.say(f"  KAFKA   {name:<12} {what}{version}")
         self.states = now

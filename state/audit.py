@@ -16,7 +16,7 @@ import msgspec
 from msgspec import Struct
 
 from .config import Config
-from .events import IsrChangePropagated, IsrUpdated
+from .events import AlterPartitionSent, BrokerObserved, IsrChangePropagated, IsrUpdated
 from .records import (
     Cause,
     DecisionKind,
@@ -25,6 +25,7 @@ from .records import (
     IsrWrite,
     Observation,
     Propagation,
+    ProposedIsr,
     ReplicaView,
 )
 
@@ -219,6 +220,20 @@ def displaced(audit: Audit, p: PartitionAudit, case: Case) -> Excuse | None:
     return Excuse(Cause.DISPLACED, case.ts - twin)
 
 
+def deposed(audit: Audit, p: PartitionAudit, case: Case) -> Excuse | None:
+    """A leader proposes from its own metadata (ReplicaManager@4.4.0 maybeShrinkIsr over the partitions it leads): a
+    broker paused past its session (fenced) proposes on resuming as the leader it was, before it applies the metadata
+    that moved its leadership on, which the model already took from the new leader. The controller refuses it
+    (ReplicationControlManager@4.4.0 validateAlterPartitionData: FENCED_LEADER_EPOCH, the request's leader epoch
+    older than the partition's). A proposal by a broker the model no longer has as the leader is timing: it hinges
+    on when that broker applies the metadata. Margin: how long after the model's last LeaderAndIsr of the partition."""
+    o = case.observed
+    if o is None or not isinstance(o.event, ProposedIsr) or o.model_leader == o.event.leader:
+        return None
+    resynced = max((j for j in p.joins if j <= case.ts), default=None)
+    return Excuse(Cause.DEPOSED, None if resynced is None else case.ts - resynced)
+
+
 def split(audit: Audit, p: PartitionAudit, case: Case) -> Excuse | None:
     """After a timing divergence the two sides' views of the partition's ISR may follow different followers (a write
     in flight for a second after a broker resumed: the model re-added one follower, the broker another after its
@@ -230,7 +245,7 @@ def split(audit: Audit, p: PartitionAudit, case: Case) -> Excuse | None:
 
 
 Rule = Callable[["Audit", PartitionAudit, Case], Excuse | None]
-RULES: tuple[Rule, ...] = (in_flight, both_expand, margin, shifted, displaced, split)
+RULES: tuple[Rule, ...] = (in_flight, both_expand, margin, shifted, displaced, deposed, split)
 
 
 def excuse(audit: Audit, p: PartitionAudit, case: Case) -> Excuse | None:
@@ -248,9 +263,20 @@ def same_run(audit: Audit, w: IsrWrite, o: Observation) -> bool:
     [ts, run_end_ms], give or take `audit_timing_ms`), or an expand the broker wrote at or after the model's
     decision (the same fetch: the broker's write lands after it)."""
     ev = o.event
+    if isinstance(ev, ProposedIsr):
+        return proposal_sent(audit, w, ev)
     if w.kind is DecisionKind.EXPAND:
         return w.ts <= ev.ts + audit.timing_ms
     return w.ts - audit.timing_ms <= _decided_at(ev) <= (w.run_end_ms or w.ts) + audit.timing_ms
+
+
+def proposal_sent(audit: Audit, w: IsrWrite, ev: ProposedIsr) -> bool:
+    """AlterPartition mode: the broker's request carrying the proposal left at or after the model decided it (Kafka
+    submits at the decision and sends when no request of the broker is in flight, AlterPartitionManager@4.3.1
+    L104-142), within the audit window: while it is pending, the partition proposes nothing else (SPEC §4.9 rule 1),
+    so a request of the same epoch and ISR in that time is that decision's. The request carries no check clock, so
+    a shrink the broker decided a run later than the model shows only as a later request."""
+    return w.ts - audit.timing_ms <= ev.ts <= (w.run_end_ms or w.ts) + audit.window
 
 
 def _meet(epoch: Epoch, side: A, waiting: dict[Epoch, A], partners: dict[Epoch, B]) -> B | None:
@@ -263,9 +289,18 @@ def _meet(epoch: Epoch, side: A, waiting: dict[Epoch, A], partners: dict[Epoch, 
     return partners.pop(epoch)
 
 
-def _decided_at(ev: IsrUpdated) -> int:
-    """When the broker decided: a shrink's check clock (the agent reports it), else the write's time."""
-    return ev.check_ms if ev.kind == "shrink" and ev.check_ms is not None else ev.ts
+def _decided_at(ev: IsrUpdated | ProposedIsr) -> int:
+    """When the broker decided: a shrink's check clock (the agent reports it), else the write's (request's) time."""
+    if isinstance(ev, IsrUpdated) and ev.kind == "shrink" and ev.check_ms is not None:
+        return ev.check_ms
+    return ev.ts
+
+
+def _out_of_sync(ev: IsrUpdated | ProposedIsr) -> list[int]:
+    """The followers a broker's shrink removed: as Kafka judged them, or those its proposal leaves out."""
+    if isinstance(ev, IsrUpdated):
+        return [r.replica for r in ev.out_of_sync]
+    return sorted(set(ev.isr_before or ()) - set(ev.isr))
 
 
 def _side(side: IsrWrite | Observation) -> tuple[DecisionKind, list[int], int]:
@@ -365,7 +400,7 @@ class Audit:
     def add(
         self,
         writes: Iterable[IsrWrite] = (),
-        observed: Iterable[Observation | IsrChangePropagated] = (),
+        observed: Iterable[Observation | BrokerObserved] = (),
         batches: Iterable[Propagation] = (),
         resyncs: Iterable[tuple[str, str, int, int]] = (),
     ) -> list[Divergence]:
@@ -383,6 +418,8 @@ class Audit:
             if partner is not None:
                 self._judge_pair(p, w, partner, out)
         for o in observed:
+            if isinstance(o, AlterPartitionSent) or (isinstance(o, Observation) and not o.audited):
+                continue  # a request is audited by its partitions' proposals; a commit by its proposal
             if isinstance(o, IsrChangePropagated):
                 self._broker(o.cluster, o.broker).propagated[o.ts] = o
                 self._record_sent(o, by_broker=True)
@@ -390,7 +427,8 @@ class Audit:
             ev = o.event
             self._broker(ev.cluster, ev.leader)
             p = self._partition(ev.cluster, ev.topic, ev.partition)
-            p.commits[(ev.leader, ev.partition_epoch)] = ev.ts
+            if isinstance(ev, IsrUpdated):
+                p.commits[(ev.leader, ev.partition_epoch)] = ev.ts
             mine = _meet((ev.leader, ev.partition_epoch), o, p.observed, p.writes)
             if mine is not None:
                 self._judge_pair(p, mine, o, out)
@@ -480,8 +518,7 @@ class Audit:
         if w.ts < broker_at:  # the model shrank first; the broker did not at that run
             return DivergenceKind.UNEXPLAINED_BY_MODEL, _lag_margin(w.evidence, w.ts, map(int, w.reasons), self.lag)
         # the broker shrank first; the model only at a later run
-        out_of_sync = [r.replica for r in ev.out_of_sync]
-        return DivergenceKind.MISSED_BY_MODEL, _lag_margin(o.evidence, broker_at, out_of_sync, self.lag)
+        return DivergenceKind.MISSED_BY_MODEL, _lag_margin(o.evidence, broker_at, _out_of_sync(ev), self.lag)
 
     def _judge_write_alone(self, p: PartitionAudit, w: IsrWrite, out: list[Divergence]) -> None:
         lag_margin = _lag_margin(w.evidence, w.ts, [int(r) for r in w.reasons], self.lag) if w.reasons else None
@@ -494,7 +531,7 @@ class Audit:
         ev = o.event
         lag_margin = None
         if ev.kind == "shrink":
-            lag_margin = _lag_margin(o.evidence, _decided_at(ev), [r.replica for r in ev.out_of_sync], self.lag)
+            lag_margin = _lag_margin(o.evidence, _decided_at(ev), _out_of_sync(ev), self.lag)
         d = self._isr_divergence(p, DivergenceKind.MISSED_BY_MODEL, None, o, lag_margin)
         if d.cause is not None and d.cause is not Cause.SPLIT:
             p.spans.append(Span(ev.leader, ev.ts, ev.ts))

@@ -16,6 +16,7 @@ from msgspec.structs import replace
 from .config import Config, ConfigError, isr_protocol, kafka_rules
 from .events import (
     AlterPartitionResponse,
+    AlterPartitionSent,
     Append,
     BrokerRegistration,
     Event,
@@ -40,6 +41,7 @@ from .partition import (
     handle_alter_partition_response,
     maybe_shrink_isr,
     next_shrink_eligible_at,
+    observe_alter_partition_sent,
     partition_record,
     update_follower_fetch_state,
 )
@@ -75,7 +77,8 @@ class PartitionEngine:
     """The replica state of a set of partitions plus the events not yet applied.
 
     `owns_ticks`: whether what a tick produces once per stream comes from here: its propagation half, passed on,
-    and the count of a version it does not take. Ticks reach every state key, and exactly one of them owns them.
+    the count of a version it does not take, and the AlterPartition requests brokers report (which reach every
+    key too). Ticks reach every state key, and exactly one of them owns them.
     """
 
     def __init__(self, config: Config, blob: bytes | None = None, owns_ticks: bool = True) -> None:
@@ -187,8 +190,13 @@ class PartitionEngine:
             elif type(ev) is IsrUpdated:
                 # What a broker did: recorded with the model's view, after it commits the model's write in flight.
                 p = partitions.get((ev.cluster, ev.topic, ev.partition))
-                commit_isr_write(p, ev, self._leader_config(p) if versions or protocols else config, brokers)
-                out.observe(p, replace(ev, arrival=0))
+                leader_config = self._leader_config(p) if versions or protocols else config
+                commit_isr_write(p, ev, leader_config, brokers)
+                # An AlterPartition leader's write is a commit: the audit pairs its proposals (SPEC §7).
+                out.observe(p, replace(ev, arrival=0), audited=not leader_config.alter_partition)
+            elif type(ev) is AlterPartitionSent:
+                # Every state key gets it (its partitions' proposals); the first one records it.
+                observe_alter_partition_sent(partitions, ev, out, record=self.owns_ticks)
             elif type(ev) is IsrChangePropagated:
                 out.observed.append(replace(ev, arrival=0))  # its input position is no part of the record
             self.stale = True

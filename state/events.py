@@ -49,9 +49,10 @@ class PartitionEvent(_Event, kw_only=True):
 
 
 class LeaderAndIsr(PartitionEvent, kw_only=True, tag="leader_and_isr"):
-    """One partition state of a controller LeaderAndIsr request."""
+    """One partition state of a controller LeaderAndIsr request, or (KRaft) a metadata change the leader applies."""
 
-    controller_epoch: NonNegative
+    # -1: KRaft, which has no controller epoch (the agent's metadata path sends -1 and no `controller_id`).
+    controller_epoch: Annotated[int, Meta(ge=-1, le=MAX_MS)]
     leader: Annotated[int, Meta(ge=-1, le=MAX_ID)]
     leader_epoch: NonNegative
     isr: list[BrokerId]
@@ -164,6 +165,28 @@ class BrokerRegistration(_Event, kw_only=True, tag="broker_registration"):
     in_controlled_shutdown: bool
 
 
+class ProposedPartition(Struct, kw_only=True, omit_defaults=True, gc=False):
+    """One partition of an AlterPartition request as the broker built it: the ISR it proposes and the epochs the
+    proposal is based on. `topic` None: the broker did not know the topic id's name."""
+
+    topic: Topic | None = None
+    partition: Annotated[int, Meta(ge=0, le=MAX_ID)]
+    isr: list[BrokerId]
+    leader_epoch: NonNegative
+    partition_epoch: NonNegative
+    leader_recovery_state: Literal["RECOVERED", "RECOVERING"] | None = None
+
+
+class AlterPartitionSent(_Event, kw_only=True, tag="alter_partition_sent"):
+    """Observed: one AlterPartition request a leader really sent its controller (the agent, at `buildRequest`). It
+    never changes the model; the audit compares it with the model's requests (SPEC §7)."""
+
+    broker: BrokerId  # the leader that sent it: required, the audit pairs by it
+
+    broker_epoch: Annotated[int, Meta(ge=-1, le=MAX_MS)] | None = None
+    partitions: Annotated[list[ProposedPartition], Meta(min_length=1)]
+
+
 Event = (
     LeaderAndIsr
     | Fetch
@@ -173,8 +196,11 @@ Event = (
     | IsrChangePropagated
     | AlterPartitionResponse
     | BrokerRegistration
+    | AlterPartitionSent
 )
-Observed = IsrUpdated | IsrChangePropagated
+# What a broker did about many partitions at once: observed, recorded as it came.
+BrokerObserved = IsrChangePropagated | AlterPartitionSent
+Observed = IsrUpdated | BrokerObserved
 
 _decoder: msgspec.json.Decoder[Event] = msgspec.json.Decoder(Event)
 
@@ -245,7 +271,11 @@ def _names_match(event: Event) -> bool:
     if isinstance(event, PartitionEvent):
         topics = [event.topic]
     else:
-        topics = [p.topic for p in event.partitions] if isinstance(event, IsrChangePropagated) else []
+        topics = (
+            [p.topic for p in event.partitions if p.topic is not None]
+            if isinstance(event, IsrChangePropagated | AlterPartitionSent)
+            else []
+        )
     return _matches(event.cluster, _CLUSTERS, _CLUSTER_RE) and all(_matches(t, _TOPICS, _TOPIC_RE) for t in topics)
 
 

@@ -12,11 +12,13 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
+from typing import Literal
 
 from msgspec import Struct
+from msgspec.structs import replace
 
 from .config import Config
-from .events import AlterPartitionResponse, Append, Fetch, IsrChangePropagated, IsrUpdated, LeaderAndIsr
+from .events import AlterPartitionResponse, AlterPartitionSent, Append, BrokerObserved, Fetch, IsrUpdated, LeaderAndIsr
 from .metrics import (
     FAILED_ISR_UPDATES,
     IGNORED_ALTER_PARTITION_RESPONSES,
@@ -39,6 +41,7 @@ from .records import (
     Observation,
     PartitionRecord,
     PropagationTick,
+    ProposedIsr,
     ReplicaView,
     ShrinkReason,
 )
@@ -142,7 +145,7 @@ class Outputs:
         self.decisions: list[Decision] = []
         self.changes: list[IsrChange] = []
         self.ticks: list[PropagationTick] = []
-        self.observed: list[Observation | IsrChangePropagated] = []  # what brokers did, with the model's view
+        self.observed: list[Observation | BrokerObserved] = []  # what brokers did, with the model's view
         self.writes: list[IsrWrite] = []  # the model's ISR writes of audited partitions, with their evidence
         # Leaders' AlterPartition proposals and the answers they handled, for their brokers' managers (§4.9).
         self.alter_partition: list[AlterPartitionSubmit | AlterPartitionAnswer] = []
@@ -190,15 +193,19 @@ class Outputs:
             epoch = p.partition_epoch + (p.isr_state is not IsrState.COMMITTED)
             self.writes.append(IsrWrite.of(decision, epoch, replica_views(p, changed), run_end_ms))
 
-    def observe(self, p: Partition | None, ev: IsrUpdated) -> None:
-        """Record a broker's ISR write with the model's view of the partition at that moment."""
+    def observe(self, p: Partition | None, ev: IsrUpdated | ProposedIsr, audited: bool = True) -> None:
+        """Record a broker's ISR write or proposal with the model's view of the partition at that moment."""
         if p is None:
-            self.observed.append(Observation(event=ev))
+            self.observed.append(Observation(event=ev, audited=audited))
             return
-        concerned = [r.replica for r in ev.out_of_sync] or sorted(set(ev.isr) - set(ev.isr_before or ()))
+        if isinstance(ev, IsrUpdated):
+            concerned = [r.replica for r in ev.out_of_sync] or sorted(set(ev.isr) - set(ev.isr_before or ()))
+        else:  # a proposal: the followers it adds or removes
+            concerned = sorted(set(ev.isr) ^ set(ev.isr_before or ev.isr))
         self.observed.append(
             Observation(
                 event=ev,
+                audited=audited,
                 model_leader=p.leader,
                 model_isr=list(p.isr),
                 model_partition_epoch=p.partition_epoch,
@@ -208,6 +215,29 @@ class Outputs:
 
 
 _PROPOSALS = (DecisionKind.SHRINK, DecisionKind.EXPAND)
+
+
+def observe_alter_partition_sent(
+    partitions: Mapping[PartitionKey, Partition], ev: AlterPartitionSent, out: Outputs, record: bool = True
+) -> None:
+    """A leader's AlterPartition request (SPEC §7): recorded as it came (`record`: by one state key only, as every
+    key gets it), and the proposal of each partition held here observed for the audit as the broker's decision, with
+    the model's committed state: its kind against the committed ISR it is based on (the model's, at the request's
+    base partition epoch; else the model's current one)."""
+    if record:
+        out.observed.append(replace(ev, arrival=0))  # its input position is no part of the record
+    for proposed in ev.partitions:
+        p = None if proposed.topic is None else partitions.get((ev.cluster, proposed.topic, proposed.partition))
+        if p is None:  # another key's partition, or one the broker could not name
+            continue
+        based_on = p.isr if p.partition_epoch == proposed.partition_epoch else None
+        isr = sorted(set(proposed.isr))
+        grows = len(isr) > len(p.isr if based_on is None else based_on)
+        kind: Literal["shrink", "expand"] = "expand" if grows else "shrink"
+        before = None if based_on is None else list(based_on)
+        epochs = (proposed.leader_epoch, proposed.partition_epoch + 1)
+        proposal = ProposedIsr(ev.ts, ev.cluster, p.topic, p.partition, ev.broker, *epochs, kind, isr, before)
+        out.observe(p, proposal)
 
 
 def replica_views(p: Partition, replicas: list[int]) -> list[ReplicaView]:
@@ -477,7 +507,7 @@ def become_leader_or_follower(
         if ev.leader >= 0 and ev.broker != ev.leader:
             out.count(IGNORED_LEADER_AND_ISR, "follower_copy")
             return
-        if _same_state(p, ev):
+        if _same_state(p, ev) and not drops_pending(p, config):
             out.count(IGNORED_LEADER_AND_ISR, "duplicate")
             return
     if ev.controller_epoch < p.controller_epoch:
@@ -496,6 +526,16 @@ def become_leader_or_follower(
         out.count(IGNORED_LEADER_AND_ISR, "stale_partition_epoch")
         return
     make_leader(p, ev, config, out, brokers)
+
+
+def drops_pending(p: Partition, config: Config) -> bool:
+    """KRaft: the leader applies a registration of its partition epoch again, though the AlterPartition answer
+    already committed it: Partition.makeLeader skips only an older epoch (Partition@3.9.0-rc3 L724-728; 4.4.0 alike)
+    and updateAssignmentAndIsr commits the state, dropping a change proposed since (L1004). The manager still holds
+    that proposal, so the leader's next one is refused (OPERATION_NOT_ATTEMPTED) and its answer is stale: seen on the
+    KRaft 4.4.0 lab, a resumed leader's shrink committed by its answer, then its expand dropped by the shrink's
+    metadata."""
+    return config.alter_partition and p.isr_state is not IsrState.COMMITTED
 
 
 def metadata_change(p: Partition, ev: LeaderAndIsr, config: Config) -> bool:

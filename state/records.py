@@ -8,6 +8,7 @@ Kafka output and the replay files encode them to the same JSON (field order is t
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Literal
 
 from msgspec import Struct
 
@@ -223,6 +224,7 @@ class Cause(StrEnum):
     MARGIN = "margin"  # a shrink within audit_timing_ms of the lag limit: the broker's clock read decided it
     SHIFTED = "shifted"  # a batch between one side's time of a change and the other's linger deadline of it
     DISPLACED = "displaced"  # the same change in another batch of the other side, within the max delay
+    DEPOSED = "deposed"  # a leader proposed from metadata older than the model's: its leadership had moved on
     SPLIT = "split"  # the sides' views of the ISR were split by an earlier timing divergence
 
 
@@ -274,11 +276,30 @@ class IsrWrite(Struct, kw_only=True):
         )
 
 
-class Observation(Struct, kw_only=True, tag_field="type", tag="observation"):
-    """A broker's ISR write, with the model's view of the partition when it happened (tagged, to travel in one
-    list with `IsrChangePropagated`)."""
+class ProposedIsr(Struct, tag_field="type", tag="alter_partition_proposal"):
+    """One partition of a leader's AlterPartition request (`alter_partition_sent`): the broker's side of an ISR change
+    in AlterPartition mode, which the audit pairs with the model's proposal (SPEC §7). Built by the core from the
+    request and the model's committed state of the partition; not an input event."""
 
-    event: IsrUpdated
+    ts: int  # when the request left the broker
+    cluster: str
+    topic: str
+    partition: int
+    leader: int  # the leader that sent it
+    leader_epoch: int
+    partition_epoch: int  # the epoch its commit creates: the one it is based on, plus one
+    kind: Literal["shrink", "expand"]
+    isr: list[int]  # the proposed ISR, sorted
+    isr_before: list[int] | None = None  # the committed ISR it is based on, where the model has that epoch
+
+
+class Observation(Struct, kw_only=True, tag_field="type", tag="observation"):
+    """A broker's ISR write or proposal, with the model's view of the partition when it happened (tagged, to travel in
+    one list with `IsrChangePropagated`). `audited` False: recorded only (an AlterPartition leader's `isr_updated` is
+    a commit, not its decision: the audit pairs the model's proposals with the broker's requests instead)."""
+
+    event: IsrUpdated | ProposedIsr
+    audited: bool = True
     model_leader: int | None = None
     model_isr: list[int] = []
     model_partition_epoch: int | None = None
@@ -298,7 +319,7 @@ class Divergence(Struct, kw_only=True):
     partition: int | None = None
     partition_epoch: int | None = None
     model: IsrWrite | Propagation | None = None
-    observed: IsrUpdated | IsrChangePropagated | None = None
+    observed: IsrUpdated | IsrChangePropagated | ProposedIsr | None = None
     evidence: list[ReplicaView] = []
     # A shrink: how far past (+) or short of (-) the lag limit the deciding follower was; `timing`: the margin of the
     # rule named by `cause` (SPEC §7: e.g. `in_flight`, how long before the broker's previous write committed).

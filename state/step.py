@@ -21,7 +21,7 @@ from msgspec.structs import replace
 
 from .alter_partition import AlterPartitionBook
 from .audit import Audit, sorted_divergences
-from .events import DeadLetter, IsrChangePropagated, Observed
+from .events import BrokerObserved, DeadLetter, IsrUpdated, Observed
 from .metrics import DEAD_LETTERS, IGNORED_ALTER_PARTITION_ANSWERS, LATE_EVENTS, counter_key
 from .propagation import PropagationBook
 from .records import (
@@ -39,6 +39,7 @@ from .records import (
     PartitionRecord,
     Propagation,
     PropagationTick,
+    ProposedIsr,
 )
 
 
@@ -56,7 +57,7 @@ class StepOutputs(Protocol):
     @property
     def writes(self) -> list[IsrWrite]: ...
     @property
-    def observed(self) -> list[Observation | IsrChangePropagated]: ...
+    def observed(self) -> list[Observation | BrokerObserved]: ...
     @property
     def alter_partition(self) -> list[AlterPartitionSubmit | AlterPartitionAnswer]: ...
 
@@ -105,7 +106,7 @@ def settle(
     proposals: list[AlterPartitionSubmit | AlterPartitionAnswer] = []
     items: list[IsrChange | PropagationTick] = []
     writes: list[IsrWrite] = []
-    observed: list[Observation | IsrChangePropagated] = []
+    observed: list[Observation | BrokerObserved] = []
     for out in outputs:
         settled.decisions.extend(out.decisions)
         items.extend(out.changes)
@@ -115,7 +116,8 @@ def settle(
         proposals.extend(out.alter_partition)
         counters.update(out.counters)
     counters[LATE_EVENTS.tally] += book.add(items) + managers.add(proposals)
-    settled.observed = [o.event if isinstance(o, Observation) else o for o in observed]
+    # What brokers did, as they reported it: a proposal observed for the audit is its request's, recorded once.
+    settled.observed = [_reported(o) for o in observed if not _is_proposal(o)]
     divergences: list[Divergence] = []
     if audit is not None:
         resyncs = [
@@ -197,6 +199,17 @@ def summarize(settled: Settled, partitions: int, book: PropagationBook, audit: A
         "audit_pending": audit.pending(),
         **alter_partition_summary(settled),
     }
+
+
+def _is_proposal(o: Observation | BrokerObserved) -> bool:
+    return isinstance(o, Observation) and isinstance(o.event, ProposedIsr)
+
+
+def _reported(o: Observation | BrokerObserved) -> Observed:
+    if not isinstance(o, Observation):
+        return o
+    assert isinstance(o.event, IsrUpdated), "a proposal is recorded as its request"
+    return o.event
 
 
 def alter_partition_summary(settled: Settled) -> dict[str, Any]:

@@ -141,13 +141,13 @@ class Reader(Database):
 
     def partition_isr(
         self, topic: str, partition: int, cluster: str | None = None
-    ) -> list[tuple[str, int | None, int, list[int]]]:
-        """(cluster, leader, leader_epoch, ISR) per matching cluster, without decoding whole records:
-        the query other tools poll."""
+    ) -> list[tuple[str, int | None, int, list[int], list[int] | None]]:
+        """(cluster, leader, leader_epoch, ISR, ELR) per matching cluster, without decoding whole records (the ELR,
+        KRaft's only, is the one field read from the record): the query other tools poll."""
         return [
-            (c, leader, epoch, _decode(isr))
-            for c, leader, epoch, isr in self._rows(
-                *_one_partition("leader, leader_epoch, isr", topic, partition, cluster)
+            (c, leader, epoch, _decode(isr), _elr_of(record).elr)
+            for c, leader, epoch, isr, record in self._rows(
+                *_one_partition("leader, leader_epoch, isr, record", topic, partition, cluster)
             )
         ]
 
@@ -468,6 +468,15 @@ def _shrink_predicted(now: EventTime, window_ms: int | None) -> tuple[str | None
     if not terms:
         return None, []
     return f"{column} IS NOT NULL AND ({' OR '.join(terms)})", params
+
+
+class _Elr(msgspec.Struct):
+    """The one field of a partition record the ISR query reads (msgspec skips the others)."""
+
+    elr: list[int] | None = None
+
+
+_elr_of = msgspec.json.Decoder(_Elr).decode
 
 
 def _one_partition(columns: str, topic: str, partition: int, cluster: str | None) -> tuple[str, tuple[Any, ...]]:

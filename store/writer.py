@@ -343,7 +343,7 @@ def _observed_columns(o: Observed) -> tuple[Any, ...]:
     """(ts, cluster, broker, type, topic, partition) of what a broker did."""
     if isinstance(o, IsrUpdated):
         return (o.ts, o.cluster, o.broker, "isr_updated", o.topic, o.partition)
-    return (o.ts, o.cluster, o.broker, "isr_change_propagated", None, None)
+    return (o.ts, o.cluster, o.broker, o.__struct_config__.tag, None, None)
 
 
 def _decision_brokers(d: Decision) -> set[int]:

@@ -6,7 +6,7 @@ import msgspec
 import pyarrow as pa
 from msgspec import Struct
 
-from isrwatch.state.events import DeadLetter, Event, IsrChangePropagated
+from isrwatch.state.events import BrokerObserved, DeadLetter, Event
 from isrwatch.state.records import (
     AlterPartitionAnswer,
     AlterPartitionSubmit,
@@ -75,7 +75,7 @@ class Report(Struct, array_like=True):
     as_of: list[int] = []  # the event time each record is exact at (its cluster's frontier here)
     counters: dict[str, int] = {}  # the engines' `Outputs.counters`: what changed nothing, as `kind.reason`
     writes: list[IsrWrite] = []  # the model's audited ISR writes
-    observed: list[Observation | IsrChangePropagated] = []  # what brokers did (agent input)
+    observed: list[Observation | BrokerObserved] = []  # what brokers did (agent input)
     dead: list[DeadLetter] = []
     blob: bytes | None = None  # the bucket's state, only when replaying (to finish at --until)
     alter_partition: list[AlterPartitionSubmit | AlterPartitionAnswer] = []  # for the brokers' managers

@@ -24,7 +24,16 @@ import pandas as pd
 
 from isrwatch.state.config import Config
 from isrwatch.state.engine import PartitionEngine
-from isrwatch.state.events import BrokerRegistration, DeadLetter, Event, PartitionEvent, Tick, in_future, parse_event
+from isrwatch.state.events import (
+    AlterPartitionSent,
+    BrokerRegistration,
+    DeadLetter,
+    Event,
+    PartitionEvent,
+    Tick,
+    in_future,
+    parse_event,
+)
 from isrwatch.state.partition import Outputs
 from isrwatch.state.schedule import INF
 
@@ -46,10 +55,13 @@ def _lines(frames: Iterator[pd.DataFrame]) -> Iterator[tuple[bytes, int, int, in
             yield from unpack(data).lines()
 
 
+_SPREAD = (Tick, BrokerRegistration, AlterPartitionSent)
+
+
 def count_events(events: list[Event], first: bool) -> tuple[int, int]:
-    """How many events (a tick or registration only in the first bucket: every bucket gets it) and their latest
-    time."""
-    ticks = sum(1 for ev in events if type(ev) is Tick or type(ev) is BrokerRegistration)
+    """How many events (a tick, registration or AlterPartition request only in the first bucket: every bucket gets
+    it) and their latest time."""
+    ticks = sum(1 for ev in events if type(ev) in _SPREAD)
     return len(events) - (0 if first else ticks), max((ev.ts for ev in events), default=-1)
 
 

@@ -1,7 +1,7 @@
 """Fixtures shared by every test room: one Spark session, a private PostgreSQL server, a store URL on each
 backend, and two real Kafka labs for the session, one after the other: a KRaft lab (Kafka 4.4.0, 3 combined
 nodes, a monitor node) and a ZooKeeper lab (ZooKeeper, 3 brokers, a monitor broker) with its shared fault runs and
-the one stream over its events topic (tests/lab/session.py)."""
+the one stream over its events topic, and the KRaft lab's own stream (tests/lab/session.py)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ import pytest
 
 from isrwatch.lab.cluster import Lab, LabSpec
 from tests.lab.session import (
+    KRAFT_FAULT_LOG,
+    KRAFT_FAULTS,
     KRAFT_LABS,
     Restart,
     Stall,
@@ -68,7 +70,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
     def order(item: pytest.Item) -> tuple[bool, bool, bool]:
         uses = getattr(item, "fixturenames", ())
-        return "kraft_lab" in uses or "lab" in uses, "lab" in uses, "streamed" in uses
+        return "kraft_lab" in uses or "lab" in uses, "lab" in uses, "streamed" in uses or "kraft_streamed" in uses
 
     items.sort(key=order)
 
@@ -96,7 +98,7 @@ def kraft_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     when the ZooKeeper lab starts (its tests run after every KRaft test) or at the end, leaving no process."""
     directory = tmp_path_factory.mktemp("kraft-lab")
     KRAFT_LABS.append(directory)
-    with running_lab(directory, kraft_session_spec()) as running:
+    with running_lab(directory, kraft_session_spec(project_agent())) as running:
         yield running
 
 
@@ -120,3 +122,13 @@ def streamed(
     the events are kept in the session's base temp dir (`reality-events.jsonl`)."""
     kept = tmp_path_factory.getbasetemp() / "reality-events.jsonl"
     return stream_session(lab, tmp_path_factory.mktemp("session-stream"), kept)
+
+
+@pytest.fixture(scope="session")
+def kraft_streamed(kraft_lab: Lab, spark, tmp_path_factory: pytest.TempPathFactory) -> Streamed:
+    """The KRaft lab's every fault kind run (the KRaft tests' own first, fence included), then `isrwatch run --profile
+    agent` over all its agents sent; kept in the session's base temp dir (`reality-kraft-events.jsonl`). Its tests
+    run after every other KRaft test and before the ZooKeeper lab starts."""
+    kept = tmp_path_factory.getbasetemp() / "reality-kraft-events.jsonl"
+    workdir = tmp_path_factory.mktemp("kraft-session-stream")
+    return stream_session(kraft_lab, workdir, kept, KRAFT_FAULTS, KRAFT_FAULT_LOG)

@@ -29,7 +29,7 @@ class AuditFilters(BaseModel):
 
 
 class ObservedFilters(AuditFilters):
-    type: Literal["isr_updated", "isr_change_propagated"] | None = None
+    type: Literal["isr_updated", "isr_change_propagated", "alter_partition_sent"] | None = None
     since: SinceQ = None
 
 
@@ -46,7 +46,8 @@ list_route(
     "observed",
     ObservedPage,
     ObservedFilters,
-    "What brokers did: their ISR writes and ISR-change notifications (isrwatch-agent), newest first",
+    "What brokers did: their ISR writes, ISR-change notifications and AlterPartition requests (isrwatch-agent), "
+    "newest first",
 )
 list_route(
     router,

@@ -76,13 +76,15 @@ async def get_partition(
     "/{topic}/{partition}/isr",
     response_model=PartitionIsr,
     responses=NOT_FOUND,
-    summary="Leader, leader epoch and ISR only: the cheap query to poll",
+    summary="Leader, leader epoch, ISR and (KRaft) ELR only: the cheap query to poll",
 )
 async def get_partition_isr(
     store: StoreDep, topic: TopicP, partition: PartitionP, cluster: ClusterQ = None
 ) -> Response:
     found = store.partition_isr(topic, partition, cluster)
-    cluster, leader, leader_epoch, isr = only(found, [r[0] for r in found], cluster, f"partition {topic}-{partition}")
+    cluster, leader, leader_epoch, isr, elr = only(
+        found, [r[0] for r in found], cluster, f"partition {topic}-{partition}"
+    )
     return JSON(
         {
             "cluster": cluster,
@@ -91,6 +93,7 @@ async def get_partition_isr(
             "leader": leader,
             "leader_epoch": leader_epoch,
             "isr": isr,
+            "elr": elr,
         }
     )
 

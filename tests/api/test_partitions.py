@@ -112,7 +112,8 @@ def test_partition_lookup_needs_the_cluster_only_when_ambiguous(client: TestClie
         assert r.json()["error"] == "not_found" and "not found" in r.json()["detail"]
 
 
-def test_isr_is_leader_epoch_and_isr_only(client: TestClient, fleet: Streamed) -> None:
+def test_isr_is_leader_epoch_isr_and_elr_only(client: TestClient, fleet: Streamed) -> None:
+    """The ELR is KRaft's: null for a ZooKeeper-mode partition."""
     state = state_record(fleet, "east", *REELECTED)
     body = client.get(f"/v1/partitions/{REELECTED[0]}/{REELECTED[1]}/isr", params={"cluster": "east"}).json()
     assert body == {
@@ -122,6 +123,7 @@ def test_isr_is_leader_epoch_and_isr_only(client: TestClient, fleet: Streamed) -
         "leader": state["leader"],
         "leader_epoch": 1,
         "isr": state["isr"],
+        "elr": None,
     }
     assert client.get(f"/v1/partitions/{REELECTED[0]}/{REELECTED[1]}/isr").json() == body
 

@@ -42,7 +42,7 @@ def test_demo_real_tells_a_real_stall_as_a_stuck_shrink_and_stops_everything(tmp
     out: list[str] = []
     seen = {"zookeeper shrink": False, "isrwatch shrink": False}
     try:
-        with running_demo(port, workdir, "--real", "--lag-ms", "5000", "--duration", "240") as proc:
+        with running_demo(port, workdir, "--real", "--kafka", "3.9", "--lag-ms", "5000", "--duration", "240") as proc:
             for line in proc.stdout:  # --duration ends the demo (and this loop) if the story never shows
                 out.append(line)
                 isr = ZOOKEEPER_ISR.search(line)

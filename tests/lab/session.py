@@ -27,7 +27,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -62,6 +62,7 @@ STALL_S = 10
 # After the last fault: every batch sent (linger 5 s + a run) and, for the stream, the cluster's newest event past
 # it by the lateness (5 s) plus the audit window (the lag, 5 s).
 QUIET_S = 15
+FENCE_S = 22  # KRaft: past broker.session.timeout.ms (18 s) plus a heartbeat interval (2 s)
 
 
 @dataclass
@@ -76,15 +77,16 @@ class FaultWindow:
         self.end_ms = int(time.time() * 1000)
 
 
-# Every fault the session ran, in order: the reality suite (tests/reality) holds isrwatch to what the brokers did
-# during all of them, so no fault has to run twice.
+# Every fault the session ran, in order, on the ZooKeeper lab and on the KRaft lab: the reality suite (tests/reality)
+# holds isrwatch to what the brokers did during all of them, so no fault has to run twice.
 FAULT_LOG: list[FaultWindow] = []
+KRAFT_FAULT_LOG: list[FaultWindow] = []
 
 
-def fault_begins(kind: str) -> FaultWindow:
+def fault_begins(kind: str, log: list[FaultWindow] = FAULT_LOG) -> FaultWindow:
     """Log a fault for the reality suite; call `.over()` once the lab is healthy again."""
     window = FaultWindow(kind, int(time.time() * 1000))
-    FAULT_LOG.append(window)
+    log.append(window)
     return window
 
 
@@ -160,10 +162,10 @@ def session_spec(agent: Path | None) -> LabSpec:
     )
 
 
-def kraft_session_spec() -> LabSpec:
-    """The session's KRaft lab: Kafka 4.4.0, three combined nodes, the same lag, topics and load as the ZooKeeper lab,
-    no agent (the agent on KRaft is tested elsewhere)."""
-    return LabSpec(brokers=3, lag_ms=LAG_MS, topics=parse_topics("orders:6,payments:3"), rate=200, kafka=KAFKA_NEWEST)
+def kraft_session_spec(agent: Path | None) -> LabSpec:
+    """The session's KRaft lab: Kafka 4.4.0, three combined nodes, the same lag, topics, load and agent as the
+    ZooKeeper lab."""
+    return replace(session_spec(agent), kafka=KAFKA_NEWEST)
 
 
 # The KRaft labs the session started; the ZooKeeper lab's fixture stops them first.
@@ -234,13 +236,22 @@ def wait_healthy(lab: Lab, timeout: float = 120) -> float:
     unfenced = {b.id: False for b in lab.brokers}
     while (
         not all(alive(b) for b in current(lab).brokers)
-        or registrations(current(lab)) != unfenced
+        or _registered(current(lab)) != unfenced
         or not serving(current(lab))
     ):
         assert time.monotonic() - started < timeout, f"brokers {sorted(unfenced)} not all back within {timeout} s"
         time.sleep(0.2)
     wait_for(lab, "every ISR full again", full, timeout=max(1, timeout - (time.monotonic() - started)))
     return time.monotonic() - started
+
+
+def _registered(lab: Lab) -> dict[int, bool] | None:
+    """The registrations, or None while no broker answers (KRaft: a restarted node, and on a loaded machine the
+    others for a moment, refuse connections)."""
+    try:
+        return registrations(lab)
+    except LabError:
+        return None
 
 
 def serving(lab: Lab) -> bool:
@@ -465,14 +476,24 @@ FAULTS: dict[str, Callable[[Lab], str]] = {
 }
 
 
-def run_missing_faults(lab: Lab) -> None:
-    """Every fault kind the session has not run yet, once each, on a healthy cluster, waited out."""
-    done = {w.kind for w in FAULT_LOG if w.end_ms}
-    for kind, act in FAULTS.items():
+def _fence(lab: Lab) -> str:
+    said = faults.fence(Path(lab.dir), 2, FENCE_S)
+    fault_over(lab, "fence", timeout=FENCE_S + 30)
+    return said
+
+
+# KRaft: every kind, and a broker paused past its session (fenced by the controller).
+KRAFT_FAULTS: dict[str, Callable[[Lab], str]] = {**FAULTS, "fence": _fence}
+
+
+def run_missing_faults(lab: Lab, kinds: dict[str, Callable[[Lab], str]], log: list[FaultWindow]) -> None:
+    """Every fault kind the session has not run yet on the lab, once each, on a healthy cluster, waited out."""
+    done = {w.kind for w in log if w.end_ms}
+    for kind, act in kinds.items():
         if kind in done:
             continue
         wait_healthy(current(lab))
-        window = fault_begins(kind)
+        window = fault_begins(kind, log)
         progress(f"{kind}: {act(current(lab))}")
         wait_healthy(current(lab), timeout=180)
         window.over()
@@ -492,12 +513,18 @@ class Streamed:
         return [json.loads(r.value) for r in self.records]
 
 
-def stream_session(lab: Lab, workdir: Path, kept: Path) -> Streamed:
+def stream_session(
+    lab: Lab,
+    workdir: Path,
+    kept: Path,
+    kinds: dict[str, Callable[[Lab], str]] = FAULTS,
+    log: list[FaultWindow] = FAULT_LOG,
+) -> Streamed:
     """Run the missing fault kinds, wait out the last one, then stream the events topic from its start into a store
     (SQLite in `workdir`); the events are kept in `kept` (JSONL) for `isrwatch replay --profile agent`."""
     from isrwatch.streaming.job import JobOptions, StreamJob
 
-    run_missing_faults(lab)
+    run_missing_faults(lab, kinds, log)
     time.sleep(QUIET_S)
     started = time.monotonic()
     url = f"sqlite:///{workdir / 'isrwatch.db'}"
@@ -516,4 +543,4 @@ def stream_session(lab: Lab, workdir: Path, kept: Path) -> Streamed:
     with kept.open("wb") as out:
         out.writelines(r.value + b"\n" for r in records)
     report(f"isrwatch run over the session's {len(records):,} agent events", time.monotonic() - started)
-    return Streamed(url, records, [w for w in FAULT_LOG if w.end_ms], frontier)
+    return Streamed(url, records, [w for w in log if w.end_ms], frontier)

@@ -14,11 +14,14 @@ from isrwatch.cli import main
 from isrwatch.lab import faults, kraft
 from isrwatch.lab.cluster import MONITOR_ID, Lab, alive, partition_epochs, registrations, wait_until
 from tests.lab.session import (
+    FENCE_S,
+    KRAFT_FAULT_LOG,
     LAG_MS,
     STALL_S,
     States,
     active_controller,
     current,
+    fault_begins,
     fault_over,
     followed,
     growing,
@@ -30,8 +33,6 @@ from tests.lab.session import (
     states,
     wait_healthy,
 )
-
-FENCE_S = 22  # past broker.session.timeout.ms (18 s) plus a heartbeat interval (2 s)
 
 
 def leader_victim(lab: Lab) -> tuple[States, int, set[tuple[str, int]]]:
@@ -96,6 +97,7 @@ def test_kraft_stall_the_leaders_shrink_the_stalled_follower_and_the_controller_
     stalled = next(b.id for b in lab.brokers if b.id != active and followed(before, b.id))
     follows, leads = followed(before, stalled), led(before, stalled)
     epochs = partition_epochs(lab)  # from the metadata log: no admin API reports partition epochs
+    window = fault_begins("stall", KRAFT_FAULT_LOG)  # for the reality suite (tests/reality)
     said = faults.stall(Path(lab.dir), stalled, STALL_S)
     assert "SIGSTOP" in said and "warning" not in said
     took, shrunk = shrunk_out(lab, stalled, follows)
@@ -111,6 +113,7 @@ def test_kraft_stall_the_leaders_shrink_the_stalled_follower_and_the_controller_
     assert all(late[k].leader == stalled and late[k].leader_epoch == before[k].leader_epoch for k in leads)
     stall_over(lab)
     report("KRaft stall: every ISR full again after SIGCONT", wait_healthy(lab))
+    window.over()
     # Each shrink and each expand the controller committed is a partition change: a new partition epoch each.
     after = partition_epochs(lab)
     assert all(after[k] >= epochs[k] + 2 for k in follows), (epochs, after)
@@ -128,6 +131,7 @@ def test_kraft_fence_the_controller_fences_the_broker_moves_its_leaderships_and_
     assert not current(lab).faults  # refused before anything happened
 
     started = time.monotonic()
+    window = fault_begins("fence", KRAFT_FAULT_LOG)
     said = faults.fence(Path(lab.dir), victim, FENCE_S)
     assert "SIGSTOP" in said and "fences it" in said
     wait_until(f"broker {victim} fenced", lambda: registrations(current(lab)).get(victim) is True, 40, 0.2)
@@ -137,17 +141,21 @@ def test_kraft_fence_the_controller_fences_the_broker_moves_its_leaderships_and_
     assert registrations(current(lab))[victim] is True  # still paused: still fenced
     fault_over(lab, "fence", timeout=FENCE_S + 30)
     report(f"KRaft fence: broker {victim} unfenced and in every ISR again after SIGCONT", wait_healthy(lab))
+    window.over()
     assert registrations(current(lab))[victim] is False
 
 
 def test_kraft_slow_throttles_the_follower_until_the_fault_ends(kraft_lab: Lab):
     lab = kraft_lab
     wait_healthy(lab)
+    window = fault_begins("slow", KRAFT_FAULT_LOG)
     said = faults.slow(Path(lab.dir), 1, 3, rate=8192)
     assert "8192 B/s" in said
     assert faults.broker_configs(lab, 1, [faults.THROTTLED_RATE]) == {faults.THROTTLED_RATE: "8192"}
     fault_over(lab, "slow")
     assert faults.broker_configs(lab, 1, [faults.THROTTLED_RATE]) == {faults.THROTTLED_RATE: None}
+    wait_healthy(lab)
+    window.over()
 
 
 def test_kraft_kill_fences_and_moves_leaderships_restart_brings_the_node_back_and_elect_restores_leaders(
@@ -156,6 +164,7 @@ def test_kraft_kill_fences_and_moves_leaderships_restart_brings_the_node_back_an
     lab = kraft_lab
     before, victim, leads = leader_victim(lab)
     started = time.monotonic()
+    window = fault_begins("restart", KRAFT_FAULT_LOG)
     said = faults.kill(Path(lab.dir), victim)
     assert "SIGKILL" in said and "broker.session.timeout.ms (18000 ms)" in said
     assert not alive(current(lab).broker(victim))
@@ -170,11 +179,15 @@ def test_kraft_kill_fences_and_moves_leaderships_restart_brings_the_node_back_an
     restarted = states(lab)
     assert all(restarted[k].leader != victim for k in leads)  # no automatic rebalance in the lab
     report("KRaft kill to healthy", time.monotonic() - started)
+    window.over()
 
+    window = fault_begins("elect", KRAFT_FAULT_LOG)
     said = faults.elect(Path(lab.dir))
     assert all(f"{t}-{p} " in said for t, p in leads if before[(t, p)].preferred_leader == victim), said
     elected = states(lab)  # the election answered once done: no waiting
     assert all(s.leader == s.preferred_leader for s in elected.values()), elected
+    wait_healthy(lab)
+    window.over()
 
 
 def test_kraft_controller_failover_kills_the_quorum_leader_and_another_voter_takes_over(kraft_lab: Lab):
@@ -183,6 +196,7 @@ def test_kraft_controller_failover_kills_the_quorum_leader_and_another_voter_tak
     old, epoch = active_controller(lab)
     assert old is not None
     old_pid = current(lab).broker(old).pid
+    window = fault_begins("controller-failover", KRAFT_FAULT_LOG)
     said = faults.controller_failover(Path(lab.dir))
     assert f"the active controller was node {old} (the metadata quorum's leader, leader epoch {epoch})" in said
     started = time.monotonic()
@@ -196,6 +210,7 @@ def test_kraft_controller_failover_kills_the_quorum_leader_and_another_voter_tak
     restarted = current(lab).broker(old)
     assert restarted.pid != old_pid and alive(restarted)
     report(f"KRaft controller-failover: node {old} back, every ISR full again after", wait_healthy(lab, timeout=120))
+    window.over()
 
 
 def test_stall_and_fence_are_told_apart_by_the_kraft_session():

@@ -28,6 +28,7 @@ import json
 import re
 import sys
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,7 +36,7 @@ import httpx
 import msgspec
 import pytest
 
-from isrwatch.lab.cluster import Lab
+from isrwatch.lab.cluster import Lab, PartitionState
 from isrwatch.store import open_store
 from tests.api.test_status_page import serving
 from tests.lab.session import FAULTS, LAG_MS, FaultWindow, Streamed, current, states
@@ -174,14 +175,17 @@ def test_isrwatch_decided_what_the_brokers_did(reality: Reality) -> None:
     assert sent == modelled and sum(sent.values()) >= 3
 
 
-def test_every_partitions_isr_and_leader_are_zookeepers(reality: Reality) -> None:
-    truth = states(reality.lab)
+def served(reality: Reality) -> Iterator[tuple[PartitionState, dict]]:
+    """Every partition as the cluster has it now, with what `GET /v1/partitions/{t}/{p}/isr` serves for it."""
     with serving(reality.store) as base:
-        for (topic, partition), state in sorted(truth.items()):
-            got = httpx.get(
-                f"{base}/v1/partitions/{topic}/{partition}/isr", params={"cluster": reality.lab.cluster}
-            ).json()
-            assert (got["leader"], sorted(got["isr"])) == (state.leader, sorted(state.isr)), (topic, partition)
+        for (topic, partition), state in sorted(states(reality.lab).items()):
+            params = {"cluster": reality.lab.cluster}
+            yield state, httpx.get(f"{base}/v1/partitions/{topic}/{partition}/isr", params=params).json()
+
+
+def test_every_partitions_isr_and_leader_are_zookeepers(reality: Reality) -> None:
+    for state, got in served(reality):
+        assert (got["leader"], sorted(got["isr"])) == (state.leader, sorted(state.isr)), (state.topic, state.partition)
 
 
 def _log_ms(stamp: str) -> int:
@@ -189,14 +193,20 @@ def _log_ms(stamp: str) -> int:
     return int(datetime.datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S,%f").timestamp() * 1000)
 
 
-def test_the_brokers_shrink_lines_match_isrwatchs_shrinks_one_to_one(reality: Reality) -> None:
-    logged = Counter()
+def shrink_lines(reality: Reality) -> Counter[tuple[int, str, int, tuple[int, ...], tuple[int, ...]]]:
+    """The settled `Shrinking ISR` lines of the brokers' server.log: (broker, topic, partition, ISR before, after)."""
+    logged: Counter[tuple[int, str, int, tuple[int, ...], tuple[int, ...]]] = Counter()
     for broker in reality.lab.brokers:
         text = (Path(broker.kafka_logs_dir) / "server.log").read_text(errors="replace")
         for m in SHRINKING.finditer(text):
             if _log_ms(m["at"]) < reality.settled:
                 before, after = (tuple(sorted(map(int, m[k].split(",")))) for k in ("before", "after"))
                 logged[(int(m["broker"]), m["topic"], int(m["partition"]), before, after)] += 1
+    return logged
+
+
+def test_the_brokers_shrink_lines_match_isrwatchs_shrinks_one_to_one(reality: Reality) -> None:
+    logged = shrink_lines(reality)
     ours = Counter(
         (d["leader"], d["topic"], d["partition"], tuple(d["isr_before"]), tuple(d["isr_after"]))
         for d in stored(reality, "decisions", kind="shrink")

@@ -100,3 +100,37 @@ def test_the_broker_record_shows_its_queue_and_the_request_in_flight_with_its_ag
     assert [(i.partition, i.proposed_isr, i.submitted_ms) for i in broker.queue or []] == [(1, [1, 2], T + 300)]
     assert broker.in_flight_age_ms == 900
     assert settled.alter_partitions == []
+
+
+def test_the_metadata_of_an_epoch_the_answer_committed_drops_the_change_proposed_since(run: Run) -> None:
+    """KRaft 4.4.0 lab, a leader resumed from a stall (tests/reality): its shrink commits by the answer (epoch 1), it
+    proposes an expand, then applies the shrink's metadata (epoch 1 again): makeLeader takes it and drops the pending
+    expand (`drops_pending`). The next fetch's expand is refused at once (the manager holds the first), the first's
+    answer is stale, and the leader then proposes from epoch 1 again, as the broker did (INVALID_UPDATE_VERSION)."""
+    kraft = {"broker": 1, "controller_epoch": -1}
+    events = [
+        lai(T, 1, [1, 2, 3], [1, 2, 3], 0, leader_leo=10, hw=10, **kraft),
+        tick(T + 1, broker=1, kafka_version="4.4.0", isr_protocol="alter_partition"),
+        fetch(T + 100, 2, 10, 10),
+        fetch(T + 100, 3, 10, 10),
+        append(T + 200, 20),
+        tick(T + LAG + 300, "isr-expiration", broker=1, end_ms=T + LAG + 300),  # both followers out: shrink to [1]
+        {"type": "alter_partition_response", "ts": T + LAG + 400, "topic": "t", "partition": 0, "broker": 1,
+         "error": None, "isr": [1], "leader_epoch": 0, "partition_epoch": 1},
+        fetch(T + LAG + 500, 3, 20, 20),  # expand [1, 3] proposed from epoch 1
+        lai(T + LAG + 600, 1, [1], [1, 2, 3], 0, partition_epoch=1, **kraft),  # the shrink's metadata: drops it
+        fetch(T + LAG + 700, 3, 20, 20),  # refused at once: the manager holds the expand
+        {"type": "alter_partition_response", "ts": T + LAG + 800, "topic": "t", "partition": 0, "broker": 1,
+         "error": None, "isr": [1, 3], "leader_epoch": 0, "partition_epoch": 2},  # stale
+        fetch(T + LAG + 900, 2, 20, 20),  # expand [1, 2] proposed from epoch 1 again
+        {"type": "alter_partition_response", "ts": T + LAG + 950, "topic": "t", "partition": 0, "broker": 1,
+         "error": "INVALID_UPDATE_VERSION"},
+    ]  # fmt: skip
+    outcome = run(events, T + LAG + 1000, **AP, isr_expiration_interval_ms=0)
+    proposals = [(i["proposed_isr"], i["partition_epoch"]) for r in outcome.alter_partitions for i in r["partitions"]]
+    assert proposals == [([1], 0), ([1, 3], 1), ([1, 2], 1)]
+    assert outcome.summary["failed_isr_updates_by_reason"] == {
+        "INVALID_UPDATE_VERSION": 1,
+        "OPERATION_NOT_ATTEMPTED": 1,
+    }
+    assert outcome.summary["ignored_alter_partition_responses_by_reason"]["stale"] == 1

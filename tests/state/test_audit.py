@@ -449,7 +449,15 @@ def test_the_timing_rules_are_one_ordered_table_named_as_the_causes() -> None:
     from isrwatch.state.records import Cause
 
     assert [rule.__name__ for rule in RULES] == [str(cause) for cause in Cause]
-    assert [rule.__name__ for rule in RULES] == ["in_flight", "both_expand", "margin", "shifted", "displaced", "split"]
+    assert [rule.__name__ for rule in RULES] == [
+        "in_flight",
+        "both_expand",
+        "margin",
+        "shifted",
+        "displaced",
+        "deposed",
+        "split",
+    ]
 
 
 def test_an_audit_state_of_another_version_is_a_clear_error() -> None:

@@ -162,6 +162,35 @@ def test_replay_routes_bad_lines_to_the_dead_letter_and_keeps_the_rest() -> None
 RESPONSE = {"type": "alter_partition_response", "ts": 5, "topic": "t", "partition": 0, "broker": 1}
 COMMITTED = RESPONSE | {"error": None, "isr": [1, 2], "leader_epoch": 3, "partition_epoch": 7}
 REGISTRATION = {"type": "broker_registration", "ts": 5, "id": 2, "epoch": 40, "fenced": False}
+# The agent's own lines (agent/src/test/.../JsonTest.java): a KRaft metadata change and a request it sent.
+KRAFT_LEADER_AND_ISR = (
+    '{"type":"leader_and_isr","ts":5,"cluster":"prod-eu","broker":1,"seq":7,"topic":"t","partition":0,'
+    '"controller_epoch":-1,"leader":1,"leader_epoch":4,"isr":[1],"replicas":[2,1,3],"partition_epoch":9,'
+    '"leader_leo":100,"hw":90,"min_insync_replicas":2,"new_leader":false,"elr":[2,3],"last_known_elr":[],'
+    '"leader_recovery_state":"RECOVERED"}'
+)
+SENT = (
+    '{"type":"alter_partition_sent","ts":5,"cluster":"prod-eu","broker":1,"seq":7,"broker_epoch":20,'
+    '"partitions":[{"topic":"orders","topic_id":"ClAYvCKeSb2Vq2bCUlVMKw","partition":1,"isr":[2,1],'
+    '"isr_broker_epochs":[11,20],"leader_epoch":0,"partition_epoch":0,"leader_recovery_state":"RECOVERED"},'
+    '{"partition":2,"isr":[3],"leader_epoch":4,"partition_epoch":7}]}'
+)
+
+
+def test_the_agents_kraft_lines_parse_with_their_extra_fields_ignored() -> None:
+    """controller_epoch -1 without controller_id (KRaft has no controller epoch); `topic_id` and
+    `isr_broker_epochs` are extra fields, ignored (SPEC §3); a partition without `topic` (an id the broker could not
+    name) is kept."""
+    lai_ev = parse_event(KRAFT_LEADER_AND_ISR, seq=1)
+    assert isinstance(lai_ev, events.LeaderAndIsr), lai_ev
+    assert (lai_ev.controller_epoch, lai_ev.controller_id, lai_ev.elr) == (-1, None, [2, 3])
+    sent = parse_event(SENT, seq=1)
+    assert isinstance(sent, events.AlterPartitionSent), sent
+    assert events.event_to_dict(sent)["partitions"] == [
+        {"topic": "orders", "partition": 1, "isr": [2, 1], "leader_epoch": 0, "partition_epoch": 0,
+         "leader_recovery_state": "RECOVERED"},
+        {"partition": 2, "isr": [3], "leader_epoch": 4, "partition_epoch": 7},
+    ]  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -200,6 +229,24 @@ def test_alter_partition_input_parses(raw: dict) -> None:
         (lai(1, 1, [1], [1], 0) | {"leader_recovery_state": "LOST"}, "leader_recovery_state", "invalid_value"),
         (fetch(1, 2, 0, 0) | {"broker_epoch": -2}, "broker_epoch", "out_of_range"),
         (tick(1, broker=1, isr_protocol="kraft"), "isr_protocol", "invalid_value"),
+        (lai(1, 1, [1], [1], 0) | {"controller_epoch": -2}, "controller_epoch", "out_of_range"),
+        ({k: v for k, v in json.loads(SENT).items() if k != "broker"}, "broker", "missing_field"),
+        (json.loads(SENT) | {"partitions": []}, "partitions", "out_of_range"),
+        (
+            json.loads(SENT) | {"partitions": [{"partition": 0, "isr": [1], "leader_epoch": 0}]},
+            "partitions",
+            "missing_field",
+        ),
+        (
+            json.loads(SENT)
+            | {
+                "partitions": [
+                    {"topic": "bad topic!", "partition": 0, "isr": [1], "leader_epoch": 0, "partition_epoch": 0}
+                ]
+            },
+            "partitions",
+            "invalid_value",
+        ),
     ],
 )
 def test_alter_partition_input_faults_name_the_field(raw: dict, field: str, category: str) -> None:

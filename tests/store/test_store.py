@@ -133,10 +133,10 @@ def test_partitions_are_upserted_with_their_replicas(filled) -> None:
     for broker in east["replicas"]:
         assert ("east", "topic-0", 0) not in _keys(store.partitions(broker=broker, limit=1000).items)
     assert _keys(store.partitions(broker=8, limit=1000).items) == [("east", "topic-0", 0)]
-    assert store.partition_isr("topic-0", 0, "east") == [("east", 7, moved["leader_epoch"], [7, 8])]
+    assert store.partition_isr("topic-0", 0, "east") == [("east", 7, moved["leader_epoch"], [7, 8], None)]
     assert store.partition_isr("topic-0", 0) == [
-        ("east", 7, moved["leader_epoch"], [7, 8]),
-        ("west", west["leader"], west["leader_epoch"], west["isr"]),
+        ("east", 7, moved["leader_epoch"], [7, 8], None),
+        ("west", west["leader"], west["leader_epoch"], west["isr"], west.get("elr")),
     ]
     assert store.partition_isr("nope", 0) == [] and store.partition("topic-0", 0, "north") == []
 

@@ -1,0 +1,88 @@
+"""What AlterPartition brokers did, as the agent reports it, against what isrwatch modelled (SPEC §4.9, §7): their
+requests one to one, their commits, and the latency the brokers saw. Shared by the recording's test
+(tests/state/test_kraft_recording.py) and the reality suite on KRaft (tests/reality)."""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+from collections.abc import Iterable
+
+# One request: its broker and its partitions' proposals (topic, partition, proposed ISR sorted, base epoch), in order.
+Request = tuple[int, tuple[tuple[str, int, tuple[int, ...], int], ...]]
+
+
+def brokers_requests(events: Iterable[dict], deposed: set[tuple[int, int]] = frozenset()) -> Counter[Request]:
+    """Every `alter_partition_sent` as a request, but those (broker, ts) the audit called `deposed`."""
+    return Counter(
+        (
+            e["broker"],
+            tuple(
+                (p.get("topic", ""), p["partition"], tuple(sorted(p["isr"])), p["partition_epoch"])
+                for p in e["partitions"]
+            ),
+        )
+        for e in events
+        if e["type"] == "alter_partition_sent" and (e["broker"], e["ts"]) not in deposed
+    )
+
+
+def models_requests(requests: Iterable[dict]) -> Counter[Request]:
+    """The model's AlterPartition requests (`alter_partitions`, as JSON objects) in the same shape."""
+    return Counter(
+        (
+            r["broker"],
+            tuple(
+                (i["topic"], i["partition"], tuple(i["proposed_isr"]), i["partition_epoch"]) for i in r["partitions"]
+            ),
+        )
+        for r in requests
+    )
+
+
+def deposed_requests(divergences: Iterable[dict]) -> set[tuple[int, int]]:
+    """The brokers' requests the audit excused as `deposed` (sent by a broker no longer the leader), by (broker, ts)."""
+    return {(d["broker"], d["observed"]["ts"]) for d in divergences if d.get("cause") == "deposed"}
+
+
+def brokers_commits(events: Iterable[dict]) -> set[tuple[str, int, int, tuple[int, ...]]]:
+    """(topic, partition, partition epoch, ISR) of every state the brokers committed, on either path: the response
+    path (`isr_updated`) or the metadata path (`leader_and_isr` from KRaft metadata)."""
+    return {
+        (e["topic"], e["partition"], e["partition_epoch"], tuple(sorted(e["isr"])))
+        for e in events
+        if e["type"] in ("isr_updated", "leader_and_isr")
+    }
+
+
+def models_commits(requests: Iterable[dict]) -> set[tuple[str, int, int, tuple[int, ...]]]:
+    """The same of every proposal the model had committed by an answer."""
+    return {
+        (i["topic"], i["partition"], i["committed_partition_epoch"], tuple(i["committed_isr"]))
+        for r in requests
+        for i in r["partitions"]
+        if i["error"] is None and i["committed_isr"] is not None
+    }
+
+
+def latency_ms(events: list[dict]) -> tuple[float, float, int]:
+    """AlterPartition latency as the brokers saw it: p50 and p99 (ms) from each request the agent saw sent to the
+    first answer of its partitions by the same broker, and how many requests were answered."""
+    answers: dict[tuple[int, str, int], list[int]] = {}
+    for e in events:
+        if e["type"] == "alter_partition_response":
+            answers.setdefault((e["broker"], e["topic"], e["partition"]), []).append(e["ts"])
+    took = []
+    for e in events:
+        if e["type"] != "alter_partition_sent" or not e["partitions"]:
+            continue
+        first = e["partitions"][0]
+        later = [
+            ts for ts in answers.get((e["broker"], first.get("topic", ""), first["partition"]), []) if ts >= e["ts"]
+        ]
+        if later:
+            took.append(min(later) - e["ts"])
+    if not took:
+        return 0.0, 0.0, 0
+    cuts = statistics.quantiles(took, n=100, method="inclusive") if len(took) > 1 else [took[0]] * 99
+    return statistics.median(took), cuts[98], len(took)
