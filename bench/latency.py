@@ -51,6 +51,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from isrwatch.lab.command import add_kafka_option
 from isrwatch.state.audit import nearest_alike
 from isrwatch.state.config import Config
 from isrwatch.state.records import DecisionKind
@@ -96,12 +97,7 @@ def parser() -> argparse.ArgumentParser:
         "at most 12 s (2/3 of the ZooKeeper session) (default 10)",
     )
     p.add_argument("--brokers", type=int, default=3, help="lab brokers, 3..9 (default 3)")
-    p.add_argument(
-        "--kafka",
-        default="3.9",
-        metavar="VERSION",
-        help="the lab's Kafka release, as `isrwatch lab up --kafka`: 3.9 (ZooKeeper mode; the default) or 4.x (KRaft)",
-    )
+    add_kafka_option(p, "3.9", "the lab's Kafka release")
     p.add_argument("--lag-ms", type=int, default=5000, help="replica.lag.time.max.ms of brokers and model (5000)")
     p.add_argument("--poll-ms", type=int, default=50, help="API poll interval while a write is pending (50)")
     p.add_argument(

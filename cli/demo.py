@@ -23,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from isrwatch.lab.command import add_kafka_option
 from isrwatch.sim.config import SimConfig
 from isrwatch.sim.faults import Fault, scenario
 from isrwatch.sim.model import simulate_events
@@ -489,12 +490,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help=f"--real: the brokers' replica.lag.time.max.ms (500..6000, default {DEFAULT_LAG_MS}; with --lab-dir "
         "the lab's own)",
     )
-    p.add_argument(
-        "--kafka",
-        metavar="VERSION",
-        help="--real: the Kafka release the lab runs, as `isrwatch lab up --kafka`: 4.x (KRaft, AlterPartition; "
-        "default 4.4, the newest) or 3.9 (ZooKeeper mode, IBP 2.6)",
-    )
+    add_kafka_option(p, None, "--real: the Kafka release the lab runs (default 4.4, the newest)")
     p.add_argument(
         "--lab-dir",
         metavar="DIR",

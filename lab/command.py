@@ -120,6 +120,19 @@ KIND_HELP = {
 }
 
 
+def add_kafka_option(p: argparse.ArgumentParser, default: str | None, what: str) -> None:
+    """`--kafka VERSION`, the release a lab runs, as every command that starts a lab takes it (`lab up`, `demo
+    --real`, `bench latency`); `what` says what it is for there."""
+    p.add_argument(
+        "--kafka",
+        default=default,
+        metavar="VERSION",
+        help=f"{what}: 3.9 (ZooKeeper mode, {ZOOKEEPER_RELEASE}) or 4.x (KRaft, AlterPartition; "
+        f"a line such as 4.4 means its newest release, {KAFKA_NEWEST} for 4.4, or an exact release)"
+        + ("" if default is None else f" (default {default})"),
+    )
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = DESCRIPTION
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
@@ -139,13 +152,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the lab's directory: configs, data, logs, lab.json "
         "(new, empty, or a stopped lab's, whose data is replaced)",
     )
-    u.add_argument(
-        "--kafka",
-        default="3.9",
-        metavar="VERSION",
-        help=f"the Kafka release: 3.9 (ZooKeeper mode, {ZOOKEEPER_RELEASE}; the default) or 4.x (KRaft; a line such "
-        f"as 4.4 means its newest release, {KAFKA_NEWEST} for 4.4, or an exact release)",
-    )
+    add_kafka_option(u, "3.9", "the Kafka release")
     u.add_argument(
         "--ibp",
         choices=INTER_BROKER_PROTOCOL_VERSIONS,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
-from typing import Literal
+from typing import Any, Literal
 
 from msgspec import Struct
 from msgspec.structs import replace
@@ -775,6 +775,18 @@ def next_shrink_eligible_at(p: Partition, lag: int) -> int:
     return min((shrink_eligible_at(p, f, lag) for f in p.followers), default=INF)
 
 
+# The fields a record copies as they are from the state it shows (SPEC §5 names them after §1's).
+_FOLLOWER_AS_IS = ("replica", "leo", "log_start_offset", "last_caught_up_ms", "last_fetch_leader_leo", "last_fetch_ms")
+_PARTITION_AS_IS = (
+    "cluster", "topic", "partition", "leader", "leader_epoch", "controller_epoch", "partition_epoch", "hw",
+    "leader_leo", "leader_epoch_start_offset",
+)  # fmt: skip
+
+
+def _as_is(state: Partition | Follower, names: tuple[str, ...]) -> dict[str, Any]:
+    return {name: getattr(state, name) for name in names}
+
+
 def partition_record(p: Partition, config: Config) -> PartitionRecord:
     """The SPEC §5 partition state record: §1 fields, health flags, and each follower with its shrink outlook."""
     lag = config.replica_lag_time_max_ms
@@ -790,12 +802,7 @@ def partition_record(p: Partition, config: Config) -> PartitionRecord:
         )
         followers.append(
             FollowerRecord(
-                replica=f.replica,
-                leo=f.leo,
-                log_start_offset=f.log_start_offset,
-                last_caught_up_ms=f.last_caught_up_ms,
-                last_fetch_leader_leo=f.last_fetch_leader_leo,
-                last_fetch_ms=f.last_fetch_ms,
+                **_as_is(f, _FOLLOWER_AS_IS),
                 in_sync=f.replica in isr,
                 lag_offsets=p.leader_leo - f.leo if f.leo >= 0 else None,
                 shrink_eligible_at_ms=eligible,
@@ -806,18 +813,9 @@ def partition_record(p: Partition, config: Config) -> PartitionRecord:
     # The ISR-change state shows for AlterPartition leaders and writes in flight: ZooKeeper records keep their keys.
     shows_state = p.alter_partition or p.isr_state is not IsrState.COMMITTED
     return PartitionRecord(
-        cluster=p.cluster,
-        topic=p.topic,
-        partition=p.partition,
-        leader=p.leader,
-        leader_epoch=p.leader_epoch,
-        controller_epoch=p.controller_epoch,
-        partition_epoch=p.partition_epoch,
+        **_as_is(p, _PARTITION_AS_IS),
         replicas=list(p.replicas),
         isr=list(isr),
-        hw=p.hw,
-        leader_leo=p.leader_leo,
-        leader_epoch_start_offset=p.leader_epoch_start_offset,
         offline=p.leader == -1,
         under_replicated=len(isr) < len(p.replicas),
         under_min_isr=len(isr) < floor,

@@ -13,46 +13,27 @@ from pathlib import Path
 from isrwatch.cli import main
 from isrwatch.lab import faults, kraft
 from isrwatch.lab.cluster import MONITOR_ID, Lab, alive, partition_epochs, registrations, wait_until
-from tests.lab.session import (
-    FENCE_S,
-    KRAFT_FAULT_LOG,
-    LAG_MS,
-    STALL_S,
-    States,
-    active_controller,
-    current,
-    fault_begins,
-    fault_over,
-    followed,
-    growing,
-    led,
-    moved_out,
-    report,
-    shrunk_out,
-    stall_over,
-    states,
-    wait_healthy,
-)
+from tests.lab import session
 
 
-def leader_victim(lab: Lab) -> tuple[States, int, set[tuple[str, int]]]:
+def leader_victim(lab: Lab) -> tuple[session.States, int, set[tuple[str, int]]]:
     """On a healthy cluster: the partitions now, a broker that leads some of them but is not the active controller
     (whose fate is controller-failover's), and the partitions it leads."""
-    wait_healthy(lab)
-    active, _ = active_controller(lab)
-    before = states(lab)
-    victim = next(b.id for b in lab.brokers if b.id != active and led(before, b.id))
-    return before, victim, led(before, victim)
+    session.wait_healthy(lab)
+    active, _ = session.active_controller(lab)
+    before = session.states(lab)
+    victim = next(b.id for b in lab.brokers if b.id != active and session.led(before, b.id))
+    return before, victim, session.led(before, victim)
 
 
-def assert_new_leaders(before: States, moved: States, leads: set[tuple[str, int]]) -> None:
+def assert_new_leaders(before: session.States, moved: session.States, leads: set[tuple[str, int]]) -> None:
     """The controller elected each partition a new leader from its ISR, with a new leader epoch."""
     for key in leads:
         assert moved[key].leader in before[key].isr and moved[key].leader_epoch > before[key].leader_epoch, moved[key]
 
 
 def test_up_kafka_4_starts_combined_kraft_nodes_with_elr_a_monitor_of_its_own_topics_and_load(kraft_lab: Lab):
-    lab = current(kraft_lab)
+    lab = session.current(kraft_lab)
     record = json.loads((Path(lab.dir) / "lab.json").read_text())
     assert (record["mode"], record["kafka_version"]) == ("kraft", "4.4.0")
     ports = [b["controller_port"] for b in record["brokers"]]
@@ -63,7 +44,7 @@ def test_up_kafka_4_starts_combined_kraft_nodes_with_elr_a_monitor_of_its_own_to
     # Every node a voter; the quorum's leader is the active controller.
     quorum = kraft.describe_quorum(*lab.answering())
     assert quorum.voters == (1, 2, 3) and quorum.leader in (1, 2, 3) and quorum.observers == ()
-    assert active_controller(lab) == (quorum.leader, quorum.leader_epoch)
+    assert session.active_controller(lab) == (quorum.leader, quorum.leader_epoch)
     # ELR set at format, as the cluster reports it now and as lab.json recorded it.
     assert record["features"]["eligible.leader.replicas.version"] == 1
     assert kraft.finalized_features(*lab.answering())["eligible.leader.replicas.version"] == 1
@@ -73,17 +54,17 @@ def test_up_kafka_4_starts_combined_kraft_nodes_with_elr_a_monitor_of_its_own_to
     ) == {
         "process.roles": "broker,controller",
         "broker.session.timeout.ms": "18000",
-        "replica.lag.time.max.ms": str(LAG_MS),
+        "replica.lag.time.max.ms": str(session.LAG_MS),
         "node.id": "2",
     }
     # The monitor is a one-node cluster of its own, with isrwatch's topics.
     assert kraft.describe_brokers(lab.monitor_bootstrap, MONITOR_ID) == {MONITOR_ID: False}
     with faults.admin(lab.monitor_bootstrap) as client:
         assert lab.events_topic in client.list_topics()
-    now = states(lab)
+    now = session.states(lab)
     assert sorted(now) == [("orders", p) for p in range(6)] + [("payments", p) for p in range(3)]
     assert all(len(s.replicas) == 3 and set(s.isr) == set(s.replicas) and s.elr == () for s in now.values())
-    assert growing(lab, list(now))  # the producer keeps every partition growing
+    assert session.growing(lab, list(now))  # the producer keeps every partition growing
     # The quorum controller's log: who became active, at which epoch.
     logs = "".join((Path(b.kafka_logs_dir) / "controller.log").read_text() for b in lab.brokers)
     assert "Becoming the active controller at epoch" in logs
@@ -91,28 +72,30 @@ def test_up_kafka_4_starts_combined_kraft_nodes_with_elr_a_monitor_of_its_own_to
 
 def test_kraft_stall_the_leaders_shrink_the_stalled_follower_and_the_controller_does_not_fence_it(kraft_lab: Lab):
     lab = kraft_lab
-    wait_healthy(lab)
-    active, _ = active_controller(lab)
-    before = states(lab)
-    stalled = next(b.id for b in lab.brokers if b.id != active and followed(before, b.id))
-    follows, leads = followed(before, stalled), led(before, stalled)
+    session.wait_healthy(lab)
+    active, _ = session.active_controller(lab)
+    before = session.states(lab)
+    stalled = next(b.id for b in lab.brokers if b.id != active and session.followed(before, b.id))
+    follows, leads = session.followed(before, stalled), session.led(before, stalled)
     epochs = partition_epochs(lab)  # from the metadata log: no admin API reports partition epochs
-    window = fault_begins("stall", KRAFT_FAULT_LOG)  # for the reality suite (tests/reality)
-    said = faults.stall(Path(lab.dir), stalled, STALL_S)
+    window = session.fault_begins("stall", session.KRAFT_FAULT_LOG)  # for the reality suite (tests/reality)
+    said = faults.stall(Path(lab.dir), stalled, session.STALL_S)
     assert "SIGSTOP" in said and "warning" not in said
-    took, shrunk = shrunk_out(lab, stalled, follows)
-    report(f"KRaft stall: broker {stalled} out of the ISR of all {len(follows)} partitions it follows after", took)
+    took, shrunk = session.shrunk_out(lab, stalled, follows)
+    session.report(
+        f"KRaft stall: broker {stalled} out of the ISR of all {len(follows)} partitions it follows after", took
+    )
     for key in follows:  # the leaders shrank their ISRs: same leader, same leader epoch
         assert shrunk[key].leader == before[key].leader and shrunk[key].leader_epoch == before[key].leader_epoch
     # Until the stall ends the controller does not fence the broker: its leaderships stay (Kafka's default 9 s
     # session would have fenced it by now, and moved them).
-    [fault] = [f for f in current(lab).faults if f.kind == "stall"]
+    [fault] = [f for f in session.current(lab).faults if f.kind == "stall"]
     time.sleep(max(0.0, fault.ends_ms / 1000 - time.time() - 1.5))
-    assert registrations(current(lab))[stalled] is False
-    late = states(lab)
+    assert registrations(session.current(lab))[stalled] is False
+    late = session.states(lab)
     assert all(late[k].leader == stalled and late[k].leader_epoch == before[k].leader_epoch for k in leads)
-    stall_over(lab)
-    report("KRaft stall: every ISR full again after SIGCONT", wait_healthy(lab))
+    session.stall_over(lab)
+    session.report("KRaft stall: every ISR full again after SIGCONT", session.wait_healthy(lab))
     window.over()
     # Each shrink and each expand the controller committed is a partition change: a new partition epoch each.
     after = partition_epochs(lab)
@@ -128,33 +111,35 @@ def test_kraft_fence_the_controller_fences_the_broker_moves_its_leaderships_and_
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert "a fence must outlast the broker's session, broker.session.timeout.ms (18000 ms), by 2 s" in err, err
-    assert not current(lab).faults  # refused before anything happened
+    assert not session.current(lab).faults  # refused before anything happened
 
     started = time.monotonic()
-    window = fault_begins("fence", KRAFT_FAULT_LOG)
-    said = faults.fence(Path(lab.dir), victim, FENCE_S)
+    window = session.fault_begins("fence", session.KRAFT_FAULT_LOG)
+    said = faults.fence(Path(lab.dir), victim, session.FENCE_S)
     assert "SIGSTOP" in said and "fences it" in said
-    wait_until(f"broker {victim} fenced", lambda: registrations(current(lab)).get(victim) is True, 40, 0.2)
-    report(f"KRaft fence: broker {victim} fenced by the controller after", time.monotonic() - started)
-    _, moved = moved_out(lab, victim, leads, timeout=10)
+    wait_until(f"broker {victim} fenced", lambda: registrations(session.current(lab)).get(victim) is True, 40, 0.2)
+    session.report(f"KRaft fence: broker {victim} fenced by the controller after", time.monotonic() - started)
+    _, moved = session.moved_out(lab, victim, leads, timeout=10)
     assert_new_leaders(before, moved, leads)
-    assert registrations(current(lab))[victim] is True  # still paused: still fenced
-    fault_over(lab, "fence", timeout=FENCE_S + 30)
-    report(f"KRaft fence: broker {victim} unfenced and in every ISR again after SIGCONT", wait_healthy(lab))
+    assert registrations(session.current(lab))[victim] is True  # still paused: still fenced
+    session.fault_over(lab, "fence", timeout=session.FENCE_S + 30)
+    session.report(
+        f"KRaft fence: broker {victim} unfenced and in every ISR again after SIGCONT", session.wait_healthy(lab)
+    )
     window.over()
-    assert registrations(current(lab))[victim] is False
+    assert registrations(session.current(lab))[victim] is False
 
 
 def test_kraft_slow_throttles_the_follower_until_the_fault_ends(kraft_lab: Lab):
     lab = kraft_lab
-    wait_healthy(lab)
-    window = fault_begins("slow", KRAFT_FAULT_LOG)
+    session.wait_healthy(lab)
+    window = session.fault_begins("slow", session.KRAFT_FAULT_LOG)
     said = faults.slow(Path(lab.dir), 1, 3, rate=8192)
     assert "8192 B/s" in said
     assert faults.broker_configs(lab, 1, [faults.THROTTLED_RATE]) == {faults.THROTTLED_RATE: "8192"}
-    fault_over(lab, "slow")
+    session.fault_over(lab, "slow")
     assert faults.broker_configs(lab, 1, [faults.THROTTLED_RATE]) == {faults.THROTTLED_RATE: None}
-    wait_healthy(lab)
+    session.wait_healthy(lab)
     window.over()
 
 
@@ -164,52 +149,57 @@ def test_kraft_kill_fences_and_moves_leaderships_restart_brings_the_node_back_an
     lab = kraft_lab
     before, victim, leads = leader_victim(lab)
     started = time.monotonic()
-    window = fault_begins("restart", KRAFT_FAULT_LOG)
+    window = session.fault_begins("restart", session.KRAFT_FAULT_LOG)
     said = faults.kill(Path(lab.dir), victim)
     assert "SIGKILL" in said and "broker.session.timeout.ms (18000 ms)" in said
-    assert not alive(current(lab).broker(victim))
-    took, moved = moved_out(lab, victim, leads)
-    report(f"KRaft kill: broker {victim}'s {len(leads)} leaderships moved, out of every ISR after", took)
+    assert not alive(session.current(lab).broker(victim))
+    took, moved = session.moved_out(lab, victim, leads)
+    session.report(f"KRaft kill: broker {victim}'s {len(leads)} leaderships moved, out of every ISR after", took)
     assert_new_leaders(before, moved, leads)
-    assert registrations(current(lab))[victim] is True  # KRaft keeps the registration, fenced
+    assert registrations(session.current(lab))[victim] is True  # KRaft keeps the registration, fenced
 
     said = faults.restart(Path(lab.dir), victim)
     assert "started again" in said  # at once: a new incarnation needs no expired session
-    report(f"KRaft restart: broker {victim} back in every ISR after", wait_healthy(lab))
-    restarted = states(lab)
+    session.report(f"KRaft restart: broker {victim} back in every ISR after", session.wait_healthy(lab))
+    restarted = session.states(lab)
     assert all(restarted[k].leader != victim for k in leads)  # no automatic rebalance in the lab
-    report("KRaft kill to healthy", time.monotonic() - started)
+    session.report("KRaft kill to healthy", time.monotonic() - started)
     window.over()
 
-    window = fault_begins("elect", KRAFT_FAULT_LOG)
+    window = session.fault_begins("elect", session.KRAFT_FAULT_LOG)
     said = faults.elect(Path(lab.dir))
     assert all(f"{t}-{p} " in said for t, p in leads if before[(t, p)].preferred_leader == victim), said
-    elected = states(lab)  # the election answered once done: no waiting
+    elected = session.states(lab)  # the election answered once done: no waiting
     assert all(s.leader == s.preferred_leader for s in elected.values()), elected
-    wait_healthy(lab)
+    session.wait_healthy(lab)
     window.over()
 
 
 def test_kraft_controller_failover_kills_the_quorum_leader_and_another_voter_takes_over(kraft_lab: Lab):
     lab = kraft_lab
-    wait_healthy(lab)
-    old, epoch = active_controller(lab)
+    session.wait_healthy(lab)
+    old, epoch = session.active_controller(lab)
     assert old is not None
-    old_pid = current(lab).broker(old).pid
-    window = fault_begins("controller-failover", KRAFT_FAULT_LOG)
+    old_pid = session.current(lab).broker(old).pid
+    window = session.fault_begins("controller-failover", session.KRAFT_FAULT_LOG)
     said = faults.controller_failover(Path(lab.dir))
     assert f"the active controller was node {old} (the metadata quorum's leader, leader epoch {epoch})" in said
     started = time.monotonic()
     deadline = started + 60
-    while (now := active_controller(lab))[0] is None or now[1] <= epoch:
+    while (now := session.active_controller(lab))[0] is None or now[1] <= epoch:
         assert time.monotonic() < deadline, f"no new quorum leader after 60 s: {now}"
         time.sleep(0.2)
-    report(f"KRaft controller-failover: node {now[0]} quorum leader (epoch {now[1]}) after", time.monotonic() - started)
+    session.report(
+        f"KRaft controller-failover: node {now[0]} quorum leader (epoch {now[1]}) after", time.monotonic() - started
+    )
     assert now[0] != old
-    assert kraft.describe_quorum(*current(lab).answering()).voters == (1, 2, 3)
-    restarted = current(lab).broker(old)
+    assert kraft.describe_quorum(*session.current(lab).answering()).voters == (1, 2, 3)
+    restarted = session.current(lab).broker(old)
     assert restarted.pid != old_pid and alive(restarted)
-    report(f"KRaft controller-failover: node {old} back, every ISR full again after", wait_healthy(lab, timeout=120))
+    session.report(
+        f"KRaft controller-failover: node {old} back, every ISR full again after",
+        session.wait_healthy(lab, timeout=120),
+    )
     window.over()
 
 

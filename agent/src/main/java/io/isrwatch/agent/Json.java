@@ -145,15 +145,7 @@ public final class Json {
         }
 
         public Writer field(String k, int[] v) {
-            value(k).append('[');
-            for (int i = 0; i < v.length; i++) {
-                if (i > 0) {
-                    sb.append(',');
-                }
-                sb.append(v[i]);
-            }
-            sb.append(']');
-            return this;
+            return field(k, java.util.Arrays.stream(v).asLongStream().toArray());
         }
 
         @Override

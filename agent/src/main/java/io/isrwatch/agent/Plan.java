@@ -185,12 +185,14 @@ final class Plan {
             "(L" + states + "PendingPartitionChange;" + leaderAndIsr(l) + ")Z",
             Advices.HandleAlterPartitionUpdate.class, PARTITION,
             "Partition.scala handleAlterPartitionUpdate (3.9 L1961-1990, 4.4 L1794): the committed ISR (response path)"));
-        if (mode == Mode.ZOOKEEPER) {
+        if (mode != Mode.KRAFT) {  // ZooKeeper mode, either IBP: the controller's LeaderAndIsr requests
             h.add(advice(REPLICA_MANAGER, "becomeLeaderOrFollower",
                 "(ILorg/apache/kafka/common/requests/LeaderAndIsrRequest;Lscala/Function2;)"
                     + "Lorg/apache/kafka/common/requests/LeaderAndIsrResponse;",
                 ZkAdvices.BecomeLeaderOrFollower.class, KAFKA_APIS,
                 "ReplicaManager.scala L1893-1990, L2285-2303: controller id; offline (leader -1) states"));
+        }
+        if (mode == Mode.ZOOKEEPER) {
             h.add(new Hook(ZK_ALTER_PARTITION_MANAGER, "submit",
                 "(Lorg/apache/kafka/common/TopicIdPartition;Lkafka/api/LeaderAndIsr;I)"
                     + "Ljava/util/concurrent/CompletableFuture;",
@@ -203,13 +205,6 @@ final class Plan {
                 ZkAdvices.PropagateIsrChanges.class, ZK_ALTER_PARTITION_MANAGER,
                 "KafkaZkClient.scala L1429-1433: the /isr_change_notification write"));
             return h;
-        }
-        if (mode == Mode.ZK_ALTER_PARTITION) {
-            h.add(advice(REPLICA_MANAGER, "becomeLeaderOrFollower",
-                "(ILorg/apache/kafka/common/requests/LeaderAndIsrRequest;Lscala/Function2;)"
-                    + "Lorg/apache/kafka/common/requests/LeaderAndIsrResponse;",
-                ZkAdvices.BecomeLeaderOrFollower.class, KAFKA_APIS,
-                "ReplicaManager.scala L1893-1990, L2285-2303: controller id; offline (leader -1) states"));
         }
         // AlterPartition (3.9 with IBP >= 2.7-IV2, and KRaft on every line).
         String manager = alterPartitionManager(l);

@@ -16,28 +16,41 @@ final class Reflect {
     private Reflect() {
     }
 
-    private static final ClassValue<ConcurrentHashMap<String, Method>> METHODS = new ClassValue<>() {
-        @Override
-        protected ConcurrentHashMap<String, Method> computeValue(Class<?> c) {
-            return new ConcurrentHashMap<>();
-        }
-    };
+    /** Members found by name, per class: a lookup that may throw for a member the class does not have. */
+    private static final class Members<T> extends ClassValue<ConcurrentHashMap<String, T>> {
+        private final Finder<T> finder;
 
-    private static final ClassValue<ConcurrentHashMap<String, Field>> FIELDS = new ClassValue<>() {
+        Members(Finder<T> finder) {
+            this.finder = finder;
+        }
+
         @Override
-        protected ConcurrentHashMap<String, Field> computeValue(Class<?> c) {
+        protected ConcurrentHashMap<String, T> computeValue(Class<?> c) {
             return new ConcurrentHashMap<>();
         }
-    };
+
+        T of(Class<?> c, String name) throws ReflectiveOperationException {
+            ConcurrentHashMap<String, T> known = get(c);
+            T member = known.get(name);
+            if (member == null) {
+                member = finder.find(c, name);
+                known.put(name, member);
+            }
+            return member;
+        }
+    }
+
+    @FunctionalInterface
+    private interface Finder<T> {
+        T find(Class<?> c, String name) throws ReflectiveOperationException;
+    }
+
+    private static final Members<Method> METHODS = new Members<>(Reflect::find);
+    private static final Members<Field> FIELDS = new Members<>(Reflect::findField);
 
     /** {@code target.name()}. */
     static Object call(Object target, String name) throws ReflectiveOperationException {
-        Method m = METHODS.get(target.getClass()).get(name);
-        if (m == null) {
-            m = find(target.getClass(), name);
-            METHODS.get(target.getClass()).put(name, m);
-        }
-        return m.invoke(target);
+        return METHODS.of(target.getClass(), name).invoke(target);
     }
 
     /** {@code target.name()}, or null when the class has no such method (a member one release does not have). */
@@ -63,12 +76,7 @@ final class Reflect {
 
     /** The value of the (possibly private) instance field {@code name}. */
     static Object field(Object target, String name) throws ReflectiveOperationException {
-        Field f = FIELDS.get(target.getClass()).get(name);
-        if (f == null) {
-            f = findField(target.getClass(), name);
-            FIELDS.get(target.getClass()).put(name, f);
-        }
-        return f.get(target);
+        return FIELDS.of(target.getClass(), name).get(target);
     }
 
     private static Field findField(Class<?> c, String name) throws NoSuchFieldException {
