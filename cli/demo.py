@@ -23,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from isrwatch.cli.simulate import with_isr_protocol
 from isrwatch.lab.command import add_kafka_option
 from isrwatch.sim.config import SimConfig
 from isrwatch.sim.faults import Fault, scenario
@@ -30,7 +31,7 @@ from isrwatch.sim.model import simulate_events
 from isrwatch.sim.pacing import Pacer, run
 from isrwatch.sim.processes import Child
 from isrwatch.sim.sinks import DirectorySink
-from isrwatch.state.config import Config, ConfigError
+from isrwatch.state.config import ALTER_PARTITION, ISR_PROTOCOLS, ZOOKEEPER, Config, ConfigError
 
 REPLICA_FETCH_WAIT_MAX_MS = 500  # Kafka's lower bound of replica.lag.time.max.ms
 # --real: a light producer load, enough that a follower that stops fetching falls behind on every partition. Each
@@ -41,6 +42,9 @@ DEFAULT_LAG_MS = 6000  # --real's replica.lag.time.max.ms: the longest the story
 REAL_MAX_PER_BATCH = 5000  # Kafka records per micro-batch: the backlog of the job's start comes in small batches
 # A short lag so the story plays in minutes: a stalled follower is removed 10-15 s after it stops.
 DEMO_KAFKA = {"replica_lag_time_max_ms": 10_000, "min_insync_replicas_by_topic": {"orders": 2, "payments": 2}}
+# --isr-protocol: the simulator's preset story for each way of writing an ISR.
+STORIES = {ZOOKEEPER: "story", ALTER_PARTITION: "stuck-queue"}
+STUCK_MS = 5000  # an AlterPartition request unanswered this long is news (the controller answers in ~20 ms)
 
 
 class Api:
@@ -65,37 +69,69 @@ def _offset(ms: int | None, start: int) -> str:
     return f"+{int(s // 60)}:{s % 60:04.1f}"
 
 
+def _many(n: int, thing: str) -> str:
+    return f"{n} {thing}{'' if n == 1 else 's'}"
+
+
 def story_lines(faults: list[Fault], kafka: Config, session_timeout_ms: int) -> list[str]:
-    """What the audience will see, in event time from the start."""
+    """What the audience will see, in event time from the start (faults may overlap: told in time order)."""
     lag = kafka.replica_lag_time_max_ms / 1000
-    shrink = (
-        f"shrink ({{}}) {lag:g}-{lag * 1.5:g} s later; its leader's ISR-change batch 5-7.5 s after that "
-        "(linger), or at its next 2.5 s check if it sent none for 60 s (max_delay)"
-    )
-    lines = []
+    if kafka.alter_partition:
+        shrink = (
+            f"shrink ({{}}) proposed {lag:g}-{lag * 1.5:g} s later: its leader's AlterPartition request, "
+            "committed when the controller answers"
+        )
+        expand = "expand proposed and committed"
+    else:
+        shrink = (
+            f"shrink ({{}}) {lag:g}-{lag * 1.5:g} s later; its leader's ISR-change batch 5-7.5 s after that "
+            "(linger), or at its next 2.5 s check if it sent none for 60 s (max_delay)"
+        )
+        expand = "expand, batch"
+    lines: list[tuple[int, str]] = []
+
+    def tell(ms: int | None, text: str) -> None:
+        if ms is not None:  # a fault without an end has none to tell
+            lines.append((ms, f"{_offset(ms, 0)}  {text}"))
+
     for f in faults:
-        at = _offset(f.start_ms, 0)
-        until = _offset(f.end_ms, 0) if f.end_ms is not None else None
+        at, until = f.start_ms, f.end_ms
         if f.kind == "stall":
-            lines.append(f"{at}  broker {f.broker} stalls: its followers stop fetching -> {shrink.format('stuck')}")
-            lines.append(f"{until}  broker {f.broker} resumes fetching: its followers catch up -> expand, batch")
+            tell(at, f"broker {f.broker} stalls: its followers stop fetching -> {shrink.format('stuck')}")
+            tell(until, f"broker {f.broker} resumes fetching: its followers catch up -> {expand}")
         elif f.kind == "slow":
-            lines.append(f"{at}  broker {f.broker} turns slow: it fetches but falls behind -> {shrink.format('slow')}")
-            lines.append(f"{until}  broker {f.broker} keeps up again -> expand, batch")
+            tell(at, f"broker {f.broker} turns slow: it fetches but falls behind -> {shrink.format('slow')}")
+            tell(until, f"broker {f.broker} keeps up again -> {expand}")
         elif f.kind == "crash":
-            lines.append(
-                f"{at}  broker {f.broker} crashes; {session_timeout_ms / 1000:g} s later the controller "
-                "moves its leaderships and drops it from every ISR (LeaderAndIsr)"
+            tell(
+                at,
+                f"broker {f.broker} crashes; {session_timeout_ms / 1000:g} s later the controller "
+                "moves its leaderships and drops it from every ISR (LeaderAndIsr)",
             )
-            lines.append(f"{until}  broker {f.broker} restarts and catches up -> expand")
+            tell(until, f"broker {f.broker} restarts and catches up -> expand")
         elif f.kind == "elect":
-            lines.append(f"{at}  preferred leader election: leadership goes back (LeaderAndIsr)")
+            tell(at, "preferred leader election: leadership goes back (LeaderAndIsr)")
         elif f.kind == "failover":
-            lines.append(
-                f"{at}  controller failover: every leader rejects the new controller's re-sent state "
-                f"and {f.stale} late requests of the old one (STALE_CONTROLLER_EPOCH)"
+            tell(
+                at,
+                "controller failover: every leader rejects the new controller's re-sent state "
+                f"and {f.stale} late requests of the old one (STALE_CONTROLLER_EPOCH)",
             )
-    return lines
+        elif f.kind == "stuck-controller":
+            tell(
+                at,
+                f"the controller stops answering broker {f.broker}'s AlterPartition requests: its next request "
+                "stays in flight, its partitions stay pending (no shrink, no expand), later proposals queue behind it",
+            )
+            tell(until, "the answers arrive: the request commits, the queue goes at once and commits")
+        elif f.kind == "fence":
+            tell(
+                at,
+                f"the controller fences broker {f.broker}: a proposal adding it gets INELIGIBLE_REPLICA; the "
+                f"leaders learn of the fence {f.notice_ms / 1000:g} s later",
+            )
+            tell(until, f"broker {f.broker} is unfenced: it may join ISRs again")
+    return [text for _, text in sorted(lines, key=lambda line: line[0])]
 
 
 class Summary:
@@ -108,10 +144,20 @@ class Summary:
         self.last_decision_ts = start_ms
         self.last_batch_ts = start_ms
         self.last_divergence_ts = start_ms
+        self.last_answer_ts = start_ms
+        self.stuck: dict[int, tuple[int, int, int]] = {}  # broker -> (in-flight partitions, queue, age) last told
         self.health: tuple | None = None
         self.said_health_at = 0.0
         self.ready = False
-        self.counts = {"shrink": 0, "expand": 0, "leader_and_isr": 0, "rejected": 0, "batches": 0, "divergences": 0}
+        self.counts = {
+            "shrink": 0,
+            "expand": 0,
+            "leader_and_isr": 0,
+            "rejected": 0,
+            "batches": 0,
+            "divergences": 0,
+            "requests": 0,
+        }
 
     def tick(self) -> None:
         page = self.api.get("/v1/partitions", page_size=1000)
@@ -132,31 +178,39 @@ class Summary:
             )
 
     def _news(self) -> None:
-        """New decisions and batches, told in event-time order (a batch after the changes it carries)."""
+        """New decisions, batches and AlterPartition answers, told in event-time order (a batch or an answer after
+        the changes it carries)."""
         decisions = self.api.get("/v1/decisions", since=self.last_decision_ts + 1, page_size=500) or {}
         batches = self.api.get("/v1/propagations", since=self.last_batch_ts + 1, page_size=500) or {}
+        answers = self.api.get("/v1/alter-partitions", since=self.last_answer_ts + 1, page_size=500) or {}
         news = sorted(
             [(d["ts"], 0, d) for d in decisions.get("decisions", [])]
-            + [(b["ts"], 1, b) for b in batches.get("propagations", [])],
+            + [(b["ts"], 1, b) for b in batches.get("propagations", [])]
+            + [(r["response_ms"], 2, r) for r in answers.get("alter_partitions", [])],
             key=lambda n: n[:2],
         )
         controller: dict[str, list[str]] = {}
-        for ts, is_batch, item in news:
-            if is_batch:
+        for ts, what, item in news:
+            if what == 1:
                 self.last_batch_ts = ts
                 self._batch(item)
+                continue
+            if what == 2:
+                self.last_answer_ts = ts
+                self._answer(item)
                 continue
             self.last_decision_ts = ts
             self.counts[item["kind"]] += 1
             if item["kind"] in ("shrink", "expand"):
                 self._isr_change(item)
             else:
-                what = f"rejected ({item['error']})" if item["error"] else "accepted"
-                controller.setdefault(what, []).append(f"{item['topic']}-{item['partition']}")
-        for what, names in controller.items():
+                outcome = f"rejected ({item['error']})" if item["error"] else "accepted"
+                controller.setdefault(outcome, []).append(f"{item['topic']}-{item['partition']}")
+        for outcome, names in controller.items():
             listed = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
-            self.say(f"  LEADER_AND_ISR  {len(names)} {what}: {listed}")
+            self.say(f"  LEADER_AND_ISR  {len(names)} {outcome}: {listed}")
         self._divergences()
+        self._stuck()
 
     def _divergences(self) -> None:
         """Where the model and a broker disagreed (only with broker-reported input: `demo --real`)."""
@@ -169,6 +223,40 @@ class Summary:
                 f"  AUDIT   broker {d['broker']} {d['subject']} {where}: {d['kind']} "
                 f"(at {_offset(d['ts'], self.start)}; /v1/divergences)"
             )
+
+    def _stuck(self) -> None:
+        """A broker's AlterPartition request the controller has left unanswered for STUCK_MS, with the queue behind
+        it: told again when either grows, or every 10 s more (SPEC §4.9; ZooKeeper-mode leaders have no queue)."""
+        for b in (self.api.get("/v1/brokers") or {}).get("brokers", []):
+            age = b.get("in_flight_age_ms")
+            if age is None or age < STUCK_MS:
+                self.stuck.pop(b["broker"], None)
+                continue
+            told = self.stuck.get(b["broker"])
+            now = (b["in_flight_partitions"], b["queue_size"], age)
+            if told is not None and now[:2] == told[:2] and age - told[2] < 10_000:
+                continue
+            self.stuck[b["broker"]] = now
+            self.say(
+                f"  STUCK   broker {b['broker']}'s AlterPartition request ({_many(now[0], 'partition')}) unanswered "
+                f"for {age / 1000:.0f} s, {_many(now[1], 'proposal')} queued behind it "
+                "(/v1/partitions?state=isr_pending)"
+            )
+
+    def _answer(self, r: dict) -> None:
+        """The controller's answer to one AlterPartition request: what each partition committed, or its error."""
+        self.counts["requests"] += 1
+        outcomes = ", ".join(
+            f"{p['topic']}-{p['partition']} "
+            + (p["error"] or f"[{','.join(map(str, p['committed_isr']))}] epoch {p['committed_partition_epoch']}")
+            for p in r["partitions"]
+        )
+        took = r["response_ms"] - r["sent_ms"]
+        self.say(
+            f"  {'ANSWER' if any(p['error'] for p in r['partitions']) else 'COMMIT'}  broker {r['broker']}'s "
+            f"request answered after {f'{took} ms' if took < 1000 else f'{took / 1000:.1f} s'}: {outcomes} "
+            f"(at {_offset(r['response_ms'], self.start)})"
+        )
 
     def _isr_change(self, d: dict) -> None:
         name = f"{d['topic']}-{d['partition']}"
@@ -252,6 +340,11 @@ def _narrator() -> Callable[[str], None]:
 
 def main(args: argparse.Namespace) -> int:
     if args.real:
+        if args.isr_protocol is not None:
+            raise ConfigError(
+                f"--isr-protocol {args.isr_protocol}: not with --real (the real brokers' way comes from --kafka: "
+                "3.9 runs ZooKeeper mode, 4.x KRaft with AlterPartition)"
+            )
         return real_main(args)
     for name, value in (("--lag-ms", args.lag_ms), ("--lab-dir", args.lab_dir), ("--kafka", args.kafka)):
         if value is not None:
@@ -265,15 +358,17 @@ def main(args: argparse.Namespace) -> int:
     _fresh(workdir)
     (workdir / "events").mkdir(parents=True)
     start = int(time.time() * 1000)
-    kafka = Config.from_dict({**DEMO_KAFKA, "schedule_origin_ms": start})
+    protocol = args.isr_protocol or ZOOKEEPER
+    kafka = with_isr_protocol(Config.from_dict({**DEMO_KAFKA, "schedule_origin_ms": start}), protocol, [])
     (workdir / "config.json").write_text(kafka.to_json() + "\n")
-    story = scenario("story", kafka)
+    story = scenario(STORIES[protocol], kafka)
     sim = SimConfig(kafka=kafka, start_ms=start, duration_ms=None)
     store = f"sqlite:///{(workdir / 'isrwatch.db').resolve()}"
 
     print(
-        f"isrwatch demo: a simulated {sim.brokers}-broker Kafka cluster, the streaming job and the API, "
-        "all on this machine.\n"
+        f"isrwatch demo: a simulated {sim.brokers}-broker Kafka cluster"
+        + (f" (Kafka {kafka.kafka_version}, AlterPartition)" if kafka.alter_partition else "")
+        + ", the streaming job and the API, all on this machine.\n"
         f"  status page   {base}/\n"
         f"  API           {base}/docs   metrics {base}/metrics\n"
         f"  files         {workdir}/ (events/, isrwatch.db, job.log, api.log)\n"
@@ -317,9 +412,14 @@ def main(args: argparse.Namespace) -> int:
         for child in children:  # the job first, so the page keeps answering while it stops
             child.stop()
     c = summary.counts
+    written = (
+        f"{c['requests']} AlterPartition requests answered"
+        if kafka.alter_partition
+        else f"{c['batches']} ISR-change batches"
+    )
     say(
         f"stopped. {c['shrink']} shrinks, {c['expand']} expands, {c['leader_and_isr']} LeaderAndIsr accepted, "
-        f"{c['rejected']} rejected, {c['batches']} ISR-change batches. The store stays in {workdir}/isrwatch.db: "
+        f"{c['rejected']} rejected, {written}. The store stays in {workdir}/isrwatch.db: "
         f"browse it again with `isrwatch serve --store {store}`."
     )
     return code
@@ -462,7 +562,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="see it work: a simulated cluster's fault story, the streaming job and the API, live",
         description="Starts the simulator playing a scripted fault story in real time, the streaming job on the "
         "embedded default (file source, SQLite store, local Spark) and the API with its status "
-        "page; prints the URLs and a live summary. Ctrl-C stops everything. With --real, the story is "
+        "page; prints the URLs and a live summary. Ctrl-C stops everything. With --isr-protocol alter_partition, "
+        "the leaders propose their ISR changes with AlterPartition and the story is a stuck controller channel "
+        "(STUCK and COMMIT lines; the status page's AlterPartition section). With --real, the story is "
         "played on real Kafka brokers (`isrwatch lab`) that run isrwatch-agent.",
     )
     p.set_defaults(func=main)
@@ -474,6 +576,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--speed", type=float, default=1.0, help="play the story this many times faster than real time (default 1)"
     )
     p.add_argument("--seed", type=int, default=0, help="the simulator's seed (default 0)")
+    p.add_argument(
+        "--isr-protocol",
+        choices=ISR_PROTOCOLS,
+        help="how the simulated leaders write their ISR: zookeeper (the default: the story above, ISR-change "
+        "batches) or alter_partition (Kafka 3.9 leaders propose to the controller, KIP-497; the stuck-queue story: "
+        "the controller holds broker 1's answers while brokers 2 and 3 stall, so its request stays in flight, its "
+        "partitions stay pending and its later proposals queue, until the answers arrive and commit). Not with "
+        "--real, whose brokers' way comes from --kafka",
+    )
     p.add_argument("--dir", default="var/demo", help="working directory, emptied at start (default var/demo)")
     p.add_argument(
         "--real",

@@ -219,7 +219,30 @@ def scenario(name: str, kafka: Config) -> Scenario:
             faults,
             failover_at + settle,
         )
+    if name == "stuck-queue":
+        return _stuck_queue(kafka, shrink)
     raise ConfigError(f"scenario {name!r}: expected one of {', '.join(SCENARIOS)}")
 
 
-SCENARIOS = ("stall", "slow", "crash", "failover", "burst", "story")
+def _stuck_queue(kafka: Config, shrink: int) -> Scenario:
+    """AlterPartition's blind spot (linkedin/kafka PR #453): the controller holds broker 1's answers while broker 2,
+    then broker 3, stall. Broker 1's first shrink request stays in flight, its partitions stay pending (no expand
+    when broker 2 is back, no shrink of broker 3), its later shrinks wait in its queue; then the answers arrive,
+    the queue goes at once and every ISR commits."""
+    first = 15_000
+    second = first + shrink  # broker 3 stalls as broker 2 resumes
+    answers = second + shrink + kafka.expiration_interval_ms  # after broker 3's shrinks have queued
+    return Scenario(
+        "the controller holds broker 1's AlterPartition answers while broker 2, then broker 3, stall: its first "
+        "shrink request stays in flight, its partitions stay pending and its later shrinks queue behind; then the "
+        "answers arrive and every ISR commits",
+        (
+            Fault("stuck-controller", first, answers, broker=1),
+            Fault("stall", first, second, broker=2),
+            Fault("stall", second, second + shrink, broker=3),
+        ),
+        answers + 20_000,
+    )
+
+
+SCENARIOS = ("stall", "slow", "crash", "failover", "burst", "story", "stuck-queue")

@@ -5,6 +5,8 @@ expand, all in the store and on the terminal; Ctrl-C must stop every process the
 from __future__ import annotations
 
 import contextlib
+import json
+import re
 import signal
 import subprocess
 import sys
@@ -113,3 +115,52 @@ def test_demo_shows_a_stall_becoming_a_shrink_its_batch_and_an_expand_then_stops
             and {"topic": d["topic"], "partition": d["partition"]} in b["partitions"]
         )
         assert batch["trigger"] == "linger" and LINGER < batch["ts"] - d["ts"] <= LINGER + CHECK
+
+
+def _get(port: int, path: str) -> dict | None:
+    """One API answer, None while the API is not up yet."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as r:
+            return json.load(r)
+    except OSError:
+        return None
+
+
+def test_demo_with_alter_partition_shows_a_stuck_queue_then_its_commit(tmp_path):
+    """The stuck-queue story (sim/faults.py): the controller holds broker 1's answers from 15 s to 70 s while broker
+    2 stalls (15-40 s). Broker 1's shrink of orders-1 goes at 25 s and stays in flight, its shrink of payments-2
+    waits in its queue (one request in flight per broker: AlterPartitionManager@3.9.0-rc3 L142-180, SPEC §4.9 rule
+    4), orders-1 stays pending_shrink (Partition@3.9.0-rc3 isInflight, rule 1); at 70 s the answer commits it."""
+    port = free_port()
+    workdir = tmp_path / "demo"
+    stuck = committed = None
+    with running_demo(port, workdir, "--isr-protocol", "alter_partition", "--speed", "2", "--duration", "120") as proc:
+        deadline = time.monotonic() + 90
+        while committed is None and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.5)
+            brokers = (_get(port, "/v1/brokers") or {}).get("brokers", [])
+            pending = (_get(port, "/v1/partitions?state=isr_pending") or {}).get("partitions", [])
+            one = next((b for b in brokers if b["broker"] == 1), None)
+            in_flight = one is not None and (one.get("in_flight_age_ms") or 0) > 0 and one["queue_size"] >= 1
+            if stuck is None and in_flight and pending:
+                stuck = one, pending
+            requests = (_get(port, "/v1/alter-partitions?broker=1") or {}).get("alter_partitions", [])
+            committed = next((r for r in requests if r["response_ms"] - r["sent_ms"] >= 40_000), None)
+        assert stuck is not None and committed is not None, (stuck, committed)
+        out: list[str] = []
+        for line in proc.stdout:  # the narration's next 2 s look tells the answer (--duration ends this loop)
+            out.append(line)
+            if "COMMIT  broker 1's request answered after 4" in line:
+                break
+        started, rest = interrupt(proc, port, timeout=90)
+    told = "".join(out) + rest
+    stopped_cleanly(proc, port, told, started)
+    one, pending = stuck
+    assert one["in_flight_partitions"] == 1, one
+    assert any(p["leader"] == 1 and p["isr_state"] == "pending_shrink" for p in pending), pending
+    assert [(p["topic"], p["partition"], p["kind"], p["error"]) for p in committed["partitions"]] == [
+        ("orders", 1, "shrink", None)
+    ]
+    assert committed["partitions"][0]["committed_isr"] == committed["partitions"][0]["proposed_isr"] == [1, 3]
+    assert "STUCK   broker 1's AlterPartition request (1 partition) unanswered" in told
+    assert re.search(r"COMMIT  broker 1's request answered after 4\d\.\d s: orders-1 \[1,3\]", told), told
