@@ -579,11 +579,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--isr-protocol",
         choices=ISR_PROTOCOLS,
-        help="how the simulated leaders write their ISR: zookeeper (the default: the story above, ISR-change "
-        "batches) or alter_partition (Kafka 3.9 leaders propose to the controller, KIP-497; the stuck-queue story: "
-        "the controller holds broker 1's answers while brokers 2 and 3 stall, so its request stays in flight, its "
-        "partitions stay pending and its later proposals queue, until the answers arrive and commit). Not with "
-        "--real, whose brokers' way comes from --kafka",
+        help="how the simulated leaders write their ISR: zookeeper (the default: a stall, a slow broker, a crash, "
+        "an election and a failover, with ISR-change batches) or alter_partition (Kafka 3.9 leaders propose to the "
+        "controller, KIP-497; the stuck-queue story: the controller holds broker 1's answers while brokers 2 and 3 "
+        "stall, so its request stays in flight, its partitions stay pending and its later proposals queue, until "
+        "the answers arrive and commit). Not with --real, whose brokers' way comes from --kafka",
     )
     p.add_argument("--dir", default="var/demo", help="working directory, emptied at start (default var/demo)")
     p.add_argument(

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import msgspec
 
+from isrwatch.cli import main
 from isrwatch.sim.processes import descendants, running
 from isrwatch.store import open_store
 from tests.net import free_port
@@ -164,3 +165,10 @@ def test_demo_with_alter_partition_shows_a_stuck_queue_then_its_commit(tmp_path)
     assert committed["partitions"][0]["committed_isr"] == committed["partitions"][0]["proposed_isr"] == [1, 3]
     assert "STUCK   broker 1's AlterPartition request (1 partition) unanswered" in told
     assert re.search(r"COMMIT  broker 1's request answered after 4\d\.\d s: orders-1 \[1,3\]", told), told
+
+
+def test_demo_refuses_isr_protocol_with_real(tmp_path, capsys):
+    """The real story's brokers write their ISR as their Kafka release does (--kafka): the flag would be a lie."""
+    assert main(["demo", "--real", "--isr-protocol", "alter_partition", "--dir", str(tmp_path / "demo")]) == 2
+    assert "--isr-protocol alter_partition: not with --real" in capsys.readouterr().err
+    assert not (tmp_path / "demo").exists()  # refused before anything started

@@ -458,6 +458,24 @@ def test_fenced_broker_is_refused_as_ineligible_until_the_leaders_learn_then_rej
     assert all(s["isr"] == sorted(s["replicas"]) for s in r.result.states)
 
 
+def test_stuck_queue_story_holds_broker_1s_request_while_its_later_shrinks_queue_then_commits_them():
+    """The AlterPartition demo's story: AlterPartitionManagerTest.testOneInFlight through two stalls. Broker 1's
+    first shrink stays in flight for the whole hold; its shrinks from both stalls wait in its queue and go as one
+    request at the answer (AlterPartitionManager@3.9.0-rc3 L224-227); its partitions expand only after."""
+    r = run("stuck-queue", seed=0, kafka=KRAFT)  # the demo's seed
+    hold, first_stall, second_stall = r.faults
+    first, second, *later = _requests(r, hold.broker)
+    assert first_stall.start_ms + LAG - 600 < first["sent_ms"] <= first_stall.start_ms + LAG + INTERVAL
+    assert first["response_ms"] == hold.end_ms and second["sent_ms"] == hold.end_ms
+    queued = [i["submitted_ms"] for i in second["partitions"]]
+    assert min(queued) < second_stall.start_ms < max(queued)  # shrinks of both stalls, one request
+    items = [i for a in (first, second, *later) for i in a["partitions"]]
+    assert all(i["error"] is None and i["committed_isr"] == i["proposed_isr"] for i in items)
+    assert all(d["ts"] > hold.end_ms for d in r.decisions("expand") if d["leader"] == hold.broker)
+    for state in r.result.states:
+        assert state["isr"] == sorted(state["replicas"]) and state["isr_state"] == "committed"
+
+
 def test_alter_partition_faults_need_alter_partition_leaders():
     with pytest.raises(ConfigError, match="needs leaders that propose with AlterPartition"):
         list(simulate(SimConfig(kafka=KAFKA, duration_ms=1000), [Fault("stuck-controller", 0, broker=1)]))
