@@ -1,6 +1,7 @@
 """`isrwatch demo` end to end: the real simulator, the real streaming job in local Spark and the real API.
 The story's stall must turn into a stuck shrink whose batch goes 5-7.5 s later, the recovery into an
-expand, all in the store and on the terminal; Ctrl-C must stop every process the demo started."""
+expand, all in the store and on the terminal; Ctrl-C must stop every process the demo started. With
+--isr-protocol alter_partition, a held AlterPartition request must show in the API with its queue, then its commit."""
 
 from __future__ import annotations
 
