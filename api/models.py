@@ -230,7 +230,7 @@ class PartitionIsr(BaseModel):
     leader_epoch: int
     isr: list[int]
     elr: list[int] | None = Field(
-        None, description="KRaft: the Eligible Leader Replicas (KIP-966) the leader last applied; null: none reported"
+        None, description="KRaft: the Eligible Leader Replicas (KIP-966) the leader last applied; absent: none reported"
     )
 
 

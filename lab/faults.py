@@ -370,6 +370,9 @@ def _start(directory: Path, broker_id: int) -> Broker:
     return broker
 
 
+ELECTION_PROPAGATION_S = 15  # how long the brokers may take to show a leader the controller elected
+
+
 def elect(directory: Path) -> str:
     """Run a preferred leader election over every partition and say which leaders moved."""
     from kafka.errors import for_code
@@ -379,12 +382,23 @@ def elect(directory: Path) -> str:
     with admin(lab.answering_bootstrap()) as client:
         response = client.elect_leaders(0, None, raise_errors=False)
     failed = []
+    elected = set()
     for result in response.replica_election_results:
         for p in result.partition_result:
             error = for_code(p.error_code)
-            if p.error_code and error.__name__ != "ElectionNotNeededError":
+            if not p.error_code:
+                elected.add((result.topic, p.partition_id))
+            elif error.__name__ != "ElectionNotNeededError":
                 failed.append(f"{result.topic}-{p.partition_id}: {error.__name__}")
+    # The controller answers once the election is decided; the brokers learn of it a moment later (KRaft: when they
+    # apply the metadata record), so the truth is read until every elected partition shows its preferred leader.
     after = partitions(lab)
+    deadline = time.monotonic() + ELECTION_PROPAGATION_S
+    while time.monotonic() < deadline and any(
+        after[k].leader != after[k].preferred_leader for k in elected if k in after
+    ):
+        time.sleep(0.2)
+        after = partitions(lab)
     moved = [
         f"{t}-{p} {before[(t, p)].leader}->{s.leader}"
         for (t, p), s in sorted(after.items())

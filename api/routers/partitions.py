@@ -93,7 +93,7 @@ async def get_partition_isr(
             "leader": leader,
             "leader_epoch": leader_epoch,
             "isr": isr,
-            "elr": elr,
+            **({} if elr is None else {"elr": elr}),  # KRaft's only: a ZooKeeper-mode answer keeps its keys
         }
     )
 

@@ -164,6 +164,7 @@ def commit_demo_batch(store_url: str, batch_wall_ms: int) -> None:
                 "batch_duration_ms": 510,
                 "state_rows": 4,
                 "late_rows": 2,
+                "lost_records": [("isrwatch.events", 0, 3)],  # offsets retention deleted before the job read them
             }
         )
         # Divergences of the audit, which only agent input produces (docs/SPEC.md §7): a real one and a timing one.
