@@ -89,8 +89,8 @@ def test_kraft_every_partitions_isr_leader_and_elr_are_describe_topics(kraft_rea
 
 @pytest.mark.xfail(
     strict=False,
-    reason="the same model gaps (see the test above): a clean CI run had the model shrink payments-2 of leader 1 to [1] "
-    "twice where broker 1 logged it once, after the kill/restart window (a proposal repeated from one epoch)",
+    reason="the same model gaps (see the test above): a clean CI run had the model shrink payments-2 of leader 1 to "
+    "[1] twice where broker 1 logged it once, after the kill/restart window (a proposal repeated from one epoch)",
 )
 def test_kraft_the_brokers_shrink_lines_match_isrwatchs_shrink_proposals_one_to_one(kraft_reality: Reality) -> None:
     logged: Counter[tuple[int, str, int, tuple[int, ...]]] = Counter()
