@@ -220,7 +220,7 @@ def _throttle(lab: Lab, broker_id: int, rate: int) -> None:
     reach it, in the order they were written, so once it shows its rate (`_applied`) it throttles the topics too."""
     from kafka.admin import ConfigResource, ConfigResourceType
 
-    with admin(lab.bootstrap_servers) as client:
+    with admin(lab.answering_bootstrap()) as client:
         client.alter_configs(
             [ConfigResource(ConfigResourceType.TOPIC, t, {THROTTLED_REPLICAS: "*"}) for t in lab.topics],
             raise_on_unknown=False,
@@ -235,7 +235,7 @@ def _applied(lab: Lab, broker_id: int, rate: int, ends_ms: int) -> None:
     """Wait until the broker applies its throttle, or the throttle's end: a stall right after could otherwise pause
     the broker before it read the notifications, and it would come back unthrottled."""
     applied = {THROTTLED_RATE: str(rate)}
-    with admin(lab.bootstrap_servers) as client:
+    with admin(lab.answering_bootstrap()) as client:
         wait_until(
             f"broker {broker_id} applying {THROTTLED_RATE}={rate}",
             lambda: time.time() * 1000 >= ends_ms or _broker_configs(client, broker_id, [THROTTLED_RATE]) == applied,
@@ -246,7 +246,7 @@ def _applied(lab: Lab, broker_id: int, rate: int, ends_ms: int) -> None:
 
 def broker_configs(lab: Lab, broker_id: int, names: list[str]) -> dict[str, str | None]:
     """The broker's values of its dynamic configs as it applies them (None: not set)."""
-    with admin(lab.bootstrap_servers) as client:
+    with admin(lab.answering_bootstrap()) as client:
         return _broker_configs(client, broker_id, names)
 
 
@@ -264,7 +264,7 @@ def _unthrottle(lab: Lab, broker_id: int, topics_too: bool) -> None:
     resources = [ConfigResource(ConfigResourceType.BROKER, str(broker_id), [THROTTLED_RATE])]
     if topics_too:
         resources += [ConfigResource(ConfigResourceType.TOPIC, t, [THROTTLED_REPLICAS]) for t in lab.topics]
-    with admin(lab.bootstrap_servers) as client:
+    with admin(lab.answering_bootstrap()) as client:
         client.reset_configs(resources, raise_on_unknown=False)
 
 
