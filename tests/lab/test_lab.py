@@ -151,6 +151,11 @@ def test_stall_drops_the_paused_broker_from_the_isr_of_every_partition_it_follow
 
 def test_slow_keeps_a_follower_that_fell_behind_fetching_but_out_of_the_isr(lab: Lab):
     wait_healthy(lab)
+    # This pauses a leader; the reality suite audits it. Not within a lag of the last fault's rejoins: a clean CI run
+    # that paused broker 1 a second after the session stall's follower rejoined saw the broker keep that follower on
+    # resuming where the model shrank it (a race of its resumed threads the events did not show).
+    time.sleep(LAG_MS / 1000)
+    wait_healthy(lab)
     slowed = 1
     follows = followed(states(lab), slowed)
     # 8 KB/s: well below the ~20 KB/s the producer sends to its replicas, and Kafka lets a fetch through

@@ -88,6 +88,29 @@ def _kind(divergence: dict) -> str:
     return divergence["kind"] + (f"/{divergence['cause']}" if divergence.get("cause") else "")
 
 
+NEAR_MS = 1000  # `around`: the leader's own events this close to an ISR divergence are shown one by one
+
+
+def _near(ev: dict, divergence: dict) -> bool:
+    """An event of the divergence's partition that its decision read: a fetch of a follower in its evidence, an
+    append (the LEO a check read), or the broker's isr-expiration run."""
+    if ev["type"] == "tick":
+        return ev.get("task") == "isr-expiration"
+    if divergence["subject"] != "isr" or (ev.get("topic"), ev.get("partition")) != (
+        divergence["topic"],
+        divergence["partition"],
+    ):
+        return False
+    followers = {e["replica"] for e in divergence.get("evidence") or []}
+    return ev["type"] == "append" or (ev["type"] == "fetch" and ev["replica"] in followers)
+
+
+def _brief(ev: dict) -> str:
+    """One event in a line: its type, seq and the fields the model reads."""
+    fields = ("replica", "fetch_offset", "leader_leo", "check_ms", "end_ms")
+    return f"{ev['type']} seq {ev.get('seq')} " + " ".join(f"{f}={ev[f]}" for f in fields if f in ev)
+
+
 def around(reality: Reality, divergence: dict, before_ms: int = 15_000, after_ms: int = 10_000) -> str:
     """What a CI log needs to explain a divergence without the session's files: the broker's reported propagation
     runs and ISR writes near it, the model's decisions and batches for that broker (or partition), and the audit's
@@ -113,6 +136,8 @@ def around(reality: Reality, divergence: dict, before_ms: int = 15_000, after_ms
             )
         elif ev["type"] == "isr_change_propagated" and ev["broker"] == broker:
             lines.append(f"  {ev['ts']} broker batch {[(p['topic'], p['partition']) for p in ev['partitions']]}")
+        elif abs(ev["ts"] - divergence["ts"]) <= NEAR_MS and ev.get("broker") == broker and _near(ev, divergence):
+            lines.append(f"  {ev['ts']} broker {_brief(ev)}")
     for d in stored(reality, "decisions"):
         if lo <= d["ts"] <= hi and d["kind"] in ("shrink", "expand") and concerned(d):
             lines.append(f"  {d['ts']} model {d['kind']} {d['topic']}-{d['partition']} {d['isr_after']}")
