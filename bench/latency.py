@@ -566,7 +566,7 @@ def measure(args: argparse.Namespace, lab_dir: Path, work: Path, trigger_s: floa
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    from isrwatch.lab.cluster import LabError, LabSpec, default_agent, down, up
+    from isrwatch.lab.cluster import KRAFT, LabError, LabSpec, default_agent, down, up
 
     if not default_agent().is_file():
         log(f"error: {default_agent()} is missing: run `make agent` first")
@@ -575,9 +575,11 @@ def main(argv: list[str] | None = None) -> int:
     lab_dir = work / "lab"
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop everything on the way out
     reports = []
+    ran = "no lab"
     try:
         spec = LabSpec(brokers=args.brokers, lag_ms=args.lag_ms, agent=str(default_agent()), kafka=args.kafka)
-        up(lab_dir, spec, log)
+        lab = up(lab_dir, spec, log)
+        ran = f"Kafka {lab.kafka_version}, {'KRaft' if lab.mode == KRAFT else 'ZooKeeper mode'}, isrwatch-agent"
         for trigger_s in args.trigger:
             reports.append(measure(args, lab_dir, work / f"trigger-{trigger_s:g}s", trigger_s))
             log("; ".join(reports[-1].lines()[:2]))
@@ -596,7 +598,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.dir:
             shutil.rmtree(work, ignore_errors=True)
     print(
-        f"{args.brokers} brokers (Kafka 3.9.2, ZooKeeper mode, isrwatch-agent), replica.lag.time.max.ms "
+        f"{args.brokers} brokers ({ran}), replica.lag.time.max.ms "
         f"{args.lag_ms}, {args.faults} stalls of {args.stall:g} s per trigger, allowed_lateness_ms {LATENESS_MS}, "
         f"API polled every {args.poll_ms} ms; load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}"
     )
