@@ -31,15 +31,17 @@ from isrwatch.state.events import (
     Event,
     PartitionEvent,
     Tick,
+    corroborates,
     in_future,
     parse_event,
+    uncorroborated,
 )
 from isrwatch.state.partition import Outputs
 from isrwatch.state.schedule import INF
 
 from .buckets import CONTROL_KEY
 from .framing import Role, unpack
-from .reports import BUCKET_STATE_VERSION, BucketState, Chunk, Report, decode_bucket, encode
+from .reports import BUCKET_STATE_VERSION, BucketState, Chunk, Jump, Report, decode_bucket, encode
 
 if TYPE_CHECKING:
     from pyspark.sql.streaming.state import GroupState
@@ -100,14 +102,17 @@ def classify(
     first: bool,
     report: Report,
 ) -> dict[str, list[Event]]:
-    """Parse each line the key received: a valid, timely one moves its cluster's newest time (`held.newest`) and,
-    unless a beacon, arrives; the others are dead letters, reported where the line is counted (its own event;
-    a tick in the first bucket). Returns the arrived events by cluster."""
+    """Parse each line the key received: a valid, timely one moves its cluster's time (`held.newest`) and, unless a
+    beacon, arrives; one that jumps more than `max_future` ahead of that time waits for corroboration (`Jumps`);
+    the others are dead letters, reported where the line is counted (its own event; a tick in the first bucket).
+    Returns the arrived events by cluster."""
     newest = held.newest
     # A line is late against what earlier calls knew (a batch arrives as a whole): at or behind these.
     late_at = {cluster: known - lateness for cluster, known in newest.items()}
     arrived: dict[str, list[Event]] = defaultdict(list)
-    event, tick, beacon = int(Role.EVENT), int(Role.TICK), int(Role.BEACON)  # ints: compared once per line
+    jumps = Jumps(held, max_future, first, arrived, report)
+    fresh: dict[str, list[tuple[Event, bytes, int]]] = defaultdict(list)  # clusters this key has no time of yet
+    event, tick = int(Role.EVENT), int(Role.TICK)  # ints: compared once per line
     for raw, seq, arrival, role, received in lines:
         ev = parse_event(raw, seq, arrival)
         if type(ev) is DeadLetter:
@@ -117,16 +122,118 @@ def classify(
             dead = None if received is None else in_future(ev, raw, received, max_future)
             if dead is None:
                 bound = late_at.get(cluster)
+                if bound is None and cluster not in newest:
+                    fresh[cluster].append((ev, raw, role))
+                    continue
                 if bound is None or ev.ts > bound:
-                    if ev.ts > newest.get(cluster, -INF):
-                        newest[cluster] = ev.ts
-                    if role != beacon:
-                        arrived[cluster].append(ev)
+                    jumps.admit(ev, raw, role)
                     continue
                 dead = _late(ev, raw, bound, lateness)
         if role == event or (role == tick and first):  # a line counts where it is counted
             report.dead.append(dead)
+    for cluster, admitted in fresh.items():
+        # A cluster's time starts at the earliest line of the first batch that brings it, not at whichever line
+        # comes first: a lone line far ahead in that batch is a jump like any other.
+        newest[cluster] = min(ev.ts for ev, _, _ in admitted)
+        for ev, raw, role in admitted:
+            jumps.admit(ev, raw, role)
+    jumps.expire()
     return arrived
+
+
+class Jumps:
+    """The key's lines that jumped more than `max_future_ms` ahead of their cluster's time (SPEC §6): a lone event far
+    ahead of everything else its cluster has seen cannot move that time by itself. Each waits until another event
+    corroborates it (`events.corroborates`) or its cluster's time comes within `max_future_ms` of it, and then
+    arrives; if its cluster's time moves `max_future_ms` on without either, it is refused (`events.uncorroborated`)."""
+
+    def __init__(
+        self, held: BucketState, max_future: int, first: bool, arrived: dict[str, list[Event]], report: Report
+    ) -> None:
+        self.held, self.max_future, self.first, self.arrived, self.report = held, max_future, first, arrived, report
+        self.waiting = held.jumps
+        self.beacon = int(Role.BEACON)
+
+    def witness(self, cluster: str, broker: int) -> None:
+        """Remember a reporting broker this key took an event of: a broker's jump needs another broker's witness."""
+        brokers = self.held.brokers.get(cluster)
+        if brokers is None:
+            self.held.brokers[cluster] = {broker}
+        elif broker not in brokers:
+            brokers.add(broker)
+
+    def _lone(self, cluster: str, broker: int | None) -> bool:
+        return self.held.brokers.get(cluster, set()) <= {broker}
+
+    def admit(self, ev: Event, raw: bytes, role: int) -> None:
+        """A valid, timely line of a cluster with a time: it moves that time and arrives (a beacon only moves it), or,
+        when it jumps more than `max_future_ms` ahead, waits for a witness."""
+        cluster = ev.cluster
+        known = self.held.newest[cluster]
+        if ev.ts > known + self.max_future:
+            self._judge(ev, raw, role)
+            return
+        if ev.ts > known:
+            self.held.newest[cluster] = ev.ts
+        if role != self.beacon:
+            self.arrived[cluster].append(ev)
+        if ev.broker is not None:
+            self.witness(cluster, ev.broker)
+        if self.waiting:
+            self.corroborate(ev)
+
+    def _judge(self, ev: Event, raw: bytes, role: int) -> None:
+        """A line that jumps: it arrives with the first waiting jump that corroborates it (or that it corroborates),
+        else it waits."""
+        mf = self.max_future
+        for jump in self.waiting:
+            other = jump.event
+            if other.cluster == ev.cluster and (
+                corroborates(other, ev.ts, ev.broker, mf, self._lone(ev.cluster, ev.broker))
+                or corroborates(ev, other.ts, other.broker, mf, self._lone(ev.cluster, other.broker))
+            ):
+                self._take(ev, role)
+                self.corroborate(ev)
+                return
+        self.waiting.append(Jump(self.held.newest[ev.cluster], role, raw, ev))
+
+    def corroborate(self, ev: Event) -> None:
+        """`ev` arrived: every waiting jump of its cluster that it corroborates, or that its cluster's time now comes
+        within `max_future_ms` of, arrives too (and may bring others)."""
+        cluster, mf = ev.cluster, self.max_future
+        taken = True
+        while taken:
+            taken = False
+            for jump in self.waiting:
+                other = jump.event
+                if other.cluster == cluster and (
+                    other.ts <= self.held.newest[cluster] + mf
+                    or corroborates(ev, other.ts, other.broker, mf, self._lone(cluster, other.broker))
+                ):
+                    self.waiting.remove(jump)
+                    self._take(other, jump.role)
+                    taken = True
+                    break
+
+    def _take(self, ev: Event, role: int) -> None:
+        newest = self.held.newest
+        newest[ev.cluster] = max(newest[ev.cluster], ev.ts)
+        if role != self.beacon:
+            self.arrived[ev.cluster].append(ev)
+        if ev.broker is not None:
+            self.witness(ev.cluster, ev.broker)
+
+    def expire(self) -> None:
+        """Refuse the jumps whose cluster's time moved `max_future_ms` on since they came, with nothing corroborating
+        them: a dead letter where the line is counted."""
+        mf, newest = self.max_future, self.held.newest
+        keep = []
+        for jump in self.waiting:
+            if newest[jump.event.cluster] < jump.base + mf:
+                keep.append(jump)
+            elif jump.role == int(Role.EVENT) or (jump.role == int(Role.TICK) and self.first):
+                self.report.dead.append(uncorroborated(jump.raw, jump.event.ts, jump.base, mf))
+        self.held.jumps = self.waiting = keep
 
 
 def split_due(
