@@ -112,7 +112,8 @@ def classify(
     arrived: dict[str, list[Event]] = defaultdict(list)
     jumps = Jumps(held, max_future, first, arrived, report)
     fresh: dict[str, list[tuple[Event, bytes, int]]] = defaultdict(list)  # clusters this key has no time of yet
-    event, tick = int(Role.EVENT), int(Role.TICK)  # ints: compared once per line
+    witnessed = held.brokers
+    event, tick, beacon = int(Role.EVENT), int(Role.TICK), int(Role.BEACON)  # ints: compared once per line
     for raw, seq, arrival, role, received in lines:
         ev = parse_event(raw, seq, arrival)
         if type(ev) is DeadLetter:
@@ -126,7 +127,20 @@ def classify(
                     fresh[cluster].append((ev, raw, role))
                     continue
                 if bound is None or ev.ts > bound:
-                    jumps.admit(ev, raw, role)
+                    known = newest[cluster]
+                    if ev.ts > known + max_future:
+                        jumps.judge(ev, raw, role)
+                        continue
+                    # Jumps.take, inline: this runs once per line
+                    if ev.ts > known:
+                        newest[cluster] = ev.ts
+                    if role != beacon:
+                        arrived[cluster].append(ev)
+                    broker = ev.broker
+                    if broker is not None and broker not in witnessed.get(cluster, ()):
+                        jumps.witness(cluster, broker)
+                    if jumps.waiting:
+                        jumps.corroborate(ev)
                     continue
                 dead = _late(ev, raw, bound, lateness)
         if role == event or (role == tick and first):  # a line counts where it is counted
@@ -136,7 +150,11 @@ def classify(
         # comes first: a lone line far ahead in that batch is a jump like any other.
         newest[cluster] = min(ev.ts for ev, _, _ in admitted)
         for ev, raw, role in admitted:
-            jumps.admit(ev, raw, role)
+            if ev.ts > newest[cluster] + max_future:
+                jumps.judge(ev, raw, role)
+            else:
+                jumps.take(ev, role)
+                jumps.corroborate(ev)
     jumps.expire()
     return arrived
 
@@ -165,24 +183,7 @@ class Jumps:
     def _lone(self, cluster: str, broker: int | None) -> bool:
         return self.held.brokers.get(cluster, set()) <= {broker}
 
-    def admit(self, ev: Event, raw: bytes, role: int) -> None:
-        """A valid, timely line of a cluster with a time: it moves that time and arrives (a beacon only moves it), or,
-        when it jumps more than `max_future_ms` ahead, waits for a witness."""
-        cluster = ev.cluster
-        known = self.held.newest[cluster]
-        if ev.ts > known + self.max_future:
-            self._judge(ev, raw, role)
-            return
-        if ev.ts > known:
-            self.held.newest[cluster] = ev.ts
-        if role != self.beacon:
-            self.arrived[cluster].append(ev)
-        if ev.broker is not None:
-            self.witness(cluster, ev.broker)
-        if self.waiting:
-            self.corroborate(ev)
-
-    def _judge(self, ev: Event, raw: bytes, role: int) -> None:
+    def judge(self, ev: Event, raw: bytes, role: int) -> None:
         """A line that jumps: it arrives with the first waiting jump that corroborates it (or that it corroborates),
         else it waits."""
         mf = self.max_future
@@ -192,7 +193,7 @@ class Jumps:
                 corroborates(other, ev.ts, ev.broker, mf, self._lone(ev.cluster, ev.broker))
                 or corroborates(ev, other.ts, other.broker, mf, self._lone(ev.cluster, other.broker))
             ):
-                self._take(ev, role)
+                self.take(ev, role)
                 self.corroborate(ev)
                 return
         self.waiting.append(Jump(self.held.newest[ev.cluster], role, raw, ev))
@@ -211,11 +212,12 @@ class Jumps:
                     or corroborates(ev, other.ts, other.broker, mf, self._lone(cluster, other.broker))
                 ):
                     self.waiting.remove(jump)
-                    self._take(other, jump.role)
+                    self.take(other, jump.role)
                     taken = True
                     break
 
-    def _take(self, ev: Event, role: int) -> None:
+    def take(self, ev: Event, role: int) -> None:
+        """`ev` arrives (a beacon only moves its cluster's time); `classify` does the same inline for each line."""
         newest = self.held.newest
         newest[ev.cluster] = max(newest[ev.cluster], ev.ts)
         if role != self.beacon:
