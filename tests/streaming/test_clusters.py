@@ -3,7 +3,8 @@
 Two clusters stream into one job, the second a minute behind the first — the normal shape of a
 fleet in which one source lags — and one event of the first is dated a year ahead, from a broker
 with a wrong clock. Each cluster must come out exactly as a replay of its own events alone; only
-the future-dated event is a dead letter, and nothing is late.
+the future-dated event is a dead letter, and nothing is late. And a backfill of old files with one event a year
+ahead (it passes the arrival guard): that event alone waits for a witness and is refused.
 """
 
 from __future__ import annotations
@@ -75,3 +76,37 @@ def test_a_cluster_a_minute_behind_another_loses_nothing_and_a_future_event_move
         assert canonical([d for d in decisions if d["cluster"] == name]) == expected.decisions
         assert canonical([p for p in propagations if p["cluster"] == name]) == expected.propagations
         assert [p for p in partitions if p["cluster"] == name] == msgspec.to_builtins(expected.partitions)
+
+
+def test_a_backfill_of_old_files_with_one_event_a_year_ahead_refuses_that_event_alone(spark, tmp_path: Path):
+    """Old files (every event older than its file, so a year ahead of 2023 still passes the arrival guard): the one
+    event a year ahead waits for a witness, none comes while the cluster's time moves max_future_ms on, and it alone
+    is a `ts_in_future` dead letter; nothing is late, and the cluster equals a replay without that line."""
+    shape = StreamShape(partitions=12, brokers=4, topics=2, stuck_followers=2, slow_followers=2, start_ms=START_MS)
+    events = list(generate(shape, 9000, 3))
+    at = len(events) // 5
+    wrong = {**events[at], "ts": events[at]["ts"] + YEAR_MS}
+    assert wrong["ts"] < time.time() * 1000 and events[-1]["ts"] - wrong["ts"] + YEAR_MS > CONFIG.max_future_ms
+    lines = events[:at] + [wrong] + events[at + 1 :]
+    inbox = tmp_path / "in"
+    inbox.mkdir()
+    per = -(-len(lines) // 40)
+    paths = []
+    for n in range(0, len(lines), per):
+        path = inbox / f"events-{n:05d}.jsonl"
+        path.write_text("".join(json.dumps(ev) + "\n" for ev in lines[n : n + per]))
+        paths.append(path)
+    in_order(paths)
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    run_job(inbox, url, tmp_path / "checkpoint", CONFIG, max_per_batch=4)
+
+    got = dump(url)
+    [dead] = [json.loads(d) for d in got["dead_letters"]]
+    assert dead["reason"].startswith("ts_in_future") and (dead["field"], dead["ts"]) == ("ts", wrong["ts"])
+    tallies = {(m, labels.get("reason")): v for m, labels, v in got["tallies"]}
+    assert ("late_events", None) not in tallies and ("dead_letters", "late") not in tallies
+    rest = tmp_path / "rest.jsonl"
+    rest.write_text("".join(json.dumps(ev) + "\n" for ev in events[:at] + events[at + 1 :]))
+    expected = replay_of(url, [rest])
+    assert expected.propagations and got["decisions"] == expected.decisions
+    assert got["propagations"] == expected.propagations
