@@ -435,14 +435,13 @@ def jumps(ts: int, cluster_time: int | None, max_future_ms: int) -> bool:
     return cluster_time is not None and ts > cluster_time + max_future_ms
 
 
-def corroborates(event: Event, ts: int, broker: int | None, max_future_ms: int, lone_broker: bool) -> bool:
-    """Whether `event` corroborates a jump to `ts` reported by `broker` (SPEC §6): it lies within `max_future_ms` of
-    it and is another witness. For input without a broker any other event is one (other replicas, partitions, a
-    later line of the same file); a broker's clock is witnessed only by another broker's (its own later events carry
-    the same wrong clock), unless it is the only broker its cluster has shown."""
-    if abs(event.ts - ts) > max_future_ms:
-        return False
-    return broker is None or event.broker != broker or lone_broker
+def witnesses(broker: int | None, other: int | None, lone_broker: bool) -> bool:
+    """Whether an event reported by `other` is another witness of a jump reported by `broker` (None: no broker), when
+    it lies within `max_future_ms` of it (SPEC §6). Input without a broker has no clock of its own to blame: any other
+    event is one (other replicas, partitions, a later line of the same file). A broker's clock is witnessed only by
+    another broker's, since its own later events carry the same wrong clock, unless it is the only broker its
+    cluster has shown (`lone_broker`)."""
+    return broker is None or other is None or broker != other or lone_broker
 
 
 def uncorroborated(raw: bytes | str, ts: int, base: int, max_future_ms: int) -> DeadLetter:

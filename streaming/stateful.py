@@ -16,6 +16,7 @@ smallest of those (`sink.Frontiers`).
 
 from __future__ import annotations
 
+from bisect import bisect_left, insort
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING
@@ -31,10 +32,10 @@ from isrwatch.state.events import (
     Event,
     PartitionEvent,
     Tick,
-    corroborates,
     in_future,
     parse_event,
     uncorroborated,
+    witnesses,
 )
 from isrwatch.state.partition import Outputs
 from isrwatch.state.schedule import INF
@@ -112,7 +113,7 @@ def classify(
     arrived: dict[str, list[Event]] = defaultdict(list)
     jumps = Jumps(held, max_future, first, arrived, report)
     fresh: dict[str, list[tuple[Event, bytes, int]]] = defaultdict(list)  # clusters this key has no time of yet
-    witnessed = held.brokers
+    witnessed, lowest = held.brokers, jumps.lowest
     event, tick, beacon = int(Role.EVENT), int(Role.TICK), int(Role.BEACON)  # ints: compared once per line
     for raw, seq, arrival, role, received in lines:
         ev = parse_event(raw, seq, arrival)
@@ -139,8 +140,8 @@ def classify(
                     broker = ev.broker
                     if broker is not None and broker not in witnessed.get(cluster, ()):
                         jumps.witness(cluster, broker)
-                    if jumps.waiting:
-                        jumps.corroborate(ev)
+                    if lowest and lowest.get(cluster, INF) <= newest[cluster] + max_future:
+                        jumps.release(cluster)
                     continue
                 dead = _late(ev, raw, bound, lateness)
         if role == event or (role == tick and first):  # a line counts where it is counted
@@ -154,7 +155,8 @@ def classify(
                 jumps.judge(ev, raw, role)
             else:
                 jumps.take(ev, role)
-                jumps.corroborate(ev)
+                if lowest.get(cluster, INF) <= newest[cluster] + max_future:
+                    jumps.release(cluster)
     jumps.expire()
     return arrived
 
@@ -162,15 +164,25 @@ def classify(
 class Jumps:
     """The key's lines that jumped more than `max_future_ms` ahead of their cluster's time (SPEC §6): a lone event far
     ahead of everything else its cluster has seen cannot move that time by itself. Each waits until another event
-    corroborates it (`events.corroborates`) or its cluster's time comes within `max_future_ms` of it, and then
-    arrives; if its cluster's time moves `max_future_ms` on without either, it is refused (`events.uncorroborated`)."""
+    within `max_future_ms` of it is its witness (`events.witnesses`) or its cluster's time comes within
+    `max_future_ms` of it, and then arrives; if its cluster's time moves `max_future_ms` on without either, it is
+    refused (`events.uncorroborated`).
+
+    A broker a year ahead keeps up to `max_future_ms` of its lines waiting, so nothing here scans them per line:
+    `lowest` (per cluster, the earliest waiting time) tells a taken line whether any comes within reach (a taken line
+    is never ahead of its cluster's time, so what it witnesses is within reach of that time anyway), and a jumping
+    line looks for a witness by bisection in the waiting times of each reporter (`_times`)."""
 
     def __init__(
         self, held: BucketState, max_future: int, first: bool, arrived: dict[str, list[Event]], report: Report
     ) -> None:
         self.held, self.max_future, self.first, self.arrived, self.report = held, max_future, first, arrived, report
-        self.waiting = held.jumps
         self.beacon = int(Role.BEACON)
+        self.lowest: dict[str, int] = {}
+        for jump in held.jumps:
+            cluster = jump.event.cluster
+            self.lowest[cluster] = min(self.lowest.get(cluster, INF), jump.event.ts)
+        self._index: dict[tuple[str, int | None], list[int]] | None = None
 
     def witness(self, cluster: str, broker: int) -> None:
         """Remember a reporting broker this key took an event of: a broker's jump needs another broker's witness."""
@@ -180,41 +192,50 @@ class Jumps:
         elif broker not in brokers:
             brokers.add(broker)
 
-    def _lone(self, cluster: str, broker: int | None) -> bool:
-        return self.held.brokers.get(cluster, set()) <= {broker}
+    def _times(self) -> dict[tuple[str, int | None], list[int]]:
+        """The waiting jumps' times, sorted, per (cluster, reporting broker)."""
+        if self._index is None:
+            self._index = {}
+            for jump in self.held.jumps:
+                self._index.setdefault((jump.event.cluster, jump.event.broker), []).append(jump.event.ts)
+            for times in self._index.values():
+                times.sort()
+        return self._index
 
     def judge(self, ev: Event, raw: bytes, role: int) -> None:
-        """A line that jumps: it arrives with the first waiting jump that corroborates it (or that it corroborates),
-        else it waits."""
-        mf = self.max_future
-        for jump in self.waiting:
-            other = jump.event
-            if other.cluster == ev.cluster and (
-                corroborates(other, ev.ts, ev.broker, mf, self._lone(ev.cluster, ev.broker))
-                or corroborates(ev, other.ts, other.broker, mf, self._lone(ev.cluster, other.broker))
-            ):
-                self.take(ev, role)
-                self.corroborate(ev)
-                return
-        self.waiting.append(Jump(self.held.newest[ev.cluster], role, raw, ev))
+        """A line that jumps: it arrives, with what it witnesses, when a waiting jump is its witness; else it waits."""
+        cluster, mf, broker = ev.cluster, self.max_future, ev.broker
+        lone = self.held.brokers.get(cluster, set()) <= {broker}
+        for (c, other), times in self._times().items():
+            if c == cluster and witnesses(broker, other, lone):
+                at = bisect_left(times, ev.ts - mf)
+                if at < len(times) and times[at] <= ev.ts + mf:
+                    self.take(ev, role)
+                    self.release(cluster)
+                    return
+        self.held.jumps.append(Jump(self.held.newest[cluster], role, raw, ev))
+        insort(self._times().setdefault((cluster, broker), []), ev.ts)
+        self.lowest[cluster] = min(self.lowest.get(cluster, INF), ev.ts)
 
-    def corroborate(self, ev: Event) -> None:
-        """`ev` arrived: every waiting jump of its cluster that it corroborates, or that its cluster's time now comes
-        within `max_future_ms` of, arrives too (and may bring others)."""
-        cluster, mf = ev.cluster, self.max_future
-        taken = True
-        while taken:
-            taken = False
-            for jump in self.waiting:
-                other = jump.event
-                if other.cluster == cluster and (
-                    other.ts <= self.held.newest[cluster] + mf
-                    or corroborates(ev, other.ts, other.broker, mf, self._lone(cluster, other.broker))
-                ):
-                    self.waiting.remove(jump)
-                    self.take(other, jump.role)
-                    taken = True
-                    break
+    def release(self, cluster: str) -> None:
+        """Every waiting jump of `cluster` its time now comes within `max_future_ms` of arrives, earliest first (each
+        may bring the next within reach)."""
+        newest, mf = self.held.newest, self.max_future
+        mine = sorted((j for j in self.held.jumps if j.event.cluster == cluster), key=lambda j: j.event.ts)
+        taken = 0
+        for jump in mine:
+            if jump.event.ts > newest[cluster] + mf:
+                break
+            self.take(jump.event, jump.role)
+            taken += 1
+        if taken:
+            gone = {id(j) for j in mine[:taken]}
+            self.held.jumps = [j for j in self.held.jumps if id(j) not in gone]
+            self._index = None
+        if taken < len(mine):
+            self.lowest[cluster] = mine[taken].event.ts
+        else:
+            self.lowest.pop(cluster, None)
 
     def take(self, ev: Event, role: int) -> None:
         """`ev` arrives (a beacon only moves its cluster's time); `classify` does the same inline for each line."""
@@ -230,12 +251,12 @@ class Jumps:
         them: a dead letter where the line is counted."""
         mf, newest = self.max_future, self.held.newest
         keep = []
-        for jump in self.waiting:
+        for jump in self.held.jumps:
             if newest[jump.event.cluster] < jump.base + mf:
                 keep.append(jump)
             elif jump.role == int(Role.EVENT) or (jump.role == int(Role.TICK) and self.first):
                 self.report.dead.append(uncorroborated(jump.raw, jump.event.ts, jump.base, mf))
-        self.held.jumps = self.waiting = keep
+        self.held.jumps = keep
 
 
 def split_due(
