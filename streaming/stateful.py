@@ -5,8 +5,9 @@ event never moves anything), learns from the valid ones how far each cluster's e
 (`newest`), and applies every cluster's events and scheduled checks up to that cluster's frontier,
 `newest - allowed_lateness_ms`, in (ts, seq) order; later events wait, compressed. An event at or
 behind its cluster's frontier when it arrives is late; one dated more than `max_future_ms` after
-it arrived is refused: neither changes anything, each is a dead letter with its reason. Whatever
-the micro-batch cut, the reports add up to the outputs of one pass (SPEC §6).
+it arrived is refused: neither changes anything, each is a dead letter with its reason. One more than
+`max_future_ms` ahead of its cluster's time waits for a witness before it moves that time (`Jumps`).
+Whatever the micro-batch cut, the reports add up to the outputs of one pass (SPEC §6).
 
 No Spark watermark or timeout is needed: a key's time moves only with the lines it receives, its
 own events, the ticks every key receives and the beacons (see `framing`). Each report says how far
