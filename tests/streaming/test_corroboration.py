@@ -126,3 +126,24 @@ def test_a_broker_a_year_ahead_or_ten_minutes_behind_changes_nothing_it_does_not
     assert len(judged(replayed)[0]) >= 5
     refused = [json.loads(d.raw) for d in streamed.dead_letters]
     assert refused and all(ev["broker"] == skewed for ev in refused)
+
+
+@pytest.mark.parametrize("seed", [9, 10])
+def test_a_lone_broker_whose_clock_jumps_is_its_own_witness(seed: int) -> None:
+    """A cluster with one reporting broker (here broker 3's stream alone) has no other clock to ask: when its time
+    jumps two minutes (a paused agent resuming), its own next events corroborate the jump as they come (not only when
+    the input ends), nothing is refused, and the outputs are the replay's. (A broker among others needs another
+    broker's witness: the year-ahead test.)"""
+    alone = [ev for ev in recording() if ev.get("broker") == 3]
+    half = len(alone) // 2
+    jumped = alone[:half] + [{k: v + 120_000 if k in TIME_FIELDS else v for k, v in ev.items()} for ev in alone[half:]]
+    lines = encoded(jumped)
+    streamed = run_stateful(lines, cuts(len(lines), seed), AGENT)
+    replayed = replay([lines], AGENT)
+    assert streamed.dead_letters == [] and streamed.summary["late_events"] == 0
+    for name in ("decisions", "propagations", "records"):
+        assert as_json(getattr(streamed, name)) == as_json(getattr(replayed, name)), name
+    live = run_stateful(lines, cuts(len(lines), seed), AGENT, finish=False)
+    after = jumped[half]["ts"] + 30_000
+    settled = as_json([d for d in live.decisions if d.ts > after])
+    assert settled and set(settled) <= set(as_json(replayed.decisions))
