@@ -429,6 +429,33 @@ def in_future(event: Event, raw: bytes | str, received_ms: int, max_future_ms: i
     )
 
 
+def jumps(ts: int, cluster_time: int | None, max_future_ms: int) -> bool:
+    """Whether an event at `ts` jumps more than `max_future_ms` ahead of its cluster's time (SPEC §6): it cannot move
+    that time by itself, since one wrong clock or one mistyped line would make every later event late."""
+    return cluster_time is not None and ts > cluster_time + max_future_ms
+
+
+def witnesses(broker: int | None, other: int | None, lone_broker: bool) -> bool:
+    """Whether an event reported by `other` is another witness of a jump reported by `broker` (None: no broker), when
+    it lies within `max_future_ms` of it (SPEC §6). Input without a broker has no clock of its own to blame: any other
+    event is one (other replicas, partitions, a later line of the same file). A broker's clock is witnessed only by
+    another broker's, since its own later events carry the same wrong clock, unless it is the only broker its
+    cluster has shown (`lone_broker`)."""
+    return broker is None or other is None or broker != other or lone_broker
+
+
+def uncorroborated(raw: bytes | str, ts: int, base: int, max_future_ms: int) -> DeadLetter:
+    """The dead letter of a jump nothing corroborated while its cluster's time moved `max_future_ms` past `base`,
+    where it stood when the jump came (SPEC §6)."""
+    return DeadLetter(
+        raw=_text(raw),
+        field="ts",
+        ts=ts,
+        reason=f"ts_in_future: {ts} jumped more than max_future_ms {max_future_ms} ahead of its cluster's time "
+        f"{base}, and no other event came within max_future_ms of it while that time moved max_future_ms on",
+    )
+
+
 def _dead(raw: bytes | str, message: str) -> DeadLetter:
     match = _FIELD_AT.search(message) or _FIELD_MISSING.search(message)
     field = match.group(1) if match else None

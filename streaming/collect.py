@@ -21,8 +21,10 @@ from isrwatch.state.propagation import PropagationBook
 from isrwatch.state.replay import ReplayResult
 from isrwatch.state.step import Settled, settle, summarize
 
+from .framing import Role
 from .reports import Report, decode_bucket
 from .sink import AUDIT_BLOB, BOOK_BLOB, MANAGERS_BLOB, settle_reports
+from .stateful import count_events
 
 
 class ReplayCollector:
@@ -64,15 +66,23 @@ class ReplayCollector:
         """Advance every bucket's engines, with the events they still hold, and the book to `until` (default: the
         latest event time seen)."""
         total = self.total
+        helds = {bucket: decode_bucket(blob) for bucket, blob in sorted(self.blobs.items())}
+        # Jumps still waiting for corroboration: the input ends, and a replay trusts the times it has (SPEC §6).
+        jumped = {bucket: [j.event for j in held.jumps if j.role != Role.BEACON] for bucket, held in helds.items()}
+        for bucket, events in jumped.items():
+            count, latest = count_events(events, bucket == self.first)
+            self.events += count
+            self.max_ts = max(self.max_ts, latest)
         end = until if until is not None else self.max_ts
         outputs = []
         records = []
         buffered = 0
-        for bucket, blob in sorted(self.blobs.items()):
-            held = decode_bucket(blob)
+        for bucket, held in helds.items():
             waiting: dict[str, list[Event]] = {}
             for chunk in held.pending:
                 waiting.setdefault(chunk.cluster, []).extend(chunk.events())
+            for ev in jumped[bucket]:
+                waiting.setdefault(ev.cluster, []).append(ev)
             for cluster in sorted(held.engines.keys() | waiting.keys()):
                 engine = PartitionEngine(self.config, held.engines.get(cluster), owns_ticks=bucket == self.first)
                 total.counters[LATE_EVENTS.tally] += engine.add(waiting.get(cluster, []))

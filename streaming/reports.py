@@ -20,7 +20,7 @@ from isrwatch.state.records import (
 
 REPORT_SCHEMA = "bucket int, report binary"
 STATE_SCHEMA = "blob binary"  # one msgpack blob (version inside): array fields crash PySpark's state schema
-BUCKET_STATE_VERSION = 3  # 3: partitions hash to buckets in Python (isrwatch.streaming.framing), not Spark SQL
+BUCKET_STATE_VERSION = 4  # 4: jumps wait for corroboration (`Jump`, `BucketState.jumps`, `BucketState.brokers`)
 
 
 _CODEC = "zstd"  # pyarrow's: fast, and the JVM moves a fraction of the bytes (README.md, Performance)
@@ -43,6 +43,15 @@ class Chunk(Struct, array_like=True):
         return _events_decoder.decode(pa.decompress(self.data, decompressed_size=self.size, codec=_CODEC, asbytes=True))
 
 
+class Jump(Struct, array_like=True):
+    """A valid line dated more than max_future_ms ahead of its cluster's time: it waits for corroboration (SPEC §6)."""
+
+    base: int  # the cluster's time when it came: nothing corroborating it by base + max_future_ms, it is refused
+    role: int  # the line's `framing.Role` here: it arrives, or (a beacon) only carries its time
+    raw: bytes  # for its dead letter
+    event: Event
+
+
 class BucketState(Struct, array_like=True):
     """A state key's value: per cluster, the engine (applied state), the newest event time known, and the
     validated events still ahead of that cluster's frontier.
@@ -53,11 +62,13 @@ class BucketState(Struct, array_like=True):
 
     version: int
     engines: dict[str, bytes] = {}
-    newest: dict[str, int] = {}  # cluster -> the newest valid event time this key has seen
+    newest: dict[str, int] = {}  # cluster -> its time: the newest valid, corroborated event time this key has seen
     applied: dict[str, int] = {}  # cluster -> how far its engine has applied (exclusive)
     ticked: set[str] = set()  # clusters whose ticks the first bucket has seen: it may still send their ticks on
     holding: set[str] = set()  # clusters this key holds partitions of
     pending: list[Chunk] = []
+    jumps: list[Jump] = []  # lines waiting for corroboration, in arrival order
+    brokers: dict[str, set[int]] = {}  # cluster -> the reporting brokers whose events this key has taken
 
 
 class Report(Struct, array_like=True):

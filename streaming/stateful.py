@@ -5,8 +5,9 @@ event never moves anything), learns from the valid ones how far each cluster's e
 (`newest`), and applies every cluster's events and scheduled checks up to that cluster's frontier,
 `newest - allowed_lateness_ms`, in (ts, seq) order; later events wait, compressed. An event at or
 behind its cluster's frontier when it arrives is late; one dated more than `max_future_ms` after
-it arrived is refused: neither changes anything, each is a dead letter with its reason. Whatever
-the micro-batch cut, the reports add up to the outputs of one pass (SPEC §6).
+it arrived is refused: neither changes anything, each is a dead letter with its reason. One more than
+`max_future_ms` ahead of its cluster's time waits for a witness before it moves that time (`Jumps`).
+Whatever the micro-batch cut, the reports add up to the outputs of one pass (SPEC §6).
 
 No Spark watermark or timeout is needed: a key's time moves only with the lines it receives, its
 own events, the ticks every key receives and the beacons (see `framing`). Each report says how far
@@ -16,6 +17,7 @@ smallest of those (`sink.Frontiers`).
 
 from __future__ import annotations
 
+from bisect import bisect_left, insort
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING
@@ -33,13 +35,15 @@ from isrwatch.state.events import (
     Tick,
     in_future,
     parse_event,
+    uncorroborated,
+    witnesses,
 )
 from isrwatch.state.partition import Outputs
 from isrwatch.state.schedule import INF
 
 from .buckets import CONTROL_KEY
 from .framing import Role, unpack
-from .reports import BUCKET_STATE_VERSION, BucketState, Chunk, Report, decode_bucket, encode
+from .reports import BUCKET_STATE_VERSION, BucketState, Chunk, Jump, Report, decode_bucket, encode
 
 if TYPE_CHECKING:
     from pyspark.sql.streaming.state import GroupState
@@ -100,13 +104,17 @@ def classify(
     first: bool,
     report: Report,
 ) -> dict[str, list[Event]]:
-    """Parse each line the key received: a valid, timely one moves its cluster's newest time (`held.newest`) and,
-    unless a beacon, arrives; the others are dead letters, reported where the line is counted (its own event;
-    a tick in the first bucket). Returns the arrived events by cluster."""
+    """Parse each line the key received: a valid, timely one moves its cluster's time (`held.newest`) and, unless a
+    beacon, arrives; one that jumps more than `max_future` ahead of that time waits for corroboration (`Jumps`);
+    the others are dead letters, reported where the line is counted (its own event; a tick in the first bucket).
+    Returns the arrived events by cluster."""
     newest = held.newest
     # A line is late against what earlier calls knew (a batch arrives as a whole): at or behind these.
     late_at = {cluster: known - lateness for cluster, known in newest.items()}
     arrived: dict[str, list[Event]] = defaultdict(list)
+    jumps = Jumps(held, max_future, first, arrived, report)
+    fresh: dict[str, list[tuple[Event, bytes, int]]] = defaultdict(list)  # clusters this key has no time of yet
+    witnessed, lowest = held.brokers, jumps.lowest
     event, tick, beacon = int(Role.EVENT), int(Role.TICK), int(Role.BEACON)  # ints: compared once per line
     for raw, seq, arrival, role, received in lines:
         ev = parse_event(raw, seq, arrival)
@@ -117,16 +125,139 @@ def classify(
             dead = None if received is None else in_future(ev, raw, received, max_future)
             if dead is None:
                 bound = late_at.get(cluster)
+                if bound is None and cluster not in newest:
+                    fresh[cluster].append((ev, raw, role))
+                    continue
                 if bound is None or ev.ts > bound:
-                    if ev.ts > newest.get(cluster, -INF):
+                    known = newest[cluster]
+                    if ev.ts > known + max_future:
+                        jumps.judge(ev, raw, role)
+                        continue
+                    # Jumps.take, inline: this runs once per line
+                    if ev.ts > known:
                         newest[cluster] = ev.ts
                     if role != beacon:
                         arrived[cluster].append(ev)
+                    broker = ev.broker
+                    if broker is not None and broker not in witnessed.get(cluster, ()):
+                        jumps.witness(cluster, broker)
+                    if lowest and lowest.get(cluster, INF) <= newest[cluster] + max_future:
+                        jumps.release(cluster)
                     continue
                 dead = _late(ev, raw, bound, lateness)
         if role == event or (role == tick and first):  # a line counts where it is counted
             report.dead.append(dead)
+    for cluster, admitted in fresh.items():
+        # A cluster's time starts at the earliest line of the first batch that brings it, not at whichever line
+        # comes first: a lone line far ahead in that batch is a jump like any other.
+        newest[cluster] = min(ev.ts for ev, _, _ in admitted)
+        for ev, raw, role in admitted:
+            if ev.ts > newest[cluster] + max_future:
+                jumps.judge(ev, raw, role)
+            else:
+                jumps.take(ev, role)
+                if lowest.get(cluster, INF) <= newest[cluster] + max_future:
+                    jumps.release(cluster)
+    jumps.expire()
     return arrived
+
+
+class Jumps:
+    """The key's lines that jumped more than `max_future_ms` ahead of their cluster's time (SPEC §6): a lone event far
+    ahead of everything else its cluster has seen cannot move that time by itself. Each waits until another event
+    within `max_future_ms` of it is its witness (`events.witnesses`) or its cluster's time comes within
+    `max_future_ms` of it, and then arrives; if its cluster's time moves `max_future_ms` on without either, it is
+    refused (`events.uncorroborated`).
+
+    A broker a year ahead keeps up to `max_future_ms` of its lines waiting, so nothing here scans them per line:
+    `lowest` (per cluster, the earliest waiting time) tells a taken line whether any comes within reach (a taken line
+    is never ahead of its cluster's time, so what it witnesses is within reach of that time anyway), and a jumping
+    line looks for a witness by bisection in the waiting times of each reporter (`_times`)."""
+
+    def __init__(
+        self, held: BucketState, max_future: int, first: bool, arrived: dict[str, list[Event]], report: Report
+    ) -> None:
+        self.held, self.max_future, self.first, self.arrived, self.report = held, max_future, first, arrived, report
+        self.beacon = int(Role.BEACON)
+        self.lowest: dict[str, int] = {}
+        for jump in held.jumps:
+            cluster = jump.event.cluster
+            self.lowest[cluster] = min(self.lowest.get(cluster, INF), jump.event.ts)
+        self._index: dict[tuple[str, int | None], list[int]] | None = None
+
+    def witness(self, cluster: str, broker: int) -> None:
+        """Remember a reporting broker this key took an event of: a broker's jump needs another broker's witness."""
+        brokers = self.held.brokers.get(cluster)
+        if brokers is None:
+            self.held.brokers[cluster] = {broker}
+        elif broker not in brokers:
+            brokers.add(broker)
+
+    def _times(self) -> dict[tuple[str, int | None], list[int]]:
+        """The waiting jumps' times, sorted, per (cluster, reporting broker)."""
+        if self._index is None:
+            self._index = {}
+            for jump in self.held.jumps:
+                self._index.setdefault((jump.event.cluster, jump.event.broker), []).append(jump.event.ts)
+            for times in self._index.values():
+                times.sort()
+        return self._index
+
+    def judge(self, ev: Event, raw: bytes, role: int) -> None:
+        """A line that jumps: it arrives, with what it witnesses, when a waiting jump is its witness; else it waits."""
+        cluster, mf, broker = ev.cluster, self.max_future, ev.broker
+        lone = self.held.brokers.get(cluster, set()) <= {broker}
+        for (c, other), times in self._times().items():
+            if c == cluster and witnesses(broker, other, lone):
+                at = bisect_left(times, ev.ts - mf)
+                if at < len(times) and times[at] <= ev.ts + mf:
+                    self.take(ev, role)
+                    self.release(cluster)
+                    return
+        self.held.jumps.append(Jump(self.held.newest[cluster], role, raw, ev))
+        insort(self._times().setdefault((cluster, broker), []), ev.ts)
+        self.lowest[cluster] = min(self.lowest.get(cluster, INF), ev.ts)
+
+    def release(self, cluster: str) -> None:
+        """Every waiting jump of `cluster` its time now comes within `max_future_ms` of arrives, earliest first (each
+        may bring the next within reach)."""
+        newest, mf = self.held.newest, self.max_future
+        mine = sorted((j for j in self.held.jumps if j.event.cluster == cluster), key=lambda j: j.event.ts)
+        taken = 0
+        for jump in mine:
+            if jump.event.ts > newest[cluster] + mf:
+                break
+            self.take(jump.event, jump.role)
+            taken += 1
+        if taken:
+            gone = {id(j) for j in mine[:taken]}
+            self.held.jumps = [j for j in self.held.jumps if id(j) not in gone]
+            self._index = None
+        if taken < len(mine):
+            self.lowest[cluster] = mine[taken].event.ts
+        else:
+            self.lowest.pop(cluster, None)
+
+    def take(self, ev: Event, role: int) -> None:
+        """`ev` arrives (a beacon only moves its cluster's time); `classify` does the same inline for each line."""
+        newest = self.held.newest
+        newest[ev.cluster] = max(newest[ev.cluster], ev.ts)
+        if role != self.beacon:
+            self.arrived[ev.cluster].append(ev)
+        if ev.broker is not None:
+            self.witness(ev.cluster, ev.broker)
+
+    def expire(self) -> None:
+        """Refuse the jumps whose cluster's time moved `max_future_ms` on since they came, with nothing corroborating
+        them: a dead letter where the line is counted."""
+        mf, newest = self.max_future, self.held.newest
+        keep = []
+        for jump in self.held.jumps:
+            if newest[jump.event.cluster] < jump.base + mf:
+                keep.append(jump)
+            elif jump.role == int(Role.EVENT) or (jump.role == int(Role.TICK) and self.first):
+                self.report.dead.append(uncorroborated(jump.raw, jump.event.ts, jump.base, mf))
+        self.held.jumps = keep
 
 
 def split_due(

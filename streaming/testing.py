@@ -57,11 +57,13 @@ def run_stateful(
     until: int | None = None,
     received: int | None = None,
     aborts: Iterable[int] = (),
+    finish: bool = True,
 ) -> ReplayResult:
     """Feed `lines` to the real state function in micro-batches cut before each index in `cuts`, each batch one
     file (a line without `seq` gets its number in that file), then finish at `until` as `isrwatch replay --engine
     spark` does. `received`: when every line arrived (None: trust the events' times). `aborts`: the micro-batches
-    (0-based) that fail once after every key ran and the sink settled them, and run again from the prior state."""
+    (0-based) that fail once after every key ran and the sink settled them, and run again from the prior state.
+    `finish=False`: only what the micro-batches settled by themselves, as a live stream has it (no summary)."""
     raw_lines = list(lines)
     bucket_ids = list(range(buckets))
     step = state_function(config, bucket_ids, until, keep_blobs=True)
@@ -76,7 +78,7 @@ def run_stateful(
         if batch_id in failing:  # the attempt that fails: everything it wrote is lost
             settle_reports(config, _call(step, batch, dict(blobs)), collector.sink_blobs)
         collector.add(_call(step, batch, blobs))
-    return collector.finish(until)
+    return collector.finish(until) if finish else ReplayResult(**vars(collector.total))
 
 
 def _call(step: StateFunction, batch: dict[int, Routed], blobs: dict[int, bytes]) -> list[Report]:

@@ -3,7 +3,8 @@
 Two clusters stream into one job, the second a minute behind the first — the normal shape of a
 fleet in which one source lags — and one event of the first is dated a year ahead, from a broker
 with a wrong clock. Each cluster must come out exactly as a replay of its own events alone; only
-the future-dated event is a dead letter, and nothing is late.
+the future-dated event is a dead letter, and nothing is late. And a backfill of old files with one event a year
+ahead (it passes the arrival guard): that event alone waits for a witness and is refused.
 """
 
 from __future__ import annotations
@@ -33,6 +34,29 @@ def _cluster(name: str, start: int, seed: int) -> list[dict]:
     return list(generate(shape, 6000, seed))
 
 
+def _run_files(tmp_path: Path, files: list[list[dict]], max_per_batch: int) -> tuple[str, dict]:
+    """`isrwatch run` over these files (modification times in their order) into a new store: its URL and contents."""
+    inbox = tmp_path / "in"
+    inbox.mkdir()
+    paths = []
+    for n, events in enumerate(files):
+        path = inbox / f"events-{n:04d}.jsonl"
+        path.write_text("".join(json.dumps(ev) + "\n" for ev in events))
+        paths.append(path)
+    in_order(paths)
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    run_job(inbox, url, tmp_path / "checkpoint", CONFIG, max_per_batch=max_per_batch)
+    return url, dump(url)
+
+
+def _only_refused(got: dict, event: dict) -> None:
+    """`event` is the one dead letter, refused as ts_in_future, and nothing is late."""
+    [dead] = [json.loads(d) for d in got["dead_letters"]]
+    assert dead["reason"].startswith("ts_in_future") and (dead["field"], dead["ts"]) == ("ts", event["ts"])
+    tallies = {(m, labels.get("reason")): v for m, labels, v in got["tallies"]}
+    assert ("late_events", None) not in tallies and ("dead_letters", "late") not in tallies
+
+
 def test_a_cluster_a_minute_behind_another_loses_nothing_and_a_future_event_moves_no_time(spark, tmp_path: Path):
     east = _cluster("east", START_MS + BEHIND_MS, 1)
     west = _cluster("west", START_MS, 2)  # the same minute of its own time arrives a minute later
@@ -44,22 +68,8 @@ def test_a_cluster_a_minute_behind_another_loses_nothing_and_a_future_event_move
     for ev in west:
         seconds.setdefault((ev["ts"] - START_MS + BEHIND_MS) // 1000, []).append(ev)
     seconds[min(seconds) + 20].append(future)
-    inbox = tmp_path / "in"
-    inbox.mkdir()
-    paths = []
-    for n, second in enumerate(sorted(seconds)):
-        path = inbox / f"events-{n:04d}.jsonl"
-        path.write_text("".join(json.dumps(ev) + "\n" for ev in seconds[second]))
-        paths.append(path)
-    in_order(paths)
-    url = f"sqlite:///{tmp_path / 'store.db'}"
-    run_job(inbox, url, tmp_path / "checkpoint", CONFIG, max_per_batch=8)
-
-    got = dump(url)
-    [dead] = [json.loads(d) for d in got["dead_letters"]]
-    assert dead["reason"].startswith("ts_in_future") and dead["field"] == "ts" and dead["ts"] == future["ts"]
-    tallies = {(m, labels.get("reason")): v for m, labels, v in got["tallies"]}
-    assert ("late_events", None) not in tallies and ("dead_letters", "late") not in tallies
+    url, got = _run_files(tmp_path, [seconds[second] for second in sorted(seconds)], max_per_batch=8)
+    _only_refused(got, future)
     with open_store(url) as store:
         frontiers = store.event_time().clusters
         decisions = msgspec.to_builtins(store.decisions(limit=100_000).items)
@@ -75,3 +85,23 @@ def test_a_cluster_a_minute_behind_another_loses_nothing_and_a_future_event_move
         assert canonical([d for d in decisions if d["cluster"] == name]) == expected.decisions
         assert canonical([p for p in propagations if p["cluster"] == name]) == expected.propagations
         assert [p for p in partitions if p["cluster"] == name] == msgspec.to_builtins(expected.partitions)
+
+
+def test_a_backfill_of_old_files_with_one_event_a_year_ahead_refuses_that_event_alone(spark, tmp_path: Path):
+    """Old files (every event older than its file, so a year ahead of 2023 still passes the arrival guard): the one
+    event a year ahead waits for a witness, none comes while the cluster's time moves max_future_ms on, and it alone
+    is a `ts_in_future` dead letter; nothing is late, and the cluster equals a replay without that line."""
+    shape = StreamShape(partitions=12, brokers=4, topics=2, stuck_followers=2, slow_followers=2, start_ms=START_MS)
+    events = list(generate(shape, 9000, 3))
+    at = len(events) // 5
+    wrong = {**events[at], "ts": events[at]["ts"] + YEAR_MS}
+    assert wrong["ts"] < time.time() * 1000 and events[-1]["ts"] - wrong["ts"] + YEAR_MS > CONFIG.max_future_ms
+    lines = events[:at] + [wrong] + events[at + 1 :]
+    per = -(-len(lines) // 40)
+    url, got = _run_files(tmp_path, [lines[n : n + per] for n in range(0, len(lines), per)], max_per_batch=4)
+    _only_refused(got, wrong)
+    rest = tmp_path / "rest.jsonl"
+    rest.write_text("".join(json.dumps(ev) + "\n" for ev in events[:at] + events[at + 1 :]))
+    expected = replay_of(url, [rest])
+    assert expected.propagations and got["decisions"] == expected.decisions
+    assert got["propagations"] == expected.propagations

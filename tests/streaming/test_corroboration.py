@@ -1,0 +1,149 @@
+"""A lone event far ahead of its cluster cannot move the cluster's time (SPEC §6, "A jump needs a witness").
+
+Run through the real state function without Spark (`isrwatch.streaming.testing.run_stateful`), at random micro-batch
+cuts: a backfill of old files with one event a year ahead (only that event is refused; the rest equals a replay), a
+real jump (a later file) taken at once, and a real recording of three 3.9 brokers with one broker's clock a year
+ahead or ten minutes behind (the partitions it never leads, and the other brokers' batches, equal a replay without
+that broker's events).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from isrwatch.sim.synthetic import StreamShape, generate
+from isrwatch.state.config import Config
+from isrwatch.state.replay import ReplayResult, replay
+from isrwatch.streaming.testing import run_stateful
+
+YEAR_MS = 365 * 24 * 3600 * 1000
+START_MS = 1_700_000_000_000
+DATA = Path(__file__).parents[1] / "agent" / "data"
+AGENT = Config(replica_lag_time_max_ms=6000).with_profile("agent")
+TIME_FIELDS = ("ts", "check_ms", "end_ms", "last_isr_change_ms", "last_propagation_ms")
+
+
+def encoded(events: list[dict]) -> list[bytes]:
+    return [json.dumps(ev).encode() for ev in events]
+
+
+def cuts(count: int, seed: int) -> list[int]:
+    rng = random.Random(seed)
+    return sorted(rng.sample(range(1, count), rng.randrange(5, 40)))
+
+
+def as_json(rows: list) -> list[str]:
+    return sorted(msgspec.json.encode(r).decode() for r in rows)
+
+
+def backfill(jump_ms: int) -> list[dict]:
+    """Two minutes of a simulated cluster without brokers (old files), each event numbered by its position."""
+    shape = StreamShape(partitions=12, brokers=4, topics=2, stuck_followers=1, slow_followers=1, start_ms=START_MS)
+    events = list(generate(shape, 9000, seed=5))
+    assert events[-1]["ts"] - events[0]["ts"] > 100_000  # the cluster's time moves well past max_future_ms
+    return [{**ev, "seq": i, "ts": ev["ts"] + (jump_ms if i >= len(events) // 2 else 0)} for i, ev in enumerate(events)]
+
+
+@pytest.mark.parametrize(("place", "seed"), [(0.2, 1), (0.5, 2), (0.2, 3)])
+def test_one_event_a_year_ahead_in_a_backfill_is_refused_alone(place: float, seed: int) -> None:
+    """Today's frontier took the lone event's year and made every later event late; now it waits for a witness, none
+    comes while its cluster's time moves max_future_ms on, and it alone is a `ts_in_future` dead letter."""
+    events = backfill(0)
+    at = int(len(events) * place)
+    wrong = {**events[at], "ts": events[at]["ts"] + YEAR_MS}
+    lines = encoded(events[:at] + [wrong] + events[at + 1 :])
+    config = Config()
+    streamed = run_stateful(lines, cuts(len(lines), seed), config)
+    replayed = replay([encoded(events[:at] + events[at + 1 :])], config)
+    assert [(d.reason.split(":")[0], d.field, d.ts) for d in streamed.dead_letters] == [
+        ("ts_in_future", "ts", wrong["ts"])
+    ]
+    assert streamed.summary["late_events"] == 0
+    for name in ("decisions", "propagations", "records"):
+        assert as_json(getattr(streamed, name)) == as_json(getattr(replayed, name)), name
+
+
+@pytest.mark.parametrize("seed", [4, 5])
+def test_a_later_file_is_a_real_jump_and_is_taken_at_once(seed: int) -> None:
+    """Every clock moving two days at once (a later file) is corroborated by its own events: nothing waits for long,
+    nothing is refused, and the outputs are the replay's."""
+    lines = encoded(backfill(2 * 24 * 3600 * 1000))
+    streamed = run_stateful(lines, cuts(len(lines), seed), Config())
+    replayed = replay([lines], Config())
+    assert streamed.dead_letters == [] and streamed.summary["late_events"] == 0
+    for name in ("decisions", "propagations", "records"):
+        assert as_json(getattr(streamed, name)) == as_json(getattr(replayed, name)), name
+
+
+def recording(skewed: int | None = None, shift_ms: int = 0) -> list[dict]:
+    """The three brokers' streams in the order they happened (their own clocks; broker `skewed`'s moved by
+    `shift_ms`), as the events topic receives them."""
+    events = []
+    for broker in (1, 2, 3):
+        for line in (DATA / f"broker{broker}.events.jsonl").read_bytes().splitlines():
+            ev = json.loads(line)
+            events.append((ev["ts"], broker, ev))
+    events.sort(key=lambda item: item[:2])
+    return [
+        {k: v + shift_ms if k in TIME_FIELDS and v is not None else v for k, v in ev.items()} if b == skewed else ev
+        for _, b, ev in events
+    ]
+
+
+def led_by(broker: int, events: list[dict]) -> set[tuple[str, int]]:
+    """The partitions `broker` leads at some time of the recording."""
+    states = [ev for ev in events if ev["type"] == "leader_and_isr"]
+    return {(ev["topic"], ev["partition"]) for ev in states if ev["leader"] == broker}
+
+
+@pytest.mark.parametrize(("skewed", "shift_ms", "seed"), [(3, YEAR_MS, 6), (1, YEAR_MS, 7), (3, -600_000, 8)])
+def test_a_broker_a_year_ahead_or_ten_minutes_behind_changes_nothing_it_does_not_lead(
+    skewed: int, shift_ms: int, seed: int
+) -> None:
+    """A real recording, one broker's clock moved: the decisions on the partitions it never leads and the other
+    brokers' batches equal a replay without that broker's events; none of the others' events is late or refused."""
+    events = recording(skewed, shift_ms)
+    lines = encoded(events)
+    streamed = run_stateful(lines, cuts(len(lines), seed), AGENT)
+    others = encoded([ev for ev in events if ev.get("broker") != skewed])
+    replayed = replay([others], AGENT)
+    theirs = led_by(skewed, events)
+    assert theirs and theirs != {(ev["topic"], ev["partition"]) for ev in events if "partition" in ev}
+
+    # A finite input's end trusts what still waits (its last max_future_ms of a year-ahead clock), as a replay does.
+    end = max(ev["ts"] for ev in events if ev.get("broker") != skewed)
+
+    def judged(result: ReplayResult) -> tuple[list[str], list[str]]:
+        decisions = [d for d in result.decisions if (d.topic, d.partition) not in theirs and d.ts <= end]
+        return as_json(decisions), as_json([p for p in result.propagations if p.broker != skewed and p.ts <= end])
+
+    assert judged(streamed) == judged(replayed)
+    assert len(judged(replayed)[0]) >= 5
+    refused = [json.loads(d.raw) for d in streamed.dead_letters]
+    assert refused and all(ev["broker"] == skewed for ev in refused)
+
+
+@pytest.mark.parametrize("seed", [9, 10])
+def test_a_lone_broker_whose_clock_jumps_is_its_own_witness(seed: int) -> None:
+    """A cluster with one reporting broker (here broker 3's stream alone) has no other clock to ask: when its time
+    jumps two minutes (a paused agent resuming), its own next events corroborate the jump as they come (not only when
+    the input ends), nothing is refused, and the outputs are the replay's. (A broker among others needs another
+    broker's witness: the year-ahead test.)"""
+    alone = [ev for ev in recording() if ev.get("broker") == 3]
+    half = len(alone) // 2
+    jumped = alone[:half] + [{k: v + 120_000 if k in TIME_FIELDS else v for k, v in ev.items()} for ev in alone[half:]]
+    lines = encoded(jumped)
+    streamed = run_stateful(lines, cuts(len(lines), seed), AGENT)
+    replayed = replay([lines], AGENT)
+    assert streamed.dead_letters == [] and streamed.summary["late_events"] == 0
+    for name in ("decisions", "propagations", "records"):
+        assert as_json(getattr(streamed, name)) == as_json(getattr(replayed, name)), name
+    live = run_stateful(lines, cuts(len(lines), seed), AGENT, finish=False)
+    after = jumped[half]["ts"] + 30_000
+    settled = as_json([d for d in live.decisions if d.ts > after])
+    assert settled and set(settled) <= set(as_json(replayed.decisions))
