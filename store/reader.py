@@ -295,12 +295,12 @@ class Reader(Database):
         """
         cond, params = _broker_filter(cluster, broker)
         out: dict[tuple[str, int], dict[str, Any]] = {}
-        for c, b, pending, first, last_change, last_prop, queue, in_flight in self._rows(
+        for c, b, pending, first, last_change, last_prop, queue, in_flight, offset in self._rows(
             "SELECT cluster, broker, pending, first_change_ts, last_isr_change_ms, last_propagation_ms, queue,"
-            " in_flight FROM brokers" + cond,
+            " in_flight, clock_offset_ms FROM brokers" + cond,
             params,
         ):
-            out[(c, b)] = _propagation_state(c, b, _decode(pending), first, last_change, last_prop)
+            out[(c, b)] = _propagation_state(c, b, _decode(pending), first, last_change, last_prop, offset)
             if queue is not None:  # a broker that proposes with AlterPartition: its manager
                 out[(c, b)].update(queue=_decode(queue), in_flight=None if in_flight is None else _decode(in_flight))
         for c, b, last_prop in self._rows(
@@ -431,6 +431,7 @@ def _propagation_state(
     first_change_ts: int | None = None,
     last_isr_change_ms: int | None = None,
     last_propagation_ms: int | None = None,
+    clock_offset_ms: int | None = None,
 ) -> dict[str, Any]:
     return {
         "cluster": cluster,
@@ -439,6 +440,7 @@ def _propagation_state(
         "first_change_ts": first_change_ts,
         "last_isr_change_ms": last_isr_change_ms,
         "last_propagation_ms": last_propagation_ms,
+        "clock_offset_ms": clock_offset_ms,
     }
 
 

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from isrwatch.state.clock import ClockBook
 from isrwatch.state.config import Config
 from isrwatch.state.engine import PartitionEngine
 from isrwatch.state.events import (
@@ -102,18 +103,22 @@ def classify(
 ) -> dict[str, list[Event]]:
     """Parse each line the key received: a valid, timely one moves its cluster's newest time (`held.newest`) and,
     unless a beacon, arrives; the others are dead letters, reported where the line is counted (its own event;
-    a tick in the first bucket). Returns the arrived events by cluster."""
+    a tick in the first bucket). Every valid event a broker reported, refused or not, shows its clock
+    (`report.clocks`). Returns the arrived events by cluster."""
     newest = held.newest
     # A line is late against what earlier calls knew (a batch arrives as a whole): at or behind these.
     late_at = {cluster: known - lateness for cluster, known in newest.items()}
     arrived: dict[str, list[Event]] = defaultdict(list)
     event, tick, beacon = int(Role.EVENT), int(Role.TICK), int(Role.BEACON)  # ints: compared once per line
+    clocks = ClockBook()
     for raw, seq, arrival, role, received in lines:
         ev = parse_event(raw, seq, arrival)
         if type(ev) is DeadLetter:
             dead = ev
         else:
             cluster = ev.cluster
+            if ev.broker is not None:
+                clocks.observe(cluster, ev.broker, ev.ts, received)
             dead = None if received is None else in_future(ev, raw, received, max_future)
             if dead is None:
                 bound = late_at.get(cluster)
@@ -126,6 +131,7 @@ def classify(
                 dead = _late(ev, raw, bound, lateness)
         if role == event or (role == tick and first):  # a line counts where it is counted
             report.dead.append(dead)
+    report.clocks = clocks.samples()
     return arrived
 
 
