@@ -339,8 +339,8 @@ class BrokerSummary(BaseModel):
     time_since_last_propagation_ms: int | None = Field(description="watermark minus last_propagation_ms")
     clock_offset_ms: int | None = Field(
         None,
-        description="its clock minus its cluster's median clock, from the events it reports (SPEC §6.3; null: it "
-        "reports none)",
+        description="its clock minus its cluster's median clock, from the events it reports (SPEC §6, clock offsets; "
+        "null: it reports none)",
     )
     # A broker that proposes with AlterPartition only: absent otherwise.
     queue_size: int | None = Field(None, description="proposals in its AlterPartition queue, not yet sent")

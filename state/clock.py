@@ -1,4 +1,4 @@
-"""Each reporting broker's clock offset from its cluster (SPEC §6.3): what a broker with a wrong clock is shown by.
+"""Each reporting broker's clock offset from its cluster (SPEC §6, clock offsets): how a wrong clock is shown.
 
 A Kafka leader judges its partitions on its own `time.milliseconds()`, and the agent stamps every event (`ts`) with
 it. Where the input says when an event reached isrwatch (`received`: a LogAppendTime record's timestamp, a file's
@@ -37,13 +37,8 @@ class ClockSample(Struct, array_like=True, frozen=True):
     lead: int
 
 
-class _BookState(Struct, array_like=True):
-    version: int
-    samples: list[ClockSample]
-
-
-_encoder = msgspec.msgpack.Encoder()
-_decoder = msgspec.msgpack.Decoder(_BookState)
+# The state a sink keeps: (version, the samples), msgpack.
+_decoder = msgspec.msgpack.Decoder(tuple[int, list[ClockSample]])
 
 
 def arrival_window(received: int | None) -> int:
@@ -65,13 +60,13 @@ class ClockBook:
     def __init__(self, blob: bytes | None = None) -> None:
         self.windows: dict[tuple[str, int], dict[int, int]] = {}
         if blob is not None:
-            state = _decoder.decode(blob)
-            if state.version != STATE_VERSION:
-                raise ValueError(f"clock state version {state.version} is not {STATE_VERSION}")
-            self.merge(state.samples)
+            version, samples = _decoder.decode(blob)
+            if version != STATE_VERSION:
+                raise ValueError(f"clock state version {version} is not {STATE_VERSION}")
+            self.merge(samples)
 
     def to_bytes(self) -> bytes:
-        return _encoder.encode(_BookState(STATE_VERSION, self.samples()))
+        return msgspec.msgpack.encode((STATE_VERSION, self.samples()))
 
     def observe(self, cluster: str, broker: int, ts: int, received: int | None) -> None:
         """One event `broker` stamped `ts` with its own clock, which reached isrwatch at `received`."""

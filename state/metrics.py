@@ -91,7 +91,7 @@ BROKER_SECONDS_SINCE_LAST_PROPAGATION = gauge(
 )
 BROKER_CLOCK_OFFSET = gauge(
     "broker_clock_offset_seconds",
-    "A reporting broker's clock minus its cluster's median clock (SPEC §6.3; absent: the broker reports no events)",
+    "A reporting broker's clock minus its cluster's median clock (SPEC §6; absent: the broker reports no events)",
     _BROKER,
 )
 # Brokers' AlterPartition path (SPEC §4.9): what each leader has pending, queued and in flight

@@ -80,7 +80,7 @@ class Report(Struct, array_like=True):
     dead: list[DeadLetter] = []
     blob: bytes | None = None  # the bucket's state, only when replaying (to finish at --until)
     alter_partition: list[AlterPartitionSubmit | AlterPartitionAnswer] = []  # for the brokers' managers
-    clocks: list[ClockSample] = []  # the reporting brokers' clocks as this call's lines showed them (SPEC §6.3)
+    clocks: list[ClockSample] = []  # the reporting brokers' clocks as this call's lines showed them (SPEC §6)
 
 
 # Module-level functions (not bound methods) so that Spark's closure pickling refers to them by name.

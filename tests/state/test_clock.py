@@ -1,4 +1,4 @@
-"""The brokers' clock offsets (SPEC §6.3): a broker with a wrong clock is shown with its offset from its cluster.
+"""The brokers' clock offsets (SPEC §6, clock offsets): a broker with a wrong clock is shown with its offset.
 
 The recording of three real Kafka 3.9.2 brokers (tests/agent/data) with broker 1's clock a year ahead and broker 3's
 ten minutes behind: the replay, the streaming shell cut line by line and the real Spark query give those brokers
