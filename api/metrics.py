@@ -106,7 +106,7 @@ class StoreCollector(Collector):
             now_ms = now.of(b["cluster"])
             if now_ms is not None and b["last_propagation_ms"] is not None:
                 since.add_metric(labels, (now_ms - b["last_propagation_ms"]) / 1000)
-            if b["clock_offset_ms"] is not None:
+            if "clock_offset_ms" in b:
                 clock.add_metric(labels, b["clock_offset_ms"] / 1000)
         yield pending
         yield since

@@ -41,11 +41,6 @@ class ClockSample(Struct, array_like=True, frozen=True):
 _decoder = msgspec.msgpack.Decoder(tuple[int, list[ClockSample]])
 
 
-def arrival_window(received: int | None) -> int:
-    """The arrival window an event received at `received` counts in (NO_ARRIVAL: none known)."""
-    return NO_ARRIVAL if received is None else received // CLOCK_WINDOW_MS
-
-
 def median(values: list[int]) -> int:
     """The median (of an even count, the mean of the middle two, rounded down): the cluster's common clock, which one
     wrong clock cannot move however far off it is."""
@@ -70,8 +65,10 @@ class ClockBook:
 
     def observe(self, cluster: str, broker: int, ts: int, received: int | None) -> None:
         """One event `broker` stamped `ts` with its own clock, which reached isrwatch at `received`."""
-        lead = ts if received is None else ts - received
-        self.add(cluster, broker, arrival_window(received), lead)
+        if received is None:
+            self.add(cluster, broker, NO_ARRIVAL, ts)
+        else:
+            self.add(cluster, broker, received // CLOCK_WINDOW_MS, ts - received)
 
     def add(self, cluster: str, broker: int, window: int, lead: int) -> None:
         """Fold one lead in: the largest per window, of the latest two windows only."""
@@ -79,7 +76,11 @@ class ClockBook:
         if windows is None:
             self.windows[(cluster, broker)] = {window: lead}
             return
-        if lead > windows.get(window, NO_ARRIVAL) and window >= max(windows) - 1:
+        known = windows.get(window)
+        if known is not None:  # the common case: a window kept already
+            if lead > known:
+                windows[window] = lead
+        elif window >= max(windows) - 1:
             windows[window] = lead
             for old in [w for w in windows if w < window - 1]:
                 del windows[old]

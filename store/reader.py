@@ -288,7 +288,8 @@ class Reader(Database):
 
     def broker_propagation(self, cluster: str | None = None, broker: int | None = None) -> list[dict[str, Any]]:
         """Each broker's pending ISR-change set and last propagation and, when it proposes with AlterPartition, its
-        `queue` and `in_flight` request, without touching the replica rows.
+        `queue` and `in_flight` request, and when it reports its own events its `clock_offset_ms`, without touching
+        the replica rows.
 
         `last_propagation_ms` falls back to its last batch in the history when the writer kept no broker
         state (a replay).
@@ -300,7 +301,9 @@ class Reader(Database):
             " in_flight, clock_offset_ms FROM brokers" + cond,
             params,
         ):
-            out[(c, b)] = _propagation_state(c, b, _decode(pending), first, last_change, last_prop, offset)
+            out[(c, b)] = _propagation_state(c, b, _decode(pending), first, last_change, last_prop)
+            if offset is not None:  # a broker that reports its own events: its clock (SPEC §6, clock offsets)
+                out[(c, b)]["clock_offset_ms"] = offset
             if queue is not None:  # a broker that proposes with AlterPartition: its manager
                 out[(c, b)].update(queue=_decode(queue), in_flight=None if in_flight is None else _decode(in_flight))
         for c, b, last_prop in self._rows(
@@ -431,7 +434,6 @@ def _propagation_state(
     first_change_ts: int | None = None,
     last_isr_change_ms: int | None = None,
     last_propagation_ms: int | None = None,
-    clock_offset_ms: int | None = None,
 ) -> dict[str, Any]:
     return {
         "cluster": cluster,
@@ -440,7 +442,6 @@ def _propagation_state(
         "first_change_ts": first_change_ts,
         "last_isr_change_ms": last_isr_change_ms,
         "last_propagation_ms": last_propagation_ms,
-        "clock_offset_ms": clock_offset_ms,
     }
 
 

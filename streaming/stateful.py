@@ -82,14 +82,18 @@ def _emit(report: Report) -> Iterator[pd.DataFrame]:
 def _control(frames: Iterator[pd.DataFrame], until: int | None) -> Iterator[pd.DataFrame]:
     """Lines without a usable time or key: dead letters (or, replaying, valid events after --until)."""
     report = Report(CONTROL_KEY)
-    for raw, seq, arrival, _, _ in _lines(frames):
+    clocks = ClockBook()
+    for raw, seq, arrival, _, received in _lines(frames):
         ev = parse_event(raw, seq, arrival)
         if type(ev) is DeadLetter:
             report.dead.append(ev)
         elif until is not None and ev.ts > until:
             report.after_until += 1
+            if ev.broker is not None:  # its broker's clock, as a replay parsing every line sees it
+                clocks.observe(ev.cluster, ev.broker, ev.ts, received)
         else:
             report.dead.append(DeadLetter(raw=raw.decode("utf-8", "replace"), reason=UNREADABLE, ts=ev.ts))
+    report.clocks = clocks.samples()
     return _emit(report)
 
 
