@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any, Self
 from urllib.parse import urlsplit
 
-SCHEMA_VERSION = 6  # 4: divergences.cause; 5: AlterPartition (isr_pending, brokers' queue and in-flight request,
-# alter_partitions); 6: brokers.clock_offset_ms
+# 4: divergences.cause; 5: AlterPartition (isr_pending, brokers' queue and in-flight request, alter_partitions);
+# 6: brokers.clock_offset_ms
+SCHEMA_VERSION = 6
 # How a store of an older version becomes the next one, keeping its data: version -> its statements.
 MIGRATIONS: dict[int, tuple[str, ...]] = {5: ("ALTER TABLE brokers ADD COLUMN clock_offset_ms BIGINT",)}
 
@@ -346,9 +347,9 @@ class Database:
     def _migrate(self, cur: Any, stored: str) -> str:
         """Bring a store of an older version that `MIGRATIONS` knows up to date, in the same transaction; returns
         the version it has now (another version's as it is)."""
-        version = int(stored) if stored.isdigit() else None
-        if version not in MIGRATIONS:
+        if not stored.isdigit() or int(stored) not in MIGRATIONS:
             return stored
+        version = int(stored)
         while version in MIGRATIONS:
             for statement in MIGRATIONS[version]:
                 cur.execute(statement)
