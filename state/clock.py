@@ -64,11 +64,15 @@ class ClockBook:
         return msgspec.msgpack.encode((STATE_VERSION, self.samples()))
 
     def observe(self, cluster: str, broker: int, ts: int, received: int | None) -> None:
-        """One event `broker` stamped `ts` with its own clock, which reached isrwatch at `received`."""
-        if received is None:
-            self.add(cluster, broker, NO_ARRIVAL, ts)
-        else:
-            self.add(cluster, broker, received // CLOCK_WINDOW_MS, ts - received)
+        """One event `broker` stamped `ts` with its own clock, which reached isrwatch at `received`. Called for every
+        event a broker reports, so the common case (a window it keeps already) is folded in here, in one call."""
+        window, lead = (NO_ARRIVAL, ts) if received is None else (received // CLOCK_WINDOW_MS, ts - received)
+        windows = self.windows.get((cluster, broker))
+        known = None if windows is None else windows.get(window)
+        if known is None:
+            self.add(cluster, broker, window, lead)
+        elif lead > known:
+            windows[window] = lead  # type: ignore[index]  # known is not None: so is windows
 
     def add(self, cluster: str, broker: int, window: int, lead: int) -> None:
         """Fold one lead in: the largest per window, of the latest two windows only."""
@@ -77,7 +81,7 @@ class ClockBook:
             self.windows[(cluster, broker)] = {window: lead}
             return
         known = windows.get(window)
-        if known is not None:  # the common case: a window kept already
+        if known is not None:
             if lead > known:
                 windows[window] = lead
         elif window >= max(windows) - 1:

@@ -115,6 +115,7 @@ def classify(
     arrived: dict[str, list[Event]] = defaultdict(list)
     event, tick, beacon = int(Role.EVENT), int(Role.TICK), int(Role.BEACON)  # ints: compared once per line
     clocks = ClockBook()
+    observe = clocks.observe
     for raw, seq, arrival, role, received in lines:
         ev = parse_event(raw, seq, arrival)
         if type(ev) is DeadLetter:
@@ -122,7 +123,7 @@ def classify(
         else:
             cluster = ev.cluster
             if ev.broker is not None:
-                clocks.observe(cluster, ev.broker, ev.ts, received)
+                observe(cluster, ev.broker, ev.ts, received)
             dead = None if received is None else in_future(ev, raw, received, max_future)
             if dead is None:
                 bound = late_at.get(cluster)
