@@ -78,6 +78,19 @@ def test_the_stream_cut_line_by_line_shows_what_the_replay_shows() -> None:
     assert offsets(backfill.brokers) == want
 
 
+def test_events_after_until_show_their_clocks_in_the_stream_as_in_the_replay() -> None:
+    """A replay parses every line, --until or not; the stream's control key, which receives the events after it,
+    samples them as well."""
+    lines = [line for b in (1, 2, 3) for line in skewed_lines(b)]
+    until = FIRST_TS + 60_000
+    want = offsets(replay([lines], CONFIG, until=until).brokers)
+    config = Config(replica_lag_time_max_ms=6000, allowed_lateness_ms=2 * YEAR).with_profile("agent")
+    streamed = run_stateful(lines, range(0, len(lines), 50), config, buckets=4, until=until)
+    assert streamed.summary["events_after_until"] > 0
+    assert offsets(streamed.brokers) == want
+    assert_skew_shown(want)
+
+
 @pytest.mark.spark
 def test_the_spark_query_shows_the_skewed_brokers(tmp_path: Path) -> None:
     """The real streaming query over three files (arrival: each file's modification time)."""
