@@ -99,14 +99,18 @@ class StoreCollector(Collector):
 
     def _brokers(self, now: EventTime) -> Iterator[Metric]:
         pending, since = _gauge(m.BROKER_PENDING_ISR_CHANGES), _gauge(m.BROKER_SECONDS_SINCE_LAST_PROPAGATION)
+        clock = _gauge(m.BROKER_CLOCK_OFFSET)
         for b in self.store.broker_propagation():
             labels = [b["cluster"], str(b["broker"])]
             pending.add_metric(labels, len(b["pending"]))
             now_ms = now.of(b["cluster"])
             if now_ms is not None and b["last_propagation_ms"] is not None:
                 since.add_metric(labels, (now_ms - b["last_propagation_ms"]) / 1000)
+            if "clock_offset_ms" in b:
+                clock.add_metric(labels, b["clock_offset_ms"] / 1000)
         yield pending
         yield since
+        yield clock
         yield from self._alter_partition(now)
 
     def _alter_partition(self, now: EventTime) -> Iterator[Metric]:

@@ -337,6 +337,11 @@ class BrokerSummary(BaseModel):
     last_isr_change_ms: int | None
     last_propagation_ms: int | None
     time_since_last_propagation_ms: int | None = Field(description="watermark minus last_propagation_ms")
+    clock_offset_ms: int | None = Field(
+        None,
+        description="its clock minus its cluster's median clock, from the events it reports (SPEC §6, clock offsets; "
+        "null: it reports none)",
+    )
     # A broker that proposes with AlterPartition only: absent otherwise.
     queue_size: int | None = Field(None, description="proposals in its AlterPartition queue, not yet sent")
     in_flight_partitions: int | None = Field(None, description="partitions of its request in flight (null: none)")

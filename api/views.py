@@ -108,6 +108,7 @@ def broker_summary(broker: Mapping[str, Any], now: EventTime) -> dict:
         "last_isr_change_ms": broker["last_isr_change_ms"],
         "last_propagation_ms": broker["last_propagation_ms"],
         "time_since_last_propagation_ms": _since(now_ms, broker["last_propagation_ms"]),
+        "clock_offset_ms": broker.get("clock_offset_ms"),
         **_alter_partition(broker, now_ms),
     }
 

@@ -89,6 +89,11 @@ BROKER_PENDING_ISR_CHANGES = gauge(
 BROKER_SECONDS_SINCE_LAST_PROPAGATION = gauge(
     "broker_seconds_since_last_propagation", "Event time since a broker's last ISR-change batch", _BROKER
 )
+BROKER_CLOCK_OFFSET = gauge(
+    "broker_clock_offset_seconds",
+    "A reporting broker's clock minus its cluster's median clock (SPEC §6; absent: the broker reports no events)",
+    _BROKER,
+)
 # Brokers' AlterPartition path (SPEC §4.9): what each leader has pending, queued and in flight
 BROKER_ISR_PENDING_PARTITIONS = gauge(
     "broker_isr_pending_partitions", "Partitions a leader broker leads whose ISR change is not committed yet", _BROKER
@@ -197,6 +202,7 @@ CATALOGUE: tuple[Metric, ...] = (
     FOLLOWER_LAG_OFFSETS,
     BROKER_PENDING_ISR_CHANGES,
     BROKER_SECONDS_SINCE_LAST_PROPAGATION,
+    BROKER_CLOCK_OFFSET,
     BROKER_ISR_PENDING_PARTITIONS,
     BROKER_OLDEST_ISR_PENDING,
     BROKER_ALTER_PARTITION_QUEUE,

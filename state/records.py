@@ -124,8 +124,9 @@ class AlterPartitionRequest(Struct, kw_only=True):
 
 
 class BrokerRecord(Struct, kw_only=True, omit_defaults=True):
-    """A leader broker's propagation throttle (its pending ISR-change set and last batch) and, with AlterPartition,
-    its manager: the queue of proposals not yet sent, the request in flight and how long it has been."""
+    """A broker's propagation throttle (its pending ISR-change set and last batch), with AlterPartition its manager:
+    the queue of proposals not yet sent, the request in flight and how long it has been; and, for a broker that
+    reports its own events (the agent), its clock's offset from its cluster (`isrwatch.state.clock`)."""
 
     cluster: str
     broker: int
@@ -136,6 +137,7 @@ class BrokerRecord(Struct, kw_only=True, omit_defaults=True):
     queue: list[AlterPartitionItem] | None = None  # None: a broker without AlterPartition
     in_flight: AlterPartitionRequest | None = None
     in_flight_age_ms: int | None = None  # its cluster's time minus the request's send time
+    clock_offset_ms: int | None = None  # its clock minus its cluster's median clock (None: it reports no events)
 
 
 class FollowerRecord(Struct, kw_only=True):

@@ -11,6 +11,7 @@ from typing import Any
 
 from .alter_partition import AlterPartitionBook
 from .audit import Audit
+from .clock import ClockBook
 from .config import Config
 from .engine import PartitionEngine
 from .events import DeadLetter, Event, in_future, parse_event, sorts_at
@@ -34,11 +35,13 @@ def parse_lines(
     every: int = 500_000,
     now: int | None = None,
     max_future_ms: int = 0,
+    clocks: ClockBook | None = None,
 ) -> tuple[list[Event], list[DeadLetter], int]:
     """Parse every non-blank line; a missing `seq` is the line's number in its file (1-based).
 
     With `now` (epoch ms), every line counts as arriving then: an event dated more than `max_future_ms` after
-    it is a `ts_in_future` dead letter, as in the stream. Without it the input is trusted.
+    it is a `ts_in_future` dead letter, as in the stream. Without it the input is trusted. `clocks` observes
+    every valid event a broker reported, refused or not: a refused one is the evidence of its clock.
     """
     events: list[Event] = []
     dead: list[DeadLetter] = []
@@ -51,8 +54,11 @@ def parse_lines(
             # The raw text a dead letter keeps is the line without its ending, as the stream frames it.
             text = line.rstrip(b"\r\n") if isinstance(line, bytes) else line.rstrip("\r\n")
             parsed = parse_event(text, line_no, arrival)
-            if now is not None and not isinstance(parsed, DeadLetter):
-                parsed = in_future(parsed, text, now, max_future_ms) or parsed
+            if not isinstance(parsed, DeadLetter):
+                if clocks is not None and parsed.broker is not None:
+                    clocks.observe(parsed.cluster, parsed.broker, parsed.ts, now)
+                if now is not None:
+                    parsed = in_future(parsed, text, now, max_future_ms) or parsed
             if isinstance(parsed, DeadLetter):
                 dead.append(parsed)
             else:
@@ -68,16 +74,23 @@ def replay_events(
     until: int | None = None,
     dead: Iterable[DeadLetter] = (),
     clock: Clock | None = None,
+    clocks: ClockBook | None = None,
 ) -> ReplayResult:
-    """Apply `events` and every scheduled check up to `until` inclusive (default: the last event time)."""
+    """Apply `events` and every scheduled check up to `until` inclusive (default: the last event time). `clocks`:
+    the brokers' clocks as parsing observed them (default: observed from `events`, without arrival times)."""
     started = clock() if clock else 0.0
+    if clocks is None:
+        clocks = ClockBook()
+        for ev in events:
+            if ev.broker is not None:
+                clocks.observe(ev.cluster, ev.broker, ev.ts, None)
     if until is None:
         until = max((sorts_at(ev) for ev in events), default=-1)
     engine = PartitionEngine(config)
     engine.add(events)
     book = PropagationBook(config)
     audit = Audit(config)
-    settled = settle(book, [engine.advance(until + 1)], until + 1, audit, AlterPartitionBook())
+    settled = settle(book, [engine.advance(until + 1)], until + 1, audit, AlterPartitionBook(), clocks)
     result = ReplayResult(
         decisions=settled.decisions,
         propagations=settled.propagations,
@@ -114,10 +127,11 @@ def replay(
     `now`: judge event times against it as the stream judges them against their arrival (`parse_lines`).
     """
     started = clock() if clock else 0.0
-    events, dead, lines = parse_lines(sources, progress, now=now, max_future_ms=config.max_future_ms)
+    clocks = ClockBook()
+    events, dead, lines = parse_lines(sources, progress, now=now, max_future_ms=config.max_future_ms, clocks=clocks)
     if progress:
         progress(f"parsed {lines:,} lines: {len(events):,} events, {len(dead):,} dead letters; applying")
-    result = replay_events(events, config, until, dead, clock)
+    result = replay_events(events, config, until, dead, clock, clocks)
     result.summary.update({"lines": lines, "config": config.to_dict()})
     if clock:
         elapsed = clock() - started

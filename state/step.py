@@ -21,6 +21,7 @@ from msgspec.structs import replace
 
 from .alter_partition import AlterPartitionBook
 from .audit import Audit, sorted_divergences
+from .clock import ClockBook
 from .events import BrokerObserved, DeadLetter, IsrUpdated, Observed
 from .metrics import DEAD_LETTERS, IGNORED_ALTER_PARTITION_ANSWERS, LATE_EVENTS, counter_key
 from .propagation import PropagationBook
@@ -95,11 +96,13 @@ def settle(
     until: int | Mapping[str, int] | None,
     audit: Audit | None = None,
     managers: AlterPartitionBook | None = None,
+    clocks: ClockBook | None = None,
 ) -> Settled:
     """Fold state keys' outputs into one step: the ISR changes and ticks go to the brokers' propagation
     book, which advances to `until` (one time, or one per cluster; None: the book only buffers); the model's
     ISR writes and batches and the brokers' observed writes go to the `audit`, which advances likewise; the
-    leaders' AlterPartition proposals and answers go to their brokers' `managers`, likewise."""
+    leaders' AlterPartition proposals and answers go to their brokers' `managers`, likewise. The broker records
+    carry the reporting brokers' clock offsets from `clocks`."""
     settled = Settled()
     counters = settled.counters
     managers = AlterPartitionBook() if managers is None else managers
@@ -139,7 +142,7 @@ def settle(
             divergences += audit.add(batches=settled.propagations)
             divergences += audit.advance(until)
     settled.divergences = sorted_divergences(divergences)
-    settled.brokers = brokers_view(book, managers)
+    settled.brokers = brokers_view(book, managers, clocks)
     return settled
 
 
@@ -148,19 +151,15 @@ def _snapshot(value: Any, kind: Any) -> Any:
     return msgspec.msgpack.decode(msgspec.msgpack.encode(value), type=kind)
 
 
-def brokers_view(book: PropagationBook, managers: AlterPartitionBook) -> list[BrokerRecord]:
-    """Every broker's record: its propagation throttle and, when it proposes with AlterPartition, its manager."""
+def brokers_view(
+    book: PropagationBook, managers: AlterPartitionBook, clocks: ClockBook | None = None
+) -> list[BrokerRecord]:
+    """Every broker's record: its propagation throttle, when it proposes with AlterPartition its manager, and when it
+    reports its events its clock offset. One record per broker, so a broker that leads nothing has one too."""
     records = {(b.cluster, b.broker): b for b in book.brokers_view()}
     for manager, now in managers.managers():
         key = (manager.cluster, manager.broker)
-        record = records.get(key) or BrokerRecord(
-            cluster=manager.cluster,
-            broker=manager.broker,
-            pending=[],
-            first_change_ts=None,
-            last_isr_change_ms=book.origin,
-            last_propagation_ms=book.origin,
-        )
+        record = records.get(key) or _idle(book, *key)
         request = manager.in_flight
         records[key] = replace(
             record,
@@ -168,7 +167,21 @@ def brokers_view(book: PropagationBook, managers: AlterPartitionBook) -> list[Br
             in_flight=_snapshot(request, AlterPartitionRequest | None),
             in_flight_age_ms=None if request is None else now - request.sent_ms,
         )
+    for key, offset in (clocks.offsets() if clocks is not None else {}).items():
+        records[key] = replace(records.get(key) or _idle(book, *key), clock_offset_ms=offset)
     return [records[key] for key in sorted(records)]
+
+
+def _idle(book: PropagationBook, cluster: str, broker: int) -> BrokerRecord:
+    """The record of a broker the propagation book has no state of: nothing pending, its throttle at the origin."""
+    return BrokerRecord(
+        cluster=cluster,
+        broker=broker,
+        pending=[],
+        first_change_ts=None,
+        last_isr_change_ms=book.origin,
+        last_propagation_ms=book.origin,
+    )
 
 
 def by_reason(counters: Mapping[str, int], name: str) -> dict[str, int]:

@@ -288,19 +288,22 @@ class Reader(Database):
 
     def broker_propagation(self, cluster: str | None = None, broker: int | None = None) -> list[dict[str, Any]]:
         """Each broker's pending ISR-change set and last propagation and, when it proposes with AlterPartition, its
-        `queue` and `in_flight` request, without touching the replica rows.
+        `queue` and `in_flight` request, and when it reports its own events its `clock_offset_ms`, without touching
+        the replica rows.
 
         `last_propagation_ms` falls back to its last batch in the history when the writer kept no broker
         state (a replay).
         """
         cond, params = _broker_filter(cluster, broker)
         out: dict[tuple[str, int], dict[str, Any]] = {}
-        for c, b, pending, first, last_change, last_prop, queue, in_flight in self._rows(
+        for c, b, pending, first, last_change, last_prop, queue, in_flight, offset in self._rows(
             "SELECT cluster, broker, pending, first_change_ts, last_isr_change_ms, last_propagation_ms, queue,"
-            " in_flight FROM brokers" + cond,
+            " in_flight, clock_offset_ms FROM brokers" + cond,
             params,
         ):
             out[(c, b)] = _propagation_state(c, b, _decode(pending), first, last_change, last_prop)
+            if offset is not None:  # a broker that reports its own events: its clock (SPEC §6, clock offsets)
+                out[(c, b)]["clock_offset_ms"] = offset
             if queue is not None:  # a broker that proposes with AlterPartition: its manager
                 out[(c, b)].update(queue=_decode(queue), in_flight=None if in_flight is None else _decode(in_flight))
         for c, b, last_prop in self._rows(

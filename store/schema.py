@@ -15,9 +15,11 @@ from pathlib import Path
 from typing import Any, Self
 from urllib.parse import urlsplit
 
-SCHEMA_VERSION = (
-    5  # 4: divergences.cause; 5: AlterPartition (isr_pending, brokers' queue and in-flight request, alter_partitions)
-)
+# 4: divergences.cause; 5: AlterPartition (isr_pending, brokers' queue and in-flight request, alter_partitions);
+# 6: brokers.clock_offset_ms
+SCHEMA_VERSION = 6
+# How a store of an older version becomes the next one, keeping its data: version -> its statements.
+MIGRATIONS: dict[int, tuple[str, ...]] = {5: ("ALTER TABLE brokers ADD COLUMN clock_offset_ms BIGINT",)}
 
 
 class StoreError(RuntimeError):
@@ -110,7 +112,7 @@ CREATE TABLE IF NOT EXISTS dead_letters (
 CREATE TABLE IF NOT EXISTS brokers (
     cluster TEXT NOT NULL, broker INTEGER NOT NULL, pending TEXT NOT NULL, pending_count INTEGER NOT NULL,
     first_change_ts BIGINT, last_isr_change_ms BIGINT NOT NULL, last_propagation_ms BIGINT NOT NULL,
-    queue TEXT, in_flight TEXT, in_flight_sent_ms BIGINT, PRIMARY KEY (cluster, broker));
+    queue TEXT, in_flight TEXT, in_flight_sent_ms BIGINT, clock_offset_ms BIGINT, PRIMARY KEY (cluster, broker));
 CREATE TABLE IF NOT EXISTS tallies (
     metric TEXT NOT NULL, labels TEXT NOT NULL, value DOUBLE PRECISION NOT NULL, PRIMARY KEY (metric, labels));
 CREATE TABLE IF NOT EXISTS clusters (cluster TEXT PRIMARY KEY, frontier_ms BIGINT NOT NULL);
@@ -331,7 +333,7 @@ class Database:
             cur.execute(meta)  # the version first: another version's tables may lack what this one's DDL indexes
             cur.execute(self._q("SELECT value FROM meta WHERE key = 'schema_version'"))
             row = cur.fetchone()
-            if row is not None and row[0] != str(SCHEMA_VERSION):
+            if row is not None and self._migrate(cur, row[0]) != str(SCHEMA_VERSION):
                 raise StoreError(
                     f"store {_redacted(self.url)} has schema version {row[0]}, this isrwatch writes {SCHEMA_VERSION}"
                 )
@@ -341,6 +343,19 @@ class Database:
                 cur.execute(
                     self._q("INSERT INTO meta (key, value) VALUES ('schema_version', ?)"), (str(SCHEMA_VERSION),)
                 )
+
+    def _migrate(self, cur: Any, stored: str) -> str:
+        """Bring a store of an older version that `MIGRATIONS` knows up to date, in the same transaction; returns
+        the version it has now (another version's as it is)."""
+        if not stored.isdigit() or int(stored) not in MIGRATIONS:
+            return stored
+        version = int(stored)
+        while version in MIGRATIONS:
+            for statement in MIGRATIONS[version]:
+                cur.execute(statement)
+            version += 1
+        cur.execute(self._q("UPDATE meta SET value = ? WHERE key = 'schema_version'"), (str(version),))
+        return str(version)
 
     # -- writes
 

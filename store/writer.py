@@ -180,6 +180,7 @@ class Writer(Database):
                     "queue",
                     "in_flight",
                     "in_flight_sent_ms",
+                    "clock_offset_ms",
                 ),
                 [
                     (
@@ -193,6 +194,7 @@ class Writer(Database):
                         None if b.queue is None else _encode(b.queue).decode(),
                         None if b.in_flight is None else _encode(b.in_flight).decode(),
                         None if b.in_flight is None else b.in_flight.sent_ms,
+                        b.clock_offset_ms,
                     )
                     for b in brokers
                 ],

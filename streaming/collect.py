@@ -13,6 +13,7 @@ from typing import Any
 
 from isrwatch.state.alter_partition import AlterPartitionBook
 from isrwatch.state.audit import Audit, sorted_divergences
+from isrwatch.state.clock import ClockBook
 from isrwatch.state.config import Config
 from isrwatch.state.engine import PartitionEngine
 from isrwatch.state.events import Event
@@ -23,7 +24,7 @@ from isrwatch.state.step import Settled, settle, summarize
 
 from .framing import Role
 from .reports import Report, decode_bucket
-from .sink import AUDIT_BLOB, BOOK_BLOB, MANAGERS_BLOB, settle_reports
+from .sink import AUDIT_BLOB, BOOK_BLOB, CLOCKS_BLOB, MANAGERS_BLOB, settle_reports
 from .stateful import count_events
 
 
@@ -92,7 +93,8 @@ class ReplayCollector:
         book = PropagationBook(self.config, self.sink_blobs.get(BOOK_BLOB))
         audit = Audit(self.config, self.sink_blobs.get(AUDIT_BLOB))
         managers = AlterPartitionBook(self.sink_blobs.get(MANAGERS_BLOB))
-        last = settle(book, outputs, end + 1, audit, managers)
+        clocks = ClockBook(self.sink_blobs.get(CLOCKS_BLOB))
+        last = settle(book, outputs, end + 1, audit, managers, clocks)
         records.sort(key=lambda r: (r.cluster, r.topic, r.partition))
         result = ReplayResult(
             decisions=total.decisions + last.decisions,

@@ -6,6 +6,7 @@ import msgspec
 import pyarrow as pa
 from msgspec import Struct
 
+from isrwatch.state.clock import ClockSample
 from isrwatch.state.events import BrokerObserved, DeadLetter, Event
 from isrwatch.state.records import (
     AlterPartitionAnswer,
@@ -90,6 +91,7 @@ class Report(Struct, array_like=True):
     dead: list[DeadLetter] = []
     blob: bytes | None = None  # the bucket's state, only when replaying (to finish at --until)
     alter_partition: list[AlterPartitionSubmit | AlterPartitionAnswer] = []  # for the brokers' managers
+    clocks: list[ClockSample] = []  # the reporting brokers' clocks as this call's lines showed them (SPEC §6)
 
 
 # Module-level functions (not bound methods) so that Spark's closure pickling refers to them by name.

@@ -22,6 +22,7 @@ import psycopg
 
 from isrwatch.state.alter_partition import AlterPartitionBook
 from isrwatch.state.audit import Audit
+from isrwatch.state.clock import ClockBook
 from isrwatch.state.config import Config
 from isrwatch.state.metrics import LATE_EVENTS
 from isrwatch.state.propagation import PropagationBook
@@ -48,8 +49,9 @@ STORE_DOWN: tuple[type[BaseException], ...] = (
 )
 FRONTIERS_BLOB = "frontiers"
 MANAGERS_BLOB = "alter_partition_managers"  # the brokers' AlterPartition managers, kept as the propagation book is
+CLOCKS_BLOB = "clocks"  # the reporting brokers' clocks (isrwatch.state.clock), likewise
 # The sink's state, kept in the store with each batch.
-SINK_BLOBS = (BOOK_BLOB, AUDIT_BLOB, FRONTIERS_BLOB, MANAGERS_BLOB)
+SINK_BLOBS = (BOOK_BLOB, AUDIT_BLOB, FRONTIERS_BLOB, MANAGERS_BLOB, CLOCKS_BLOB)
 
 
 class Frontiers(msgspec.Struct, array_like=True):
@@ -94,9 +96,11 @@ def settle_reports(
     audit = Audit(config, blobs.get(AUDIT_BLOB))
     managers = AlterPartitionBook(blobs.get(MANAGERS_BLOB))
     frontiers = Frontiers.load(blobs.get(FRONTIERS_BLOB))
+    clocks = ClockBook(blobs.get(CLOCKS_BLOB))
     for r in reports:
         frontiers.report(r.bucket, r.frontiers)
-    settled = settle(book, reports, frontiers.settled(), audit, managers)
+        clocks.merge(r.clocks)
+    settled = settle(book, reports, frontiers.settled(), audit, managers, clocks)
     for r in reports:
         settled.add_dead_letters(r.dead)
         settled.counters[LATE_EVENTS.tally] += sum(1 for d in r.dead if d.category == "late")
@@ -108,6 +112,7 @@ def settle_reports(
         MANAGERS_BLOB: managers.to_bytes(),
         AUDIT_BLOB: audit.to_bytes(),
         FRONTIERS_BLOB: msgspec.msgpack.encode(frontiers),
+        CLOCKS_BLOB: clocks.to_bytes(),
     }
 
 

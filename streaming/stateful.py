@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from isrwatch.state.clock import ClockBook
 from isrwatch.state.config import Config
 from isrwatch.state.engine import PartitionEngine
 from isrwatch.state.events import (
@@ -85,14 +86,18 @@ def _emit(report: Report) -> Iterator[pd.DataFrame]:
 def _control(frames: Iterator[pd.DataFrame], until: int | None) -> Iterator[pd.DataFrame]:
     """Lines without a usable time or key: dead letters (or, replaying, valid events after --until)."""
     report = Report(CONTROL_KEY)
-    for raw, seq, arrival, _, _ in _lines(frames):
+    clocks = ClockBook()
+    for raw, seq, arrival, _, received in _lines(frames):
         ev = parse_event(raw, seq, arrival)
         if type(ev) is DeadLetter:
             report.dead.append(ev)
         elif until is not None and ev.ts > until:
             report.after_until += 1
+            if ev.broker is not None:  # its broker's clock, as a replay parsing every line sees it
+                clocks.observe(ev.cluster, ev.broker, ev.ts, received)
         else:
             report.dead.append(DeadLetter(raw=raw.decode("utf-8", "replace"), reason=UNREADABLE, ts=ev.ts))
+    report.clocks = clocks.samples()
     return _emit(report)
 
 
@@ -107,7 +112,8 @@ def classify(
     """Parse each line the key received: a valid, timely one moves its cluster's time (`held.newest`) and, unless a
     beacon, arrives; one that jumps more than `max_future` ahead of that time waits for corroboration (`Jumps`);
     the others are dead letters, reported where the line is counted (its own event; a tick in the first bucket).
-    Returns the arrived events by cluster."""
+    Every valid event a broker reported, refused, waiting or not, shows its clock (`report.clocks`). Returns the
+    arrived events by cluster."""
     newest = held.newest
     # A line is late against what earlier calls knew (a batch arrives as a whole): at or behind these.
     late_at = {cluster: known - lateness for cluster, known in newest.items()}
@@ -116,12 +122,16 @@ def classify(
     fresh: dict[str, list[tuple[Event, bytes, int]]] = defaultdict(list)  # clusters this key has no time of yet
     witnessed, lowest = held.brokers, jumps.lowest
     event, tick, beacon = int(Role.EVENT), int(Role.TICK), int(Role.BEACON)  # ints: compared once per line
+    clocks = ClockBook()
+    observe = clocks.observe
     for raw, seq, arrival, role, received in lines:
         ev = parse_event(raw, seq, arrival)
         if type(ev) is DeadLetter:
             dead = ev
         else:
             cluster = ev.cluster
+            if ev.broker is not None:
+                observe(cluster, ev.broker, ev.ts, received)
             dead = None if received is None else in_future(ev, raw, received, max_future)
             if dead is None:
                 bound = late_at.get(cluster)
@@ -159,6 +169,7 @@ def classify(
                 if lowest.get(cluster, INF) <= newest[cluster] + max_future:
                     jumps.release(cluster)
     jumps.expire()
+    report.clocks = clocks.samples()
     return arrived
 
 

@@ -6,6 +6,7 @@ const REFRESH_MS = 2000;
 const FOLLOWERS_SHOWN = 8;
 const LIVE_BATCH_AGE_S = 30;
 const STUCK_IN_FLIGHT_MS = 30000; // the IsrwatchIsrChangePending alert's threshold
+const CLOCK_SKEW_MS = 30000; // the IsrwatchBrokerClockSkew alert's threshold
 
 const view = {
   asOf: null, // event time the data is judged at (the watermark)
@@ -115,6 +116,13 @@ function clock(ms) {
 
 function secs(ms) {
   return ms === null || ms === undefined ? "—" : `${(ms / 1000).toFixed(1)} s`;
+}
+
+function offset(ms) {
+  // A broker's clock offset, signed, in the largest unit that keeps it readable (a year ahead reads in days).
+  const size = Math.abs(ms);
+  const [scale, unit] = size < 120000 ? [1000, "s"] : size < 7200000 ? [60000, "min"] : size < 172800000 ? [3600000, "h"] : [86400000, "d"];
+  return `${ms < 0 ? "−" : "+"}${(size / scale).toFixed(1)} ${unit}`;
 }
 
 function eventNow() {
@@ -336,14 +344,20 @@ function renderStream(metrics) {
 }
 
 function renderBrokers(brokers) {
-  const rows = brokers.map((b) => el("tr", { class: b.out_of_sync_replicas ? "problem" : undefined },
-    el("td", {}, view.clusters.length > 1 ? `${b.cluster}/${b.broker}` : b.broker),
-    el("td", { class: "num" }, b.partitions_led),
-    el("td", { class: "num" }, b.replicas),
-    el("td", { class: "num" }, b.out_of_sync_replicas),
-    el("td", { class: "num" }, b.pending_isr_change_count),
-    el("td", {}, b.last_propagation_ms === null ? "—" : `${secs(b.time_since_last_propagation_ms)} ago`)));
-  fillTable("brokers", rows, "no brokers yet", 6);
+  const rows = brokers.map((b) => {
+    // A broker whose clock is off from its cluster's by more than the alert's threshold is judged on a wrong clock.
+    const skewed = b.clock_offset_ms !== null && b.clock_offset_ms !== undefined && Math.abs(b.clock_offset_ms) > CLOCK_SKEW_MS;
+    return el("tr", { class: b.out_of_sync_replicas || skewed ? "problem" : undefined, dataset: { broker: b.broker, cluster: b.cluster } },
+      el("td", {}, view.clusters.length > 1 ? `${b.cluster}/${b.broker}` : b.broker),
+      el("td", { class: "num" }, b.partitions_led),
+      el("td", { class: "num" }, b.replicas),
+      el("td", { class: "num" }, b.out_of_sync_replicas),
+      el("td", { class: "num" }, b.pending_isr_change_count),
+      el("td", {}, b.last_propagation_ms === null ? "—" : `${secs(b.time_since_last_propagation_ms)} ago`),
+      el("td", { class: "clock" }, b.clock_offset_ms === null || b.clock_offset_ms === undefined ? "—" : offset(b.clock_offset_ms),
+        skewed ? [" ", el("span", { class: "badge bad", title: "its clock is off from its cluster's median clock" }, "clock skewed")] : null));
+  });
+  fillTable("brokers", rows, "no brokers yet", 7);
 }
 
 function renderAlterPartition(pending, brokers) {

@@ -234,3 +234,36 @@ def test_status_page_shows_the_pending_isr_changes_and_each_brokers_alter_partit
     assert brokers["1"]["cells"] == ["1", "1", "1 partition", "25.1 s"] and "warning" in brokers["1"]["classes"]
     assert brokers["2"]["cells"] == ["2", "0", "none", "—"] and brokers["2"]["classes"] == []
     assert set(brokers) == {"1", "2"}  # broker 3 leads nothing: it has no manager
+
+
+def test_status_page_flags_a_broker_whose_clock_is_off(tmp_path):
+    """The agent recording of three 3.9 brokers with broker 1's clock a year ahead and broker 3's ten minutes behind
+    (tests/state/test_clock.py), replayed into a store: /v1/brokers and /metrics give their offsets over real HTTP,
+    the page flags both as clock-skewed with the offset, and broker 2 not."""
+    from tests.state.test_clock import SKEW, TOLERANCE_MS, skewed_lines
+
+    events = tmp_path / "agent.jsonl"
+    events.write_bytes(b"".join(line + b"\n" for b in (1, 2, 3) for line in skewed_lines(b)))
+    store = f"sqlite:///{tmp_path / 'isrwatch.db'}"
+    argv = ["replay", str(events), "--profile", "agent", "--set", "replica_lag_time_max_ms=6000", "--store", store]
+    assert main(argv) == 0
+    with serving(store) as base:
+        listed = {b["broker"]: b["clock_offset_ms"] for b in httpx.get(f"{base}/v1/brokers").json()["brokers"]}
+        exported = {
+            int(m[1]): float(m[2])
+            for m in re.finditer(
+                r'^isrwatch_broker_clock_offset_seconds\{broker="(\d+)",cluster="lab"\} (\S+)$',
+                httpx.get(f"{base}/metrics").text,
+                re.M,
+            )
+        }
+        seen = browse(base + "/", tmp_path / "clock.png", "#brokers tbody tr[data-broker]")
+    assert set(listed) == set(exported) == {1, 2, 3}
+    for broker, offset in listed.items():
+        assert abs(offset - SKEW.get(broker, 0)) < TOLERANCE_MS
+        assert exported[broker] == offset / 1000
+    assert seen["problems"] == [] and seen["error"] is None
+    rows = {r["dataset"]["broker"]: r for r in seen["brokers"]}
+    assert rows["1"]["cells"][-1] == "+365.0 d clock skewed" and "problem" in rows["1"]["classes"]
+    assert re.fullmatch(r"−9\.\d min clock skewed", rows["3"]["cells"][-1]) and "problem" in rows["3"]["classes"]
+    assert rows["2"]["cells"][-1] == "+0.0 s"  # no flag (its row may stand out for a replica out of sync)

@@ -15,7 +15,7 @@ import msgspec
 import pytest
 
 from isrwatch.state.events import DeadLetter
-from isrwatch.state.records import Decision, PartitionRecord
+from isrwatch.state.records import BrokerRecord, Decision, PartitionRecord
 from isrwatch.state.step import Settled
 from isrwatch.store import StoreError, open_store
 from isrwatch.store.schema import SCHEMA_VERSION
@@ -343,6 +343,26 @@ def test_a_store_of_the_previous_schema_is_refused_before_any_ddl_touches_it(sto
         cur.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
     with pytest.raises(StoreError, match=f"schema version 3, this isrwatch writes {SCHEMA_VERSION}"):
         open_store(store_url)
+
+
+def test_a_store_of_schema_5_is_migrated_keeping_its_data(store_url: str) -> None:
+    """Schema 5 had no brokers.clock_offset_ms: opening it adds the column and keeps every row; the brokers' offsets
+    are written and read from then on."""
+    with open_store(store_url) as store:
+        seen = stream_into(store, fleet_lines())
+        before = (store.brokers(), j(store.decisions(limit=1000).items), store.last_batch_id())
+        with store._transaction() as cur:
+            cur.execute("ALTER TABLE brokers DROP COLUMN clock_offset_ms")
+            cur.execute("UPDATE meta SET value = '5' WHERE key = 'schema_version'")
+    assert seen.brokers and before[1]
+    with open_store(store_url) as store:
+        assert store._one("SELECT value FROM meta WHERE key = 'schema_version'") == (str(SCHEMA_VERSION),)
+        assert (store.brokers(), j(store.decisions(limit=1000).items), store.last_batch_id()) == before
+        first = seen.brokers[0]
+        record = msgspec.convert({**first, "clock_offset_ms": -600_000}, BrokerRecord)
+        store.write_batch(before[2] + 1, Settled(brokers=[record]))
+        [read] = store.brokers(cluster=first["cluster"], broker=first["broker"])
+        assert read["clock_offset_ms"] == -600_000
 
 
 def test_unreachable_postgres_is_a_store_error() -> None:
