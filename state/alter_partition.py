@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping
 import msgspec
 from msgspec import Struct
 
+from .partition import TOP_LEVEL_ERRORS
 from .propagation import buffer_in_time
 from .records import AlterPartitionAnswer, AlterPartitionItem, AlterPartitionRequest, AlterPartitionSubmit
 from .schedule import INF
@@ -34,6 +35,7 @@ class Manager(Struct, array_like=True):
     broker: int
     queue: list[AlterPartitionItem]
     in_flight: AlterPartitionRequest | None = None
+    resend_at: int | None = None  # the scheduled "send-alter-partition" after a top-level error (`resend_after`)
 
 
 class ClusterManagers(Struct, array_like=True):
@@ -86,6 +88,7 @@ class AlterPartitionBook:
             for item in managers.buffer:
                 if item.ts >= limit:
                     break
+                fire_resends(managers, item.ts)
                 manager = managers.brokers.get(item.broker)
                 if manager is None:
                     manager = managers.brokers[item.broker] = Manager(item.cluster, item.broker, [])
@@ -95,12 +98,15 @@ class AlterPartitionBook:
                     self._answer(manager, item, out)
                 done += 1
             del managers.buffer[:done]
+            fire_resends(managers, limit)
             managers.applied_until = limit
         return out
 
     def next_due(self) -> int:
-        """The earliest time at which advancing could apply a buffered item (a manager has no timers)."""
-        return min((item.ts for c in self.clusters.values() for item in c.buffer), default=INF)
+        """The earliest time at which advancing could apply a buffered item or send a scheduled resend."""
+        buffered = (item.ts for c in self.clusters.values() for item in c.buffer)
+        resends = (m.resend_at for c in self.clusters.values() for m in c.brokers.values() if m.resend_at is not None)
+        return min((*buffered, *resends), default=INF)
 
     def managers(self) -> list[tuple[Manager, int]]:
         """Every broker's manager with its cluster's time (the last instant applied), sorted by cluster and broker."""
@@ -141,7 +147,10 @@ class AlterPartitionBook:
             request.response_ms = answer.ts
             out.append(request)
             manager.in_flight = None
-            maybe_propagate_isr_changes(manager, answer.ts)
+            if answer.error in TOP_LEVEL_ERRORS:
+                resend_after(manager, request, answer.ts)
+            else:
+                maybe_propagate_isr_changes(manager, answer.ts)
 
 
 # The fields a queued item takes from the proposal, as they are.
@@ -162,6 +171,43 @@ def submit(manager: Manager, proposal: AlterPartitionSubmit) -> None:
     shared = {name: getattr(proposal, name) for name in _FROM_PROPOSAL}
     manager.queue.append(AlterPartitionItem(proposed_isr=list(proposal.isr), submitted_ms=proposal.ts, **shared))
     maybe_propagate_isr_changes(manager, proposal.ts)
+
+
+# DefaultAlterPartitionManager's backoff after a top-level error: `scheduler.scheduleOnce("send-alter-partition",
+# () -> maybePropagateIsrChanges(), 50)` (DefaultAlterPartitionManager@4.4 L174; AlterPartitionManager@3.9.0-rc3 L230).
+RESEND_BACKOFF_MS = 50
+
+
+def resend_after(manager: Manager, request: AlterPartitionRequest, now: int) -> None:
+    """A top-level error (`TOP_LEVEL_ERRORS`, e.g. STALE_BROKER_EPOCH after a restart or a controller failover)
+    answers the request, but handleAlterPartitionResponse removes none of its items (DefaultAlterPartitionManager@4.4
+    L225-234: only the NONE case takes items out) and completes no future: they stay queued, ahead of what was
+    submitted meanwhile, and go again `RESEND_BACKOFF_MS` later, or sooner with the next submit, whose
+    maybePropagateIsrChanges finds no request in flight (L104-124; 3.9.0-rc3 L155-180). The brokers resend so until
+    the controller takes their epoch: hundreds of requests in a few seconds on the KRaft lab."""
+    again = [
+        AlterPartitionItem(
+            topic=i.topic,
+            partition=i.partition,
+            kind=i.kind,
+            proposed_isr=list(i.proposed_isr),
+            leader_epoch=i.leader_epoch,
+            partition_epoch=i.partition_epoch,
+            submitted_ms=i.submitted_ms,
+        )
+        for i in request.partitions
+    ]
+    held = {(i.topic, i.partition) for i in again}
+    manager.queue = again + [i for i in manager.queue if (i.topic, i.partition) not in held]  # one item a partition
+    manager.resend_at = now + RESEND_BACKOFF_MS
+
+
+def fire_resends(managers: ClusterManagers, until: int) -> None:
+    """Send the resends scheduled before `until` (a submit or answer at the same ms goes first)."""
+    for manager in managers.brokers.values():
+        if manager.resend_at is not None and manager.resend_at < until:
+            at, manager.resend_at = manager.resend_at, None
+            maybe_propagate_isr_changes(manager, at)
 
 
 def maybe_propagate_isr_changes(manager: Manager, now: int) -> None:

@@ -111,6 +111,12 @@ class Partition(Struct, array_like=True, gc=False):
     leader_recovery_state: str | None = None
     alter_partition: bool = False  # its leader proposes with AlterPartition (for its record)
     writes_reported: bool = False  # its leader has reported one of its ISR writes (`isr_updated`, the agent)
+    # The controller committed the proposal in flight (a success answer) and the leader's Partition has not applied
+    # it yet: it will, by the response path (`isr_updated`) or the metadata path (`leader_and_isr`): `applies_answer`.
+    answered: bool = False
+    # The broker's item of the partition its manager holds, as its last request carried it: (broker, leader epoch,
+    # base partition epoch, proposed ISR). A request that carries it again is a resend (`resends_item`).
+    sent_item: tuple[int, int, int, tuple[int, ...]] | None = None
 
     def follower(self, replica: int) -> Follower | None:
         for f in self.followers:
@@ -237,7 +243,22 @@ def observe_alter_partition_sent(
         before = None if based_on is None else list(based_on)
         epochs = (proposed.leader_epoch, proposed.partition_epoch + 1)
         proposal = ProposedIsr(ev.ts, ev.cluster, p.topic, p.partition, ev.broker, *epochs, kind, isr, before)
-        out.observe(p, proposal)
+        out.observe(
+            p, proposal, audited=not resends_item(p, ev.broker, proposed.leader_epoch, proposed.partition_epoch, isr)
+        )
+
+
+def resends_item(p: Partition, broker: int, leader_epoch: int, partition_epoch: int, isr: list[int]) -> bool:
+    """Whether a request carries the partition's item the broker's manager already sent and still holds: after a
+    top-level error (`TOP_LEVEL_ERRORS`) the manager keeps its items and sends them again, with whatever was queued
+    meanwhile, 50 ms later or at the next submit (DefaultAlterPartitionManager@4.4 L118-124, L170-175; 3.9.0-rc3
+    L172-180, L224-231): the same proposal, no new decision of the leader, so the audit does not pair it again. Only
+    the partition's answer takes the item out (`took_item`); a proposal after it, even an identical one, is new."""
+    item = (broker, leader_epoch, partition_epoch, tuple(isr))
+    if p.sent_item == item:
+        return True
+    p.sent_item = item
+    return False
 
 
 def replica_views(p: Partition, replicas: list[int]) -> list[ReplicaView]:
@@ -400,6 +421,7 @@ def revert_isr_change(p: Partition) -> None:
     p.isr_state = IsrState.COMMITTED
     p.proposed_isr = ()
     p.pending_since_ms = None
+    p.answered = False
 
 
 def commit_isr_change(
@@ -429,6 +451,14 @@ STUCK_ERRORS = frozenset(
 )
 
 
+# The errors the controller answers for a whole AlterPartition request, never for one partition: the broker's epoch
+# is not the registration's (ReplicationControlManager@4.4 L1083 `clusterControl.checkBrokerEpoch`, which throws
+# StaleBrokerEpochException: ClusterControlManager@4.4 L800-804), or the broker may not alter partitions. The agent
+# reports such an error for every partition of the request; the manager keeps the items and sends them again
+# (`resends_item`; DefaultAlterPartitionManager@4.4 L160-175, L231), the partitions' callbacks never run.
+TOP_LEVEL_ERRORS = frozenset(("STALE_BROKER_EPOCH", "CLUSTER_AUTHORIZATION_FAILED"))
+
+
 def handle_alter_partition_response(
     p: Partition | None, ev: AlterPartitionResponse, config: Config, out: Outputs, brokers: Metadata = NO_METADATA
 ) -> None:
@@ -436,9 +466,12 @@ def handle_alter_partition_response(
 
     The broker's manager takes every answer (its request is done when all its partitions are answered). A proposal
     submitted again after a retriable error reaches the manager first: Kafka resubmits inside the callback, before
-    the manager sends its next request (AlterPartitionManager@3.9.0-rc3 L364-368, 224-227).
+    the manager sends its next request (AlterPartitionManager@3.9.0-rc3 L364-368, 224-227). A top-level error
+    (`TOP_LEVEL_ERRORS`) reaches the manager only: it keeps the items and sends them again after its backoff.
     """
     at = Order.of_event(ev)
+    if p is not None and ev.error not in TOP_LEVEL_ERRORS and p.sent_item is not None and p.sent_item[0] == ev.broker:
+        p.sent_item = None  # the manager took the item out (L266-274): a later request's is a new proposal
     if _take_response(p, ev, config, out, brokers):
         assert p is not None
         submit_alter_partition(p, at, out)
@@ -462,6 +495,9 @@ def _take_response(
     if not p.submitted or ev.broker != p.leader:
         out.count(IGNORED_ALTER_PARTITION_RESPONSES, "no_proposal")
         return False
+    if ev.error in TOP_LEVEL_ERRORS:
+        out.count(IGNORED_ALTER_PARTITION_RESPONSES, "top_level_error")  # the manager's: it sends the item again
+        return False
     p.submitted = False
     out.touched.add(p.key)
     if p.isr_state is IsrState.COMMITTED:
@@ -472,6 +508,9 @@ def _take_response(
         if ev.leader_epoch != p.leader_epoch or ev.partition_epoch < p.partition_epoch:
             out.count(FAILED_ISR_UPDATES, "stale_epoch")
             return False
+        if applies_answer(p):
+            p.answered = True
+            return False
         commit_isr_change(p, tuple(sorted(set(ev.isr))), ev.partition_epoch, ev.ts, config, brokers)
         return False
     out.count(FAILED_ISR_UPDATES, ev.error)
@@ -481,17 +520,34 @@ def _take_response(
     return ev.error not in STUCK_ERRORS
 
 
+def applies_answer(p: Partition) -> bool:
+    """Whether the leader reports when its Partition applies a committed answer, so the model commits then, not when
+    the manager receives it. The manager completes the item's future in handleAlterPartitionResponse
+    (DefaultAlterPartitionManager@4.4 L262-275); the Partition's callback then takes the partition's write lock and
+    applies it (handleAlterPartitionUpdate, Partition@3.9.0-rc3 L1852-1879, L1953-1981; 4.4 alike), a few to tens of
+    ms later on the real brokers, and in KRaft the metadata path often applies the same commit first (makeLeader ->
+    updateAssignmentAndIsr, L980-1005; then the answer is ignored, L1857). A fetch in between finds the change still
+    in flight (`isInflight`, L1023) and expands nothing. The agent reports both: the response path's `isr_updated`
+    (`commit_isr_write`) and the metadata's `leader_and_isr` (`make_leader`); so for a partition whose leader reports
+    (`audited`), the model commits at the first of them. Without the agent, at the answer."""
+    return p.audited
+
+
 def commit_isr_write(p: Partition | None, ev: IsrUpdated, config: Config, brokers: Metadata = NO_METADATA) -> None:
-    """The ZooKeeper write in flight commits (3.1+, with the agent, SPEC §4.9): the leader reports its write
-    (`isr_updated`, stamped after the ZooKeeper write: ZkAlterPartitionManager@3.9.0-rc3 L62-90) with a newer
-    partition epoch. The model's own write commits then, as Kafka's handleAlterPartitionUpdate would (L1953-1981);
-    where the broker wrote something else, the audit shows it."""
+    """The write in flight commits when the leader reports it (`isr_updated`). ZooKeeper mode (3.1+, with the agent,
+    SPEC §4.9): stamped after the ZooKeeper write (ZkAlterPartitionManager@3.9.0-rc3 L62-90), with a newer partition
+    epoch; the model's own write commits then, as Kafka's handleAlterPartitionUpdate would (L1953-1981), and where the
+    broker wrote something else, the audit shows it. AlterPartition: the Partition applied the controller's answer
+    the model holds (`applies_answer`), the ISR and partition epoch the controller committed."""
     if p is None or ev.broker != p.leader:
         return
     p.writes_reported = True
-    if p.isr_state is IsrState.COMMITTED or config.alter_partition or ev.partition_epoch <= p.partition_epoch:
+    if p.isr_state is IsrState.COMMITTED or ev.partition_epoch <= p.partition_epoch:
         return
-    commit_isr_change(p, p.proposed_isr, p.partition_epoch + 1, ev.ts, config, brokers)
+    if not config.alter_partition:
+        commit_isr_change(p, p.proposed_isr, p.partition_epoch + 1, ev.ts, config, brokers)
+    elif p.answered:
+        commit_isr_change(p, tuple(sorted(set(ev.isr))), ev.partition_epoch, ev.ts, config, brokers)
 
 
 def become_leader_or_follower(

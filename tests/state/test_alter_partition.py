@@ -103,10 +103,11 @@ def test_the_broker_record_shows_its_queue_and_the_request_in_flight_with_its_ag
 
 
 def test_the_metadata_of_an_epoch_the_answer_committed_drops_the_change_proposed_since(run: Run) -> None:
-    """KRaft 4.4.0 lab, a leader resumed from a stall (tests/reality): its shrink commits by the answer (epoch 1), it
-    proposes an expand, then applies the shrink's metadata (epoch 1 again): makeLeader takes it and drops the pending
-    expand (`drops_pending`). The next fetch's expand is refused at once (the manager holds the first), the first's
-    answer is stale, and the leader then proposes from epoch 1 again, as the broker did (INVALID_UPDATE_VERSION)."""
+    """KRaft 4.4.0 lab, a leader resumed from a stall (tests/reality): its shrink commits by the answer (epoch 1: the
+    Partition applies it, `isr_updated`), it proposes an expand, then applies the shrink's metadata (epoch 1 again):
+    makeLeader takes it and drops the pending expand (`drops_pending`). The next fetch's expand is refused at once
+    (the manager holds the first), the first's answer is stale, and the leader then proposes from epoch 1 again, as
+    the broker did (INVALID_UPDATE_VERSION)."""
     kraft = {"broker": 1, "controller_epoch": -1}
     events = [
         lai(T, 1, [1, 2, 3], [1, 2, 3], 0, leader_leo=10, hw=10, **kraft),
@@ -117,6 +118,7 @@ def test_the_metadata_of_an_epoch_the_answer_committed_drops_the_change_proposed
         tick(T + LAG + 300, "isr-expiration", broker=1, end_ms=T + LAG + 300),  # both followers out: shrink to [1]
         {"type": "alter_partition_response", "ts": T + LAG + 400, "topic": "t", "partition": 0, "broker": 1,
          "error": None, "isr": [1], "leader_epoch": 0, "partition_epoch": 1},
+        isr_updated(T + LAG + 450, [1, 2, 3], [1], 1, "shrink", topic="t"),  # the Partition applies the answer
         fetch(T + LAG + 500, 3, 20, 20),  # expand [1, 3] proposed from epoch 1
         lai(T + LAG + 600, 1, [1], [1, 2, 3], 0, partition_epoch=1, **kraft),  # the shrink's metadata: drops it
         fetch(T + LAG + 700, 3, 20, 20),  # refused at once: the manager holds the expand
