@@ -48,7 +48,7 @@ from .partition import (
 from .records import PartitionRecord, PropagationTick
 from .schedule import INF, first_at_or_after
 
-STATE_VERSION = 2
+STATE_VERSION = 3  # 3: a partition's AlterPartition item is held by a broker (`submitted_by`)
 
 
 class _GroupState(Struct, array_like=True):

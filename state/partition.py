@@ -104,8 +104,9 @@ class Partition(Struct, array_like=True, gc=False):
     isr_state: IsrState = IsrState.COMMITTED
     proposed_isr: tuple[int, ...] = ()
     pending_since_ms: int | None = None
-    # Its leader's AlterPartition manager still holds an item for it: submitted, not answered (unsentIsrUpdates).
-    submitted: bool = False
+    # The broker whose AlterPartition manager still holds an item for it: submitted, not answered (unsentIsrUpdates).
+    # A broker's, not the partition's: a new leader's manager holds nothing of what the old leader proposed.
+    submitted_by: int | None = None
     elr: tuple[int, ...] | None = None
     last_known_elr: tuple[int, ...] | None = None
     leader_recovery_state: str | None = None
@@ -401,11 +402,11 @@ def submit_alter_partition(p: Partition, at: Order, out: Outputs) -> bool:
     answered yet: items leave it only with their answer, L364) the new one fails at once with
     OPERATION_NOT_ATTEMPTED, which reverts the partition to its committed state (Partition@3.9.0-rc3 L1898-1910)."""
     assert p.leader is not None
-    if p.submitted:
+    if p.submitted_by == p.leader:
         revert_isr_change(p)
         out.count(FAILED_ISR_UPDATES, "OPERATION_NOT_ATTEMPTED")
         return False
-    p.submitted = True
+    p.submitted_by = p.leader
     kind = DecisionKind.EXPAND if p.isr_state is IsrState.PENDING_EXPAND else DecisionKind.SHRINK
     out.alter_partition.append(
         AlterPartitionSubmit(
@@ -492,13 +493,16 @@ def _take_response(
     if p is None or p.leader_epoch < 0:
         out.count(IGNORED_ALTER_PARTITION_RESPONSES, "no_leader_and_isr")
         return False
-    if not p.submitted or ev.broker != p.leader:
+    if p.submitted_by != ev.broker:
         out.count(IGNORED_ALTER_PARTITION_RESPONSES, "no_proposal")
         return False
     if ev.error in TOP_LEVEL_ERRORS:
         out.count(IGNORED_ALTER_PARTITION_RESPONSES, "top_level_error")  # the manager's: it sends the item again
         return False
-    p.submitted = False
+    p.submitted_by = None  # the manager took the item out (L266-274)
+    if ev.broker != p.leader:
+        out.count(IGNORED_ALTER_PARTITION_RESPONSES, "no_proposal")  # a former leader's: its partition moved on
+        return False
     out.touched.add(p.key)
     if p.isr_state is IsrState.COMMITTED:
         out.count(IGNORED_ALTER_PARTITION_RESPONSES, "stale")

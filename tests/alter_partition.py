@@ -8,7 +8,9 @@ import statistics
 from collections import Counter
 from collections.abc import Iterable
 
-# One request: its broker and its partitions' proposals (topic, partition, proposed ISR sorted, base epoch), in order.
+# One request: its broker and its partitions' proposals (topic, partition, proposed ISR sorted, base epoch), sorted:
+# the manager sends its items in the order of its ConcurrentHashMap (`new ArrayList<>(unsentIsrUpdates.values())`,
+# DefaultAlterPartitionManager@4.4 L121), which no rule sets.
 Request = tuple[int, tuple[tuple[str, int, tuple[int, ...], int], ...]]
 
 
@@ -18,8 +20,10 @@ def brokers_requests(events: Iterable[dict], deposed: set[tuple[int, int]] = fro
         (
             e["broker"],
             tuple(
-                (p.get("topic", ""), p["partition"], tuple(sorted(p["isr"])), p["partition_epoch"])
-                for p in e["partitions"]
+                sorted(
+                    (p.get("topic", ""), p["partition"], tuple(sorted(p["isr"])), p["partition_epoch"])
+                    for p in e["partitions"]
+                )
             ),
         )
         for e in events
@@ -33,7 +37,10 @@ def models_requests(requests: Iterable[dict]) -> Counter[Request]:
         (
             r["broker"],
             tuple(
-                (i["topic"], i["partition"], tuple(i["proposed_isr"]), i["partition_epoch"]) for i in r["partitions"]
+                sorted(
+                    (i["topic"], i["partition"], tuple(i["proposed_isr"]), i["partition_epoch"])
+                    for i in r["partitions"]
+                )
             ),
         )
         for r in requests

@@ -42,13 +42,6 @@ def replayed(kraft_reality: Reality) -> ReplayResult:
     return replay([lines], Config(replica_lag_time_max_ms=LAG_MS).with_profile("agent"))
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="known model gaps on real KRaft 4.4.0 (docs/SPEC.md §7, AlterPartition mode): the audit keeps one side per "
-    "(leader, partition epoch), but a leader may propose several times from one epoch (a proposal refused or reverted, "
-    "then another); the model commits an answer when the manager receives it, the Partition a few ms later; and "
-    "it does not model the manager's 50 ms resends after a top-level error (STALE_BROKER_EPOCH after a restart)",
-)
 def test_kraft_isrwatch_proposed_requested_and_committed_what_the_brokers_did(
     kraft_reality: Reality, replayed: ReplayResult
 ) -> None:
@@ -87,11 +80,6 @@ def test_kraft_every_partitions_isr_leader_and_elr_are_describe_topics(kraft_rea
         )
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="the same model gaps (see the test above): a clean CI run had the model shrink payments-2 of leader 1 to "
-    "[1] twice where broker 1 logged it once, after the kill/restart window (a proposal repeated from one epoch)",
-)
 def test_kraft_the_brokers_shrink_lines_match_isrwatchs_shrink_proposals_one_to_one(kraft_reality: Reality) -> None:
     logged: Counter[tuple[int, str, int, tuple[int, ...]]] = Counter()
     for (broker, topic, partition, _, after), n in shrink_lines(kraft_reality).items():

@@ -136,3 +136,147 @@ def test_the_metadata_of_an_epoch_the_answer_committed_drops_the_change_proposed
         "OPERATION_NOT_ATTEMPTED": 1,
     }
     assert outcome.summary["ignored_alter_partition_responses_by_reason"]["stale"] == 1
+
+
+# The KRaft 4.4.0 lab's leader 1 of t-0 (replicas 1, 2, 3), reporting through the agent: its metadata, its rules.
+KRAFT = {"broker": 1, "controller_epoch": -1}
+
+
+def kraft_leader(isr: list[int]) -> list[dict]:
+    return [
+        lai(T, 1, isr, [1, 2, 3], 0, leader_leo=10, hw=10, **KRAFT),
+        tick(T + 1, broker=1, kafka_version="4.4.0", isr_protocol="alter_partition"),
+    ]
+
+
+def sent(ts: int, isr: list[int], partition_epoch: int) -> dict:
+    """The agent's `alter_partition_sent`: broker 1's request carrying t-0's item."""
+    item = {"topic": "t", "partition": 0, "isr": isr, "leader_epoch": 0, "partition_epoch": partition_epoch}
+    return {"type": "alter_partition_sent", "ts": ts, "broker": 1, "partitions": [item]}
+
+
+def answer(ts: int, error: str | None = None, isr: list[int] | None = None, partition_epoch: int = 0) -> dict:
+    """The agent's `alter_partition_response` for t-0 (an error: for the whole request or for t-0)."""
+    body = {"error": error} if error else {"isr": isr, "leader_epoch": 0, "partition_epoch": partition_epoch}
+    return {"type": "alter_partition_response", "ts": ts, "topic": "t", "partition": 0, "broker": 1, **body}
+
+
+def requests(outcome) -> list[tuple[int, list[int], int, str | None]]:
+    """The model's requests of t-0: when each went, its proposed ISR and base epoch, and its answer's error."""
+    return [
+        (r["sent_ms"] - T, i["proposed_isr"], i["partition_epoch"], i["error"])
+        for r in outcome.alter_partitions
+        for i in r["partitions"]
+    ]
+
+
+def test_after_a_top_level_error_the_manager_resends_the_same_item_50_ms_later(run: Run) -> None:
+    """KRaft 4.4.0 lab, kill and restart, controller failover: a leader's request answered STALE_BROKER_EPOCH (the
+    controller checks the broker epoch for the whole request) is sent again 50 ms later, unchanged, until an answer
+    takes it: DefaultAlterPartitionManager@4.4 L160-175 (`scheduleOnce("send-alter-partition", …, 50)`), the
+    partition's callback never runs (it stays pending, no FailedIsrUpdates mark). The brokers sent hundreds of such
+    resends in a few seconds; each is the proposal the leader made once, so the audit pairs none of them again."""
+    events = [
+        *kraft_leader([1, 2]),
+        fetch(T + 100, 3, 10, 10),  # 3 caught up: expand [1, 2, 3] from epoch 0
+        sent(T + 102, [1, 2, 3], 0),
+        answer(T + 110, "STALE_BROKER_EPOCH"),
+        sent(T + 161, [1, 2, 3], 0),  # the resend, 50 ms (and the scheduler's 1 ms) later
+        answer(T + 170, "STALE_BROKER_EPOCH"),
+        sent(T + 221, [1, 2, 3], 0),
+        answer(T + 240, isr=[1, 2, 3], partition_epoch=1),
+        isr_updated(T + 245, [1, 2], [1, 2, 3], 1, "expand", topic="t"),
+    ]
+    outcome = run(events, T + 60_000, **AP, isr_expiration_interval_ms=0)
+    assert requests(outcome) == [
+        (100, [1, 2, 3], 0, "STALE_BROKER_EPOCH"),
+        (160, [1, 2, 3], 0, "STALE_BROKER_EPOCH"),
+        (220, [1, 2, 3], 0, None),
+    ]
+    assert [(d["ts"] - T, d["kind"]) for d in outcome.decisions if d["kind"] != "leader_and_isr"] == [(100, "expand")]
+    assert outcome.divergences == []
+    assert outcome.summary["failed_isr_updates_by_reason"] == {}
+    assert outcome.summary["ignored_alter_partition_responses_by_reason"] == {"top_level_error": 2}
+    assert state_of(outcome)["isr"] == [1, 2, 3]
+
+
+def test_a_submit_during_the_backoff_sends_at_once_with_the_items_held(run: Run) -> None:
+    """The backoff is no in-flight request: a proposal submitted meanwhile goes at once with the items the manager
+    still holds (submit -> maybePropagateIsrChanges, DefaultAlterPartitionManager@4.4 L104-124), and the scheduled
+    resend then finds that request in flight and sends nothing."""
+    other = {"topic": "t", "partition": 1}
+    events = [
+        *kraft_leader([1, 2]),
+        lai(T, 1, [1, 2], [1, 2, 3], 0, leader_leo=10, hw=10, **KRAFT, partition=1),
+        fetch(T + 100, 3, 10, 10),
+        sent(T + 102, [1, 2, 3], 0),
+        answer(T + 110, "STALE_BROKER_EPOCH"),
+        fetch(T + 130, 3, 10, 10, partition=1),  # t-1's expand: sent at once with t-0's item
+        {**sent(T + 131, [1, 2, 3], 0), "partitions": [
+            {"topic": "t", "partition": p, "isr": [1, 2, 3], "leader_epoch": 0, "partition_epoch": 0} for p in (0, 1)]},
+        answer(T + 150, isr=[1, 2, 3], partition_epoch=1),
+        {**answer(T + 150, isr=[1, 2, 3], partition_epoch=1), **other},
+    ]  # fmt: skip
+    outcome = run(events, T + 60_000, **AP, isr_expiration_interval_ms=0)
+    went = [
+        (r["sent_ms"] - T, [(i["partition"], i["error"]) for i in r["partitions"]]) for r in outcome.alter_partitions
+    ]
+    assert went == [(100, [(0, "STALE_BROKER_EPOCH")]), (130, [(0, None), (1, None)])]
+    assert outcome.divergences == []
+
+
+def test_an_answer_commits_when_the_partition_applies_it_not_when_the_manager_receives_it(run: Run) -> None:
+    """KRaft 4.4.0 lab: the manager receives the answer (the agent's `alter_partition_response`), then the
+    Partition's callback applies it under the partition's lock a few to tens of ms later (`isr_updated`;
+    Partition@3.9.0-rc3 L1852-1879, L1953-1981), or the metadata path applies it first (`leader_and_isr`). A fetch in
+    between finds the expand still in flight (L1023) and proposes nothing; the model proposed [1, 2, 3] there, a
+    request the broker never sent. Then the next fetch after the commit expands from the new epoch, as the broker
+    did."""
+    applied = {
+        "isr_updated": isr_updated(T + 150, [1], [1, 2], 1, "expand", topic="t"),
+        "leader_and_isr": lai(T + 150, 1, [1, 2], [1, 2, 3], 0, partition_epoch=1, **KRAFT),
+    }
+    for path, commit in applied.items():
+        events = [
+            *kraft_leader([1]),
+            fetch(T + 100, 2, 10, 10),  # expand [1, 2] from epoch 0
+            fetch(T + 101, 3, 10, 10),  # in flight: nothing
+            sent(T + 102, [1, 2], 0),
+            answer(T + 140, isr=[1, 2], partition_epoch=1),
+            fetch(T + 142, 3, 10, 10),  # answered, not applied yet: still nothing
+            commit,
+            fetch(T + 160, 3, 10, 10),  # expand [1, 2, 3] from epoch 1
+            sent(T + 161, [1, 2, 3], 1),
+            answer(T + 200, isr=[1, 2, 3], partition_epoch=2),
+            isr_updated(T + 205, [1, 2], [1, 2, 3], 2, "expand", topic="t"),
+        ]
+        outcome = run(events, T + 60_000, **AP, isr_expiration_interval_ms=0)
+        decided = [(d["ts"] - T, d["isr_after"]) for d in outcome.decisions if d["kind"] == "expand"]
+        assert decided == [(100, [1, 2]), (160, [1, 2, 3])], path
+        assert requests(outcome) == [(100, [1, 2], 0, None), (160, [1, 2, 3], 1, None)], path
+        assert outcome.divergences == [], path
+
+
+def test_two_proposals_from_one_epoch_each_pair_with_the_brokers_request(run: Run) -> None:
+    """KRaft 4.4.0 lab: a leader proposes several times from one partition epoch when a proposal is refused or reverted
+    (here INELIGIBLE_REPLICA, Partition@3.9.0-rc3 L1898-1910) and the next isr-expiration run proposes again. The
+    audit keys each side by (leader, partition epoch, proposal), so the model's two shrinks pair with the broker's two
+    requests one to one (keyed by epoch alone, the second overwrote the first and a request was left alone)."""
+    events = [
+        *kraft_leader([1, 2, 3]),
+        fetch(T + 100, 2, 10, 10),
+        fetch(T + 100, 3, 10, 10),
+        append(T + 200, 20),
+        fetch(T + 300, 2, 20, 20),  # 2 keeps up; 3 stops fetching
+        tick(T + LAG + 400, "isr-expiration", broker=1, end_ms=T + LAG + 400),  # shrink [1, 2] from epoch 0
+        sent(T + LAG + 402, [1, 2], 0),
+        answer(T + LAG + 440, "INELIGIBLE_REPLICA"),  # reverted
+        fetch(T + LAG + 2000, 2, 20, 20),
+        tick(T + LAG + 2900, "isr-expiration", broker=1, end_ms=T + LAG + 2900),  # shrink [1, 2] from epoch 0 again
+        sent(T + LAG + 2902, [1, 2], 0),
+        answer(T + LAG + 2940, isr=[1, 2], partition_epoch=1),
+        isr_updated(T + LAG + 2945, [1, 2, 3], [1, 2], 1, "shrink", topic="t"),
+    ]
+    outcome = run(events, T + 60_000, **AP, isr_expiration_interval_ms=0)
+    assert requests(outcome) == [(LAG + 400, [1, 2], 0, "INELIGIBLE_REPLICA"), (LAG + 2900, [1, 2], 0, None)]
+    assert outcome.divergences == []
