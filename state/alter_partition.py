@@ -19,12 +19,18 @@ from msgspec import Struct
 
 from .partition import TOP_LEVEL_ERRORS
 from .propagation import buffer_in_time
-from .records import AlterPartitionAnswer, AlterPartitionItem, AlterPartitionRequest, AlterPartitionSubmit
+from .records import (
+    AlterPartitionAnswer,
+    AlterPartitionItem,
+    AlterPartitionRequest,
+    AlterPartitionSendSeen,
+    AlterPartitionSubmit,
+)
 from .schedule import INF
 
-STATE_VERSION = 1
+STATE_VERSION = 2  # 2: resends, and the brokers' reported sends
 
-Item = AlterPartitionSubmit | AlterPartitionAnswer
+Item = AlterPartitionSubmit | AlterPartitionAnswer | AlterPartitionSendSeen
 
 
 class Manager(Struct, array_like=True):
@@ -36,6 +42,8 @@ class Manager(Struct, array_like=True):
     queue: list[AlterPartitionItem]
     in_flight: AlterPartitionRequest | None = None
     resend_at: int | None = None  # the scheduled "send-alter-partition" after a top-level error (`resend_after`)
+    reports_sends: bool = False  # the agent reports this broker's requests (`alter_partition_sent`)
+    handling: bool = False  # its last response is being handled: the next request waits (`send_when_handled`)
 
 
 class ClusterManagers(Struct, array_like=True):
@@ -94,6 +102,8 @@ class AlterPartitionBook:
                     manager = managers.brokers[item.broker] = Manager(item.cluster, item.broker, [])
                 if isinstance(item, AlterPartitionSubmit):
                     submit(manager, item)
+                elif isinstance(item, AlterPartitionSendSeen):
+                    send_when_handled(manager, item.ts)
                 else:
                     self._answer(manager, item, out)
                 done += 1
@@ -147,6 +157,7 @@ class AlterPartitionBook:
             request.response_ms = answer.ts
             out.append(request)
             manager.in_flight = None
+            manager.handling = manager.reports_sends
             if answer.error in TOP_LEVEL_ERRORS:
                 resend_after(manager, request, answer.ts)
             else:
@@ -207,13 +218,30 @@ def fire_resends(managers: ClusterManagers, until: int) -> None:
     for manager in managers.brokers.values():
         if manager.resend_at is not None and manager.resend_at < until:
             at, manager.resend_at = manager.resend_at, None
+            manager.handling = False
             maybe_propagate_isr_changes(manager, at)
+
+
+def send_when_handled(manager: Manager, now: int) -> None:
+    """The broker's manager sent a request (the agent's `alter_partition_sent`): the response before it has been
+    handled. Kafka clears the in-flight flag only when handleAlterPartitionResponse returns, after every partition's
+    callback ran (its `finally`, then maybePropagateIsrChanges: DefaultAlterPartitionManager@4.4 L157-172; the
+    callbacks apply the answers under each partition's lock, L262-275), so a proposal submitted meanwhile joins the
+    next request. On a loaded broker that takes ms (the KRaft lab: an expand submitted 1 ms after the answer went
+    with the two shrinks queued before it). The agent does not report the return, only the next request: a manager
+    whose broker reports its requests holds its queue after an answer until the broker's next request, and then
+    sends it (the model's content, the broker's moment)."""
+    manager.reports_sends = True
+    if manager.handling:
+        manager.handling = False
+        maybe_propagate_isr_changes(manager, now)
 
 
 def maybe_propagate_isr_changes(manager: Manager, now: int) -> None:
     """DefaultAlterPartitionManager.maybePropagateIsrChanges (AlterPartitionManager@3.9.0-rc3 L172-180): if no
-    request is in flight, every queued item goes in one request, sent at `now`."""
-    if manager.in_flight is None and manager.queue:
+    request is in flight (nor its response still being handled: `send_when_handled`), every queued item goes in one
+    request, sent at `now`."""
+    if manager.in_flight is None and not manager.handling and manager.queue:
         manager.in_flight = AlterPartitionRequest(
             cluster=manager.cluster, broker=manager.broker, sent_ms=now, response_ms=None, partitions=manager.queue
         )

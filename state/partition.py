@@ -31,6 +31,7 @@ from .metrics import (
 from .order import Order
 from .records import (
     AlterPartitionAnswer,
+    AlterPartitionSendSeen,
     AlterPartitionSubmit,
     Decision,
     DecisionKind,
@@ -155,7 +156,7 @@ class Outputs:
         self.observed: list[Observation | BrokerObserved] = []  # what brokers did, with the model's view
         self.writes: list[IsrWrite] = []  # the model's ISR writes of audited partitions, with their evidence
         # Leaders' AlterPartition proposals and the answers they handled, for their brokers' managers (§4.9).
-        self.alter_partition: list[AlterPartitionSubmit | AlterPartitionAnswer] = []
+        self.alter_partition: list[AlterPartitionSubmit | AlterPartitionAnswer | AlterPartitionSendSeen] = []
         # What changed nothing, as `kind.reason` (`ignored_fetches.not_follower`): every kind is a counter of
         # `state.metrics`, which the step, the report, the store's tallies and /metrics carry as they are.
         self.counters: Counter[str] = Counter()
@@ -233,6 +234,7 @@ def observe_alter_partition_sent(
     base partition epoch; else the model's current one)."""
     if record:
         out.observed.append(replace(ev, arrival=0))  # its input position is no part of the record
+        out.alter_partition.append(AlterPartitionSendSeen(*Order.of_event(ev), ev.cluster, ev.broker))
     for proposed in ev.partitions:
         p = None if proposed.topic is None else partitions.get((ev.cluster, proposed.topic, proposed.partition))
         if p is None:  # another key's partition, or one the broker could not name
@@ -567,7 +569,7 @@ def become_leader_or_follower(
         if ev.leader >= 0 and ev.broker != ev.leader:
             out.count(IGNORED_LEADER_AND_ISR, "follower_copy")
             return
-        if _same_state(p, ev) and not drops_pending(p, config):
+        if _same_state(p, ev) and not drops_pending(p, config) and not fresh_partition(p, ev):
             out.count(IGNORED_LEADER_AND_ISR, "duplicate")
             return
     if ev.controller_epoch < p.controller_epoch:
@@ -598,6 +600,17 @@ def drops_pending(p: Partition, config: Config) -> bool:
     return config.alter_partition and p.isr_state is not IsrState.COMMITTED
 
 
+def fresh_partition(p: Partition, ev: LeaderAndIsr) -> bool:
+    """The leader reports Kafka's isNewLeader (`new_leader`) for a partition the model already has it lead: the
+    broker's Partition is new, as after a restart, when the broker replays its metadata. Its makeLeader finds
+    `isNewLeader = !isLeader` and `isNewLeaderEpoch` against a new Partition's leader epoch -1 (Partition@4.4
+    L606-607; 3.9 alike) and resets the followers as a new leader's (resetReplicaState, L652-658): their LEO unknown,
+    caught up as of now if in the ISR. Seen on the KRaft 4.4.0 lab's controller failover: the restarted node, its
+    followers now fetching elsewhere, shrank its ISR one lag later; the model, which had kept their records at the
+    leader's LEO, never did."""
+    return bool(ev.new_leader) and ev.leader == p.leader
+
+
 def metadata_change(p: Partition, ev: LeaderAndIsr, config: Config) -> bool:
     """A KRaft metadata change of the partition with the same leader epoch (an ISR the controller changed: a broker
     fenced or shutting down removed, an AlterPartition committed): ReplicaManager takes an equal leader epoch from a
@@ -624,8 +637,9 @@ def make_leader(p: Partition, ev: LeaderAndIsr, config: Config, out: Outputs, br
     Only a new leader epoch resets the followers and the epoch's start offset (L771-806): a KRaft metadata change
     with the same epoch (`metadata_change`) keeps them."""
     isr_before = p.isr
-    new_leader = ev.leader != p.leader
-    new_epoch = ev.leader_epoch > p.leader_epoch
+    fresh = fresh_partition(p, ev)
+    new_leader = ev.leader != p.leader or fresh
+    new_epoch = ev.leader_epoch > p.leader_epoch or fresh
     leader_leo = p.leader_leo if ev.leader_leo is None else ev.leader_leo
     isr = tuple(sorted(set(ev.isr)))
     p.leader = ev.leader

@@ -380,6 +380,16 @@ class AlterPartitionAnswer(Ordered, frozen=True, tag="a"):
     partition_epoch: int | None = None
 
 
+class AlterPartitionSendSeen(Ordered, frozen=True, tag="n"):
+    """A broker's AlterPartition request as the agent saw it leave (`alter_partition_sent`), at `ts`: its manager's
+    clock for the moment its previous response was handled (`AlterPartitionBook`)."""
+
+    cluster: str
+    broker: int
+    topic: str = ""  # no partition's: sorts before a partition's item at the same order
+    partition: int = -1
+
+
 class PropagationTick(Ordered, frozen=True, tag="t"):
     """An explicit isr-change-propagation run for one cluster, or for one broker of it (the agent's, with the
     broker's throttle state after the run: what the model starts a broker it has not seen from)."""

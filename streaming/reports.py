@@ -9,6 +9,7 @@ from msgspec import Struct
 from isrwatch.state.events import BrokerObserved, DeadLetter, Event
 from isrwatch.state.records import (
     AlterPartitionAnswer,
+    AlterPartitionSendSeen,
     AlterPartitionSubmit,
     Decision,
     IsrChange,
@@ -78,7 +79,7 @@ class Report(Struct, array_like=True):
     observed: list[Observation | BrokerObserved] = []  # what brokers did (agent input)
     dead: list[DeadLetter] = []
     blob: bytes | None = None  # the bucket's state, only when replaying (to finish at --until)
-    alter_partition: list[AlterPartitionSubmit | AlterPartitionAnswer] = []  # for the brokers' managers
+    alter_partition: list[AlterPartitionSubmit | AlterPartitionAnswer | AlterPartitionSendSeen] = []  # for the managers
 
 
 # Module-level functions (not bound methods) so that Spark's closure pickling refers to them by name.

@@ -221,7 +221,7 @@ def test_a_submit_during_the_backoff_sends_at_once_with_the_items_held(run: Run)
     went = [
         (r["sent_ms"] - T, [(i["partition"], i["error"]) for i in r["partitions"]]) for r in outcome.alter_partitions
     ]
-    assert went == [(100, [(0, "STALE_BROKER_EPOCH")]), (130, [(0, None), (1, None)])]
+    assert went == [(100, [(0, "STALE_BROKER_EPOCH")]), (131, [(0, None), (1, None)])]  # at the broker's send
     assert outcome.divergences == []
 
 
@@ -253,7 +253,7 @@ def test_an_answer_commits_when_the_partition_applies_it_not_when_the_manager_re
         outcome = run(events, T + 60_000, **AP, isr_expiration_interval_ms=0)
         decided = [(d["ts"] - T, d["isr_after"]) for d in outcome.decisions if d["kind"] == "expand"]
         assert decided == [(100, [1, 2]), (160, [1, 2, 3])], path
-        assert requests(outcome) == [(100, [1, 2], 0, None), (160, [1, 2, 3], 1, None)], path
+        assert requests(outcome) == [(100, [1, 2], 0, None), (161, [1, 2, 3], 1, None)], path
         assert outcome.divergences == [], path
 
 
@@ -278,5 +278,114 @@ def test_two_proposals_from_one_epoch_each_pair_with_the_brokers_request(run: Ru
         isr_updated(T + LAG + 2945, [1, 2, 3], [1, 2], 1, "shrink", topic="t"),
     ]
     outcome = run(events, T + 60_000, **AP, isr_expiration_interval_ms=0)
-    assert requests(outcome) == [(LAG + 400, [1, 2], 0, "INELIGIBLE_REPLICA"), (LAG + 2900, [1, 2], 0, None)]
+    assert requests(outcome) == [(LAG + 400, [1, 2], 0, "INELIGIBLE_REPLICA"), (LAG + 2902, [1, 2], 0, None)]
     assert outcome.divergences == []
+
+
+def test_a_new_leaders_proposal_is_not_refused_for_the_item_the_old_leaders_manager_holds(run: Run) -> None:
+    """KRaft 4.4.0 lab, kill and restart: leader 1's shrink is answered STALE_BROKER_EPOCH and resent, then the
+    controller gives the partition to broker 2, which re-adds broker 1 when it fetches again. Each broker has its
+    own manager (BrokerServer@4.3.1 L291-299), so only broker 1's holds the shrink: broker 2's expand is submitted
+    and sent (putIfAbsent refuses a partition's second item in one manager only, DefaultAlterPartitionManager@4.4
+    L104-115). The model, with one flag per partition, refused it as OPERATION_NOT_ATTEMPTED and missed the
+    request."""
+    item = {"topic": "t", "partition": 0, "isr": [1, 2, 3], "leader_epoch": 1, "partition_epoch": 5}
+    events = [
+        lai(T, 1, [1, 2, 3], [1, 2, 3], 0, leader_leo=10, hw=10, partition_epoch=4, **KRAFT),
+        tick(T + 1, broker=1, kafka_version="4.4.0", isr_protocol="alter_partition"),
+        tick(T + 2, broker=2, kafka_version="4.4.0", isr_protocol="alter_partition"),
+        fetch(T + 100, 2, 10, 10),
+        fetch(T + 100, 3, 10, 10),
+        append(T + 200, 20),
+        tick(T + LAG + 300, "isr-expiration", broker=1, end_ms=T + LAG + 300),  # shrink [1] from epoch 4
+        sent(T + LAG + 302, [1], 4),
+        answer(T + LAG + 310, "STALE_BROKER_EPOCH"),
+        sent(T + LAG + 361, [1], 4),
+        answer(T + LAG + 370, "STALE_BROKER_EPOCH"),
+        lai(T + LAG + 400, 2, [2, 3], [1, 2, 3], 1, leader_leo=20, hw=20, partition_epoch=5, broker=2,
+            controller_epoch=-1),
+        fetch(T + LAG + 500, 1, 20, 20),  # broker 1 back: leader 2 expands [1, 2, 3] from epoch 5
+        {"type": "alter_partition_sent", "ts": T + LAG + 502, "broker": 2, "partitions": [item]},
+        {**answer(T + LAG + 540, isr=[1, 2, 3], partition_epoch=6), "broker": 2, "leader_epoch": 1},
+        {**isr_updated(T + LAG + 545, [2, 3], [1, 2, 3], 6, "expand", topic="t"), "broker": 2, "leader": 2},
+    ]  # fmt: skip
+    outcome = run(events, T + 60_000, **AP, isr_expiration_interval_ms=0)
+    proposed = [(d["ts"] - T, d["leader"], d["kind"]) for d in outcome.decisions if d["kind"] in ("shrink", "expand")]
+    assert proposed == [(LAG + 300, 1, "shrink"), (LAG + 500, 2, "expand")]
+    assert [(r["broker"], r["partitions"][0]["error"]) for r in outcome.alter_partitions] == [
+        (1, "STALE_BROKER_EPOCH"),
+        (1, "STALE_BROKER_EPOCH"),
+        (2, None),
+    ]
+    assert outcome.divergences == []
+    assert state_of(outcome)["isr"] == [1, 2, 3]
+
+
+def test_a_proposal_made_while_the_answer_is_handled_joins_the_next_request(run: Run) -> None:
+    """KRaft 4.4.0 lab under load: broker 3's answer came at 1051, a fetch at 1052 proposed an expand, and the next
+    request (1053) carried it with the two shrinks queued before: Kafka clears the in-flight flag only when
+    handleAlterPartitionResponse returns (DefaultAlterPartitionManager@4.4 L157-172). The agent reports the next
+    request, not the return: the model holds its queue after an answer until the broker's next request."""
+    t1 = {"topic": "t", "partition": 1}
+    events = [
+        *kraft_leader([1, 2]),
+        lai(T, 1, [1, 2], [1, 2, 3], 0, leader_leo=10, hw=10, **KRAFT, partition=1),
+        fetch(T + 100, 3, 10, 10),  # t-0: expand [1, 2, 3], sent at once
+        sent(T + 101, [1, 2, 3], 0),
+        answer(T + 150, isr=[1, 2, 3], partition_epoch=1),
+        fetch(T + 151, 3, 10, 10, partition=1),  # t-1: expand while the answer is handled
+        {**sent(T + 153, [1, 2, 3], 0), "partitions": [
+            {**t1, "isr": [1, 2, 3], "leader_epoch": 0, "partition_epoch": 0}]},
+        {**answer(T + 190, isr=[1, 2, 3], partition_epoch=1), **t1},
+    ]  # fmt: skip
+    outcome = run(events, T + 60_000, **AP, isr_expiration_interval_ms=0)
+    went = [(r["sent_ms"] - T, [i["partition"] for i in r["partitions"]]) for r in outcome.alter_partitions]
+    assert went == [(100, [0]), (153, [1])]
+    assert outcome.divergences == []
+
+
+def test_a_leader_judges_eligibility_on_its_own_metadata(run: Run) -> None:
+    """KRaft 4.4.0 lab, restart: broker 2 restarted; brokers 2 and 3 had it unfenced 40 ms before leader 1's metadata
+    did, and leader 1 expanded only after (Partition.isReplicaIsrEligible reads the leader's metadata cache,
+    Partition@3.9.0-rc3 L1060-1093). The model, which took any broker's registration, expanded at the earlier
+    fetch."""
+
+    def registration(ts: int, reporter: int, fenced: bool) -> dict:
+        return {
+            "type": "broker_registration",
+            "ts": ts,
+            "broker": reporter,
+            "id": 2,
+            "epoch": 405,
+            "fenced": fenced,
+            "in_controlled_shutdown": False,
+        }
+
+    events = [
+        *kraft_leader([1, 3]),
+        registration(T + 10, 1, True),
+        registration(T + 164, 3, False),  # another broker's metadata: not the leader's
+        fetch(T + 200, 2, 10, 10, broker_epoch=405),
+        registration(T + 208, 1, False),
+        fetch(T + 283, 2, 10, 10, broker_epoch=405),  # eligible now: expand [1, 2, 3]
+    ]  # fmt: skip
+    outcome = run(events, T + 60_000, **AP, isr_expiration_interval_ms=0)
+    assert [(d["ts"] - T, d["isr_after"]) for d in outcome.decisions if d["kind"] == "expand"] == [(283, [1, 2, 3])]
+
+
+def test_a_restarted_leader_resets_its_followers_as_a_new_leader(run: Run) -> None:
+    """KRaft 4.4.0 lab, controller failover: the restarted node replays its metadata and reports makeLeader with
+    Kafka's isNewLeader for a partition it led before (a new Partition: Partition@4.4 L606-607), with the same
+    leader epoch; its followers, now fetching elsewhere, are reset (resetReplicaState, L652-658) and one lag later
+    its isr-expiration shrinks them out. The model took the same state as a duplicate, kept its followers at the
+    leader's LEO and never shrank."""
+    events = [
+        *kraft_leader([1, 2, 3]),
+        fetch(T + 100, 2, 10, 10),
+        fetch(T + 100, 3, 10, 10),  # both at the leader's LEO: never out of sync while it stays so
+        lai(T + 20_000, 1, [1, 2, 3], [1, 2, 3], 0, leader_leo=10, hw=10, new_leader=True, **KRAFT),  # restarted
+        tick(T + 22_000, "isr-expiration", broker=1, end_ms=T + 22_000),
+        tick(T + 30_100, "isr-expiration", broker=1, end_ms=T + 30_100),  # a lag after the restart: shrink to [1]
+    ]
+    outcome = run(events, T + 60_000, **AP, isr_expiration_interval_ms=0)
+    assert [(d["ts"] - T, d["isr_after"]) for d in outcome.decisions if d["kind"] == "shrink"] == [(30_100, [1])]
