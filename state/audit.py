@@ -238,6 +238,28 @@ def deposed(audit: Audit, p: PartitionAudit, case: Case) -> Excuse | None:
     return Excuse(Cause.DEPOSED, None if resynced is None else case.ts - resynced)
 
 
+def applying(audit: Audit, p: PartitionAudit, case: Case) -> Excuse | None:
+    """AlterPartition: the leader's Partition applies a committed answer in handleAlterPartitionUpdate and the agent
+    stamps its `isr_updated` at the method's exit, after the new state, the HW rule and the log line
+    (Partition@3.9.0-rc3 L1953-1981; 4.4 alike); a fetch reads `partitionState.isInflight` without the partition's
+    lock (L1023). So a fetch the model saw shortly before that stamp may have found the partition committed and
+    proposed an expand, where the model, which commits at the stamp (`applies_answer`), found it in flight and
+    expanded by another follower later (the KRaft lab under load: the broker's expand of the follower that fetched
+    10 ms before the stamp, the model's of the next one to fetch). A broker expand adding a follower whose last
+    fetch the model saw within `audit_timing_ms` before the broker's commit of the proposal's base epoch is timing.
+    Margin: that fetch's time minus the commit's (<= 0)."""
+    o = case.observed
+    if o is None or not isinstance(o.event, ProposedIsr) or o.event.kind != "expand":
+        return None
+    committed = p.commits.get((o.event.leader, o.event.partition_epoch - 1))
+    if committed is None:
+        return None
+    added = set(o.event.isr) - set(o.event.isr_before or o.event.isr)
+    before = [r.last_fetch_ms - committed for r in o.evidence if r.replica in added]
+    close = [m for m in before if -audit.timing_ms <= m <= 0]
+    return Excuse(Cause.APPLYING, max(close)) if close else None
+
+
 def split(audit: Audit, p: PartitionAudit, case: Case) -> Excuse | None:
     """After a timing divergence the two sides' views of the partition's ISR may follow different followers (a write
     in flight for a second after a broker resumed: the model re-added one follower, the broker another after its
@@ -249,7 +271,7 @@ def split(audit: Audit, p: PartitionAudit, case: Case) -> Excuse | None:
 
 
 Rule = Callable[["Audit", PartitionAudit, Case], Excuse | None]
-RULES: tuple[Rule, ...] = (in_flight, both_expand, margin, shifted, displaced, deposed, split)
+RULES: tuple[Rule, ...] = (in_flight, both_expand, margin, shifted, displaced, deposed, applying, split)
 
 
 def excuse(audit: Audit, p: PartitionAudit, case: Case) -> Excuse | None:
@@ -429,6 +451,10 @@ class Audit:
             if partner is not None:
                 self._judge_pair(p, w, partner, out)
         for o in observed:
+            if isinstance(o, Observation) and isinstance(o.event, IsrUpdated):  # a commit, audited or not
+                self._partition(o.event.cluster, o.event.topic, o.event.partition).commits[
+                    (o.event.leader, o.event.partition_epoch)
+                ] = o.event.ts
             if isinstance(o, AlterPartitionSent) or (isinstance(o, Observation) and not o.audited):
                 continue  # a request is audited by its partitions' proposals; a commit by its proposal
             if isinstance(o, IsrChangePropagated):
@@ -438,8 +464,6 @@ class Audit:
             ev = o.event
             self._broker(ev.cluster, ev.leader)
             p = self._partition(ev.cluster, ev.topic, ev.partition)
-            if isinstance(ev, IsrUpdated):
-                p.commits[(ev.leader, ev.partition_epoch)] = ev.ts
             mine = _meet((ev.leader, ev.partition_epoch), o, p.observed, p.writes)
             if mine is not None:
                 self._judge_pair(p, mine, o, out)

@@ -225,6 +225,7 @@ class Cause(StrEnum):
     SHIFTED = "shifted"  # a batch between one side's time of a change and the other's linger deadline of it
     DISPLACED = "displaced"  # the same change in another batch of the other side, within the max delay
     DEPOSED = "deposed"  # a leader proposed from metadata older than the model's: its leadership had moved on
+    APPLYING = "applying"  # an expand by a fetch just before the leader reported applying its previous commit
     SPLIT = "split"  # the sides' views of the ISR were split by an earlier timing divergence
 
 

@@ -389,3 +389,38 @@ def test_a_restarted_leader_resets_its_followers_as_a_new_leader(run: Run) -> No
     ]
     outcome = run(events, T + 60_000, **AP, isr_expiration_interval_ms=0)
     assert [(d["ts"] - T, d["isr_after"]) for d in outcome.decisions if d["kind"] == "shrink"] == [(30_100, [1])]
+
+
+def test_an_expand_by_a_fetch_just_before_the_leader_reported_applying_its_commit_is_timing(run: Run) -> None:
+    """KRaft 4.4.0 lab under load: leader 2's shrink to [2] was answered at 1199 and its `isr_updated` stamped at
+    1258; follower 3 fetched at 1248, and the broker proposed [2, 3] (sent at 1434: the fetch found the partition
+    committed, the stamp comes at handleAlterPartitionUpdate's exit). The model, which commits at the stamp, found
+    the partition in flight at 1248 and expanded follower 1 at its next fetch: the audit's `applying` rule calls the
+    differing expand timing (margin -10 ms), and the next pair, which agrees, joins the views again."""
+    lead2 = {"broker": 2, "controller_epoch": -1}
+    answer2 = {"type": "alter_partition_response", "topic": "t", "partition": 0, "broker": 2, "leader_epoch": 0}
+
+    def sent2(ts: int, isr: list[int], partition_epoch: int) -> dict:
+        item = {"topic": "t", "partition": 0, "isr": isr, "leader_epoch": 0, "partition_epoch": partition_epoch}
+        return {"type": "alter_partition_sent", "ts": ts, "broker": 2, "partitions": [item]}
+
+    events = [
+        lai(T, 2, [1, 2, 3], [1, 2, 3], 0, leader_leo=10, hw=10, **lead2),
+        tick(T + 1, broker=2, kafka_version="4.4.0", isr_protocol="alter_partition"),
+        append(T + 50, 20),
+        tick(T + LAG + 100, "isr-expiration", broker=2, end_ms=T + LAG + 100),  # shrink [2]
+        sent2(T + LAG + 102, [2], 0),
+        {**answer2, "ts": T + LAG + 199, "isr": [2], "partition_epoch": 1},
+        fetch(T + LAG + 248, 3, 20, 20),  # in flight for the model; committed for the broker
+        {**isr_updated(T + LAG + 258, [1, 2, 3], [2], 1, "shrink", topic="t"), "broker": 2, "leader": 2},
+        sent2(T + LAG + 434, [2, 3], 1),  # the broker's expand of 3
+        fetch(T + LAG + 456, 1, 20, 20),  # the model's expand of 1
+        {**answer2, "ts": T + LAG + 600, "isr": [2, 3], "partition_epoch": 2},
+        {**isr_updated(T + LAG + 610, [2], [2, 3], 2, "expand", topic="t"), "broker": 2, "leader": 2},
+        fetch(T + LAG + 619, 1, 20, 20),
+        sent2(T + LAG + 620, [1, 2, 3], 2),
+        {**answer2, "ts": T + LAG + 700, "isr": [1, 2, 3], "partition_epoch": 3},
+    ]  # fmt: skip
+    outcome = run(events, T + 60_000, **AP, isr_expiration_interval_ms=0)
+    found = [(d["kind"], d["cause"], d["margin_ms"]) for d in outcome.divergences]
+    assert found == [("timing", "applying", -10)]
