@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 import msgspec
 from msgspec import Struct
 
-from .partition import TOP_LEVEL_ERRORS
+from .partition import TOP_LEVEL_ERRORS, restarted
 from .propagation import buffer_in_time
 from .records import (
     AlterPartitionAnswer,
@@ -44,6 +44,7 @@ class Manager(Struct, array_like=True):
     resend_at: int | None = None  # the scheduled "send-alter-partition" after a top-level error (`resend_after`)
     reports_sends: bool = False  # the agent reports this broker's requests (`alter_partition_sent`)
     handling: bool = False  # its last response is being handled: the next request waits (`send_when_handled`)
+    last_ts: int | None = None  # its broker's last item: a later one of a new run is a restart (`restarted`)
 
 
 class ClusterManagers(Struct, array_like=True):
@@ -98,8 +99,10 @@ class AlterPartitionBook:
                     break
                 fire_resends(managers, item.ts)
                 manager = managers.brokers.get(item.broker)
-                if manager is None:
+                if manager is None or restarted(item.seq, manager.last_ts):
+                    # A new manager, or the broker's new run: the old one's queue and request died with it.
                     manager = managers.brokers[item.broker] = Manager(item.cluster, item.broker, [])
+                manager.last_ts = item.ts
                 if isinstance(item, AlterPartitionSubmit):
                     submit(manager, item)
                 elif isinstance(item, AlterPartitionSendSeen):

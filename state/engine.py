@@ -39,11 +39,13 @@ from .partition import (
     append_to_leader,
     become_leader_or_follower,
     commit_isr_write,
+    forget_partition,
     handle_alter_partition_response,
     maybe_shrink_isr,
     next_shrink_eligible_at,
     observe_alter_partition_sent,
     partition_record,
+    restarted,
     update_follower_fetch_state,
 )
 from .records import PartitionRecord, PropagationTick
@@ -63,6 +65,7 @@ class _GroupState(Struct, array_like=True):
     kafka_versions: list[tuple[str, int, str]]  # (cluster, broker, version) as each broker's agent reported it
     isr_protocols: list[tuple[str, int, str]] = []  # (cluster, broker, isr_protocol) likewise
     registrations: list[tuple[str, int, int, Registration]] = []  # (cluster, reporter, broker id, its registration)
+    last_seen: list[tuple[str, int, int]] = []  # (cluster, broker, ts of its last event with a seq)
 
 
 _encoder = msgspec.msgpack.Encoder()
@@ -102,6 +105,8 @@ class PartitionEngine:
         # The leaders' KRaft metadata about each broker (`broker_registration`), per cluster and reporting broker
         # (SPEC §4.9): each leader judges eligibility on its own metadata (`metadata_of`).
         self.registrations: dict[tuple[str, int], dict[int, Registration]] = {}
+        # The time of each reporting broker's last event here: a later event of a new run of it is a restart.
+        self.last_seen: dict[tuple[str, int], int] = {}
         self._configs: dict[tuple[str, str], Config] = {(config.kafka_version, config.isr_protocol): config}
         if blob is not None:
             state = _decoder.decode(blob)
@@ -117,6 +122,7 @@ class PartitionEngine:
             self.isr_protocols = {(c, b): v for c, b, v in state.isr_protocols}
             for c, reporter, b, r in state.registrations:
                 self.registrations.setdefault((c, reporter), {})[b] = r
+            self.last_seen = {(c, b): ts for c, b, ts in state.last_seen}
 
     def to_bytes(self) -> bytes:
         """The compact serialised form (msgpack, version first) a Spark state row keeps."""
@@ -132,6 +138,7 @@ class PartitionEngine:
                 [(c, b, v) for (c, b), v in self.kafka_versions.items()],
                 [(c, b, v) for (c, b), v in self.isr_protocols.items()],
                 [(c, reporter, b, r) for (c, reporter), regs in self.registrations.items() for b, r in regs.items()],
+                [(c, b, ts) for (c, b), ts in self.last_seen.items()],
             )
         )
 
@@ -161,6 +168,8 @@ class PartitionEngine:
                 break
             if scheduled and self.next_check < ts:
                 self._run_checks_before(ts, out)
+            if ev.broker is not None and ev.seq is not None:
+                self._saw(ev.cluster, ev.broker, ev.seq, ev.ts)
             if type(ev) is Fetch:
                 p = partitions.get((ev.cluster, ev.topic, ev.partition))
                 leader_config = self._leader_config(p) if versions or protocols else config
@@ -208,6 +217,15 @@ class PartitionEngine:
             self._run_checks_before(until, out)
         self.applied_until = until
         return out
+
+    def _saw(self, cluster: str, broker: int, seq: int, ts: int) -> None:
+        """A reporting broker's event: the first of a new run of it (`restarted`) forgets what its last run held."""
+        key = (cluster, broker)
+        if restarted(seq, self.last_seen.get(key)):
+            for p in self.partitions.values():
+                if p.cluster == cluster:
+                    forget_partition(p, broker)
+        self.last_seen[key] = ts
 
     def metadata_of(self, p: Partition | None, leader: int | None = None) -> Metadata:
         """The KRaft registrations `p`'s leader (or `leader`) has in its own metadata: Partition.isReplicaIsrEligible
@@ -287,7 +305,7 @@ class PartitionEngine:
         versions, protocols = self.kafka_versions, self.isr_protocols
         next_eligible = INF
         for p in self.partitions.values():
-            if (cluster is None or p.cluster == cluster) and (broker is None or p.leader == broker):
+            if (cluster is None or p.cluster == cluster) and (broker is None or p.leader == broker) and p.hosted:
                 if broker is not None and p.checked_in_run == now:
                     continue  # this run checked it already, at its append's check_ms
                 leader_config = self._leader_config(p) if versions or protocols else config

@@ -119,6 +119,8 @@ class Partition(Struct, array_like=True, gc=False):
     # The broker's item of the partition its manager holds, as its last request carried it: (broker, leader epoch,
     # base partition epoch, proposed ISR). A request that carries it again is a resend (`resends_item`).
     sent_item: tuple[int, int, int, tuple[int, ...]] | None = None
+    # Its leader hosts it: False from the leader's restart until it applies its metadata again (`forget_partition`).
+    hosted: bool = True
 
     def follower(self, replica: int) -> Follower | None:
         for f in self.followers:
@@ -600,6 +602,28 @@ def drops_pending(p: Partition, config: Config) -> bool:
     return config.alter_partition and p.isr_state is not IsrState.COMMITTED
 
 
+def restarted(seq: int | None, last_ts: int | None) -> bool:
+    """Whether an event with this `seq` comes from a new run of a broker whose events so far reached `last_ts`: the
+    agent's `seq` starts at its start time in ms x 1000 and only increases (agent/README.md, "Event contract"), so a
+    run that started after the last event seen is a new one (the same run would need a million events a second)."""
+    return seq is not None and last_ts is not None and seq // 1000 > last_ts
+
+
+def forget_partition(p: Partition, broker: int) -> None:
+    """`broker` restarted: its Partitions, its AlterPartition manager and their pending changes lived in memory
+    (ReplicaManager's allPartitions, DefaultAlterPartitionManager's unsentIsrUpdates), and the new run has none of
+    them until it applies its metadata and makeLeader creates them again (`fresh_partition`). Until then its
+    isr-expiration runs skip what it led (the KRaft 4.4.0 lab's controller failover: the restarted node's first run
+    came 25 ms before its metadata replay, and found nothing to shrink)."""
+    if p.leader == broker:
+        p.hosted = False
+        revert_isr_change(p)
+    if p.submitted_by == broker:
+        p.submitted_by = None
+    if p.sent_item is not None and p.sent_item[0] == broker:
+        p.sent_item = None
+
+
 def fresh_partition(p: Partition, ev: LeaderAndIsr) -> bool:
     """The leader reports Kafka's isNewLeader (`new_leader`) for a partition the model already has it lead: the
     broker's Partition is new, as after a restart, when the broker replays its metadata. Its makeLeader finds
@@ -653,6 +677,7 @@ def make_leader(p: Partition, ev: LeaderAndIsr, config: Config, out: Outputs, br
     p.leader_recovery_state = ev.leader_recovery_state
     p.alter_partition = config.alter_partition
     p.leader_leo = leader_leo
+    p.hosted = True
     if not new_epoch:
         p.followers = [p.follower(r) or Follower(r) for r in sorted(ev.replicas) if r != ev.leader]
         _took_state(p, ev, config, out, isr_before, brokers)

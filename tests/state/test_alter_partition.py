@@ -424,3 +424,28 @@ def test_an_expand_by_a_fetch_just_before_the_leader_reported_applying_its_commi
     outcome = run(events, T + 60_000, **AP, isr_expiration_interval_ms=0)
     found = [(d["kind"], d["cause"], d["margin_ms"]) for d in outcome.divergences]
     assert found == [("timing", "applying", -10)]
+
+
+def test_a_restarted_leaders_first_run_before_its_metadata_replay_shrinks_nothing(run: Run) -> None:
+    """KRaft 4.4.0 lab, controller failover: node 2 was killed and restarted; its new run's first isr-expiration
+    (ReplicaManager.startup schedules it at once) came 25 ms before it replayed its metadata, with no Partition yet.
+    The agent's `seq` starts at its start time in ms x 1000 (agent/README.md), so the first event of the new run
+    shows the restart (`restarted`): what the broker led is forgotten until makeLeader creates it again
+    (`forget_partition`), its manager's request in flight is gone too. The model had shrunk the ISR of every
+    partition node 2 led, followers stale since the kill, a proposal node 2 never made."""
+    start = T + 30_000  # the new run's agent start
+    events = [
+        {**lai(T, 1, [1, 2, 3], [1, 2, 3], 0, leader_leo=10, hw=10, **KRAFT), "seq": T * 1000 + 1},
+        {**tick(T + 1, broker=1, kafka_version="4.4.0", isr_protocol="alter_partition"), "seq": T * 1000 + 2},
+        {**fetch(T + 100, 2, 5, 10), "broker": 1, "seq": T * 1000 + 3},  # followers behind: out of sync a lag later
+        {**fetch(T + 100, 3, 5, 10), "broker": 1, "seq": T * 1000 + 4},
+        # killed; the new run's first isr-expiration, before its metadata replay
+        {**tick(start + 500, "isr-expiration", broker=1, end_ms=start + 500), "seq": start * 1000 + 1},
+        {**lai(start + 525, 1, [1, 2, 3], [1, 2, 3], 0, leader_leo=10, hw=10, new_leader=True, **KRAFT),
+         "seq": start * 1000 + 2},
+        {**tick(start + LAG + 600, "isr-expiration", broker=1, end_ms=start + LAG + 600), "seq": start * 1000 + 3},
+    ]  # fmt: skip
+    outcome = run(events, T + 60_000, **AP, isr_expiration_interval_ms=0)
+    assert [(d["ts"] - T, d["isr_after"]) for d in outcome.decisions if d["kind"] == "shrink"] == [
+        (30_000 + LAG + 600, [1])
+    ]
