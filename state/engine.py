@@ -51,7 +51,7 @@ from .partition import (
 from .records import PartitionRecord, PropagationTick
 from .schedule import INF, first_at_or_after
 
-STATE_VERSION = 3  # 3: a partition's AlterPartition item is held by a broker; registrations as each broker has them
+STATE_VERSION = 3  # 3: a partition's AlterPartition items are held by brokers; registrations as each broker has them
 
 
 class _GroupState(Struct, array_like=True):

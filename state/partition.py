@@ -105,9 +105,10 @@ class Partition(Struct, array_like=True, gc=False):
     isr_state: IsrState = IsrState.COMMITTED
     proposed_isr: tuple[int, ...] = ()
     pending_since_ms: int | None = None
-    # The broker whose AlterPartition manager still holds an item for it: submitted, not answered (unsentIsrUpdates).
-    # A broker's, not the partition's: a new leader's manager holds nothing of what the old leader proposed.
-    submitted_by: int | None = None
+    # The brokers whose AlterPartition managers still hold an item for it: submitted, not answered (each broker's
+    # unsentIsrUpdates): a new leader's manager holds nothing of what an old leader proposed, and an old leader's
+    # still holds its item if the leadership comes back before the answer.
+    held_by: tuple[int, ...] = ()
     elr: tuple[int, ...] | None = None
     last_known_elr: tuple[int, ...] | None = None
     leader_recovery_state: str | None = None
@@ -406,11 +407,11 @@ def submit_alter_partition(p: Partition, at: Order, out: Outputs) -> bool:
     answered yet: items leave it only with their answer, L364) the new one fails at once with
     OPERATION_NOT_ATTEMPTED, which reverts the partition to its committed state (Partition@3.9.0-rc3 L1898-1910)."""
     assert p.leader is not None
-    if p.submitted_by == p.leader:
+    if p.leader in p.held_by:
         revert_isr_change(p)
         out.count(FAILED_ISR_UPDATES, "OPERATION_NOT_ATTEMPTED")
         return False
-    p.submitted_by = p.leader
+    p.held_by = (*p.held_by, p.leader)
     kind = DecisionKind.EXPAND if p.isr_state is IsrState.PENDING_EXPAND else DecisionKind.SHRINK
     out.alter_partition.append(
         AlterPartitionSubmit(
@@ -497,13 +498,13 @@ def _take_response(
     if p is None or p.leader_epoch < 0:
         out.count(IGNORED_ALTER_PARTITION_RESPONSES, "no_leader_and_isr")
         return False
-    if p.submitted_by != ev.broker:
+    if ev.broker not in p.held_by:
         out.count(IGNORED_ALTER_PARTITION_RESPONSES, "no_proposal")
         return False
     if ev.error in TOP_LEVEL_ERRORS:
         out.count(IGNORED_ALTER_PARTITION_RESPONSES, "top_level_error")  # the manager's: it sends the item again
         return False
-    p.submitted_by = None  # the manager took the item out (L266-274)
+    p.held_by = tuple(b for b in p.held_by if b != ev.broker)  # the manager took the item out (L266-274)
     if ev.broker != p.leader:
         out.count(IGNORED_ALTER_PARTITION_RESPONSES, "no_proposal")  # a former leader's: its partition moved on
         return False
@@ -618,8 +619,7 @@ def forget_partition(p: Partition, broker: int) -> None:
     if p.leader == broker:
         p.hosted = False
         revert_isr_change(p)
-    if p.submitted_by == broker:
-        p.submitted_by = None
+    p.held_by = tuple(b for b in p.held_by if b != broker)
     if p.sent_item is not None and p.sent_item[0] == broker:
         p.sent_item = None
 
