@@ -104,7 +104,10 @@ class AlterPartitionBook:
                     manager = managers.brokers[item.broker] = Manager(item.cluster, item.broker, [])
                 manager.last_ts = item.ts
                 if isinstance(item, AlterPartitionSubmit):
-                    submit(manager, item)
+                    if holds(manager, item):
+                        self.ignored["already_held"] += 1  # the partition's guard missed it: Kafka's putIfAbsent
+                    else:
+                        submit(manager, item)
                 elif isinstance(item, AlterPartitionSendSeen):
                     send_when_handled(manager, item.ts)
                 else:
@@ -176,6 +179,15 @@ def _place(item: Item) -> tuple[object, str, int]:
     another in Kafka's (hash) order; the model takes them by name, so that every cut into state keys agrees. A retry
     and the answer that caused it share both: the sort is stable, the retry comes first (as it was emitted)."""
     return (item.order, item.topic, item.partition)
+
+
+def holds(manager: Manager, proposal: AlterPartitionSubmit) -> bool:
+    """Whether the manager still holds an item of the proposal's partition, queued or in flight and not answered:
+    `unsentIsrUpdates.putIfAbsent` refuses a second one (AlterPartitionManager@3.9.0-rc3 L162-167). The partition
+    refuses it first (`held_by`); this keeps one item a partition in a request whatever the partitions' cut."""
+    key = (proposal.topic, proposal.partition)
+    unanswered = [] if manager.in_flight is None else [i for i in manager.in_flight.partitions if i.answered_ms is None]
+    return any((i.topic, i.partition) == key for i in (*manager.queue, *unanswered))
 
 
 def submit(manager: Manager, proposal: AlterPartitionSubmit) -> None:
