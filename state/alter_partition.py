@@ -182,12 +182,12 @@ def _place(item: Item) -> tuple[object, str, int]:
 
 
 def holds(manager: Manager, proposal: AlterPartitionSubmit) -> bool:
-    """Whether the manager still holds an item of the proposal's partition, queued or in flight and not answered:
-    `unsentIsrUpdates.putIfAbsent` refuses a second one (AlterPartitionManager@3.9.0-rc3 L162-167). The partition
-    refuses it first (`held_by`); this keeps one item a partition in a request whatever the partitions' cut."""
+    """Whether the manager's queue already holds an item of the proposal's partition: `unsentIsrUpdates.putIfAbsent`
+    refuses a second one (AlterPartitionManager@3.9.0-rc3 L162-167), so a request never carries a partition twice.
+    The partition refuses it first (`held_by`), also while its item is in flight; the in-flight request is not
+    looked at here, as a retry reaches the book just before the answer that takes its item out (`_place`)."""
     key = (proposal.topic, proposal.partition)
-    unanswered = [] if manager.in_flight is None else [i for i in manager.in_flight.partitions if i.answered_ms is None]
-    return any((i.topic, i.partition) == key for i in (*manager.queue, *unanswered))
+    return any((i.topic, i.partition) == key for i in manager.queue)
 
 
 def submit(manager: Manager, proposal: AlterPartitionSubmit) -> None:
