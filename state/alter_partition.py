@@ -207,22 +207,12 @@ RESEND_BACKOFF_MS = 50
 def resend_after(manager: Manager, request: AlterPartitionRequest, now: int) -> None:
     """A top-level error (`TOP_LEVEL_ERRORS`, e.g. STALE_BROKER_EPOCH after a restart or a controller failover)
     answers the request, but handleAlterPartitionResponse removes none of its items (DefaultAlterPartitionManager@4.4
-    L225-234: only the NONE case takes items out) and completes no future: they stay queued, ahead of what was
+    L225-283: only the NONE case takes items out, L262-277) and completes no future: they stay queued, ahead of what was
     submitted meanwhile, and go again `RESEND_BACKOFF_MS` later, or sooner with the next submit, whose
     maybePropagateIsrChanges finds no request in flight (L104-124; 3.9.0-rc3 L155-180). The brokers resend so until
     the controller takes their epoch: hundreds of requests in a few seconds on the KRaft lab."""
-    again = [
-        AlterPartitionItem(
-            topic=i.topic,
-            partition=i.partition,
-            kind=i.kind,
-            proposed_isr=list(i.proposed_isr),
-            leader_epoch=i.leader_epoch,
-            partition_epoch=i.partition_epoch,
-            submitted_ms=i.submitted_ms,
-        )
-        for i in request.partitions
-    ]
+    unanswered = {"answered_ms": None, "error": None, "committed_isr": None, "committed_partition_epoch": None}
+    again = [msgspec.structs.replace(i, **unanswered) for i in request.partitions]
     held = {(i.topic, i.partition) for i in again}
     manager.queue = again + [i for i in manager.queue if (i.topic, i.partition) not in held]  # one item a partition
     manager.resend_at = now + RESEND_BACKOFF_MS

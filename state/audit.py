@@ -29,7 +29,7 @@ from .records import (
     ReplicaView,
 )
 
-STATE_VERSION = 4  # 4: sides keyed by proposal (`Side`)
+STATE_VERSION = 4  # 4: sides keyed by proposal (`Key`)
 
 Epoch = tuple[int, int]  # (leader, partition epoch): an ISR write of a partition (the zkVersion it creates)
 # (leader, partition epoch, proposal): one side's write or proposal of a partition. A leader may propose several

@@ -259,7 +259,8 @@ def resends_item(p: Partition, broker: int, leader_epoch: int, partition_epoch: 
     top-level error (`TOP_LEVEL_ERRORS`) the manager keeps its items and sends them again, with whatever was queued
     meanwhile, 50 ms later or at the next submit (DefaultAlterPartitionManager@4.4 L118-124, L170-175; 3.9.0-rc3
     L172-180, L224-231): the same proposal, no new decision of the leader, so the audit does not pair it again. Only
-    the partition's answer takes the item out (`took_item`); a proposal after it, even an identical one, is new."""
+    the partition's own answer takes the item out (`handle_alter_partition_response`); a proposal after it, even an
+    identical one, is new."""
     item = (broker, leader_epoch, partition_epoch, tuple(isr))
     if p.sent_item == item:
         return True
