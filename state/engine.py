@@ -45,6 +45,7 @@ from .partition import (
     next_shrink_eligible_at,
     observe_alter_partition_sent,
     partition_record,
+    removed_by_controller,
     restarted,
     update_follower_fetch_state,
 )
@@ -186,7 +187,10 @@ class PartitionEngine:
                 # The rules of the broker that takes the state: the new leader (an offline state: who reported it).
                 broker = ev.leader if ev.leader >= 0 else ev.broker
                 broker_config = self._broker_config(ev.cluster, broker) if versions or protocols else config
+                before = (p.leader, p.leader_epoch, p.isr, p.isr_state, p.proposed_isr, p.partition_epoch)
                 become_leader_or_follower(p, ev, broker_config, out, self.metadata_of(p, ev.leader))
+                for replica in removed_by_controller(p, *before):
+                    self._fence_in_metadata_of(p.cluster, ev.leader, replica)
             elif type(ev) is Tick:
                 self._tick(ev, out)
             elif type(ev) is AlterPartitionResponse:
@@ -226,6 +230,12 @@ class PartitionEngine:
                 if p.cluster == cluster:
                     forget_partition(p, broker)
         self.last_seen[key] = ts
+
+    def _fence_in_metadata_of(self, cluster: str, leader: int, replica: int) -> None:
+        """`removed_by_controller`: the leader's metadata has `replica` fenced until the leader reports it again."""
+        own = self.registrations.setdefault((cluster, leader), {})
+        known = own.get(replica)
+        own[replica] = Registration(-1 if known is None else known.epoch, True, False)
 
     def metadata_of(self, p: Partition | None, leader: int | None = None) -> Metadata:
         """The KRaft registrations `p`'s leader (or `leader`) has in its own metadata: Partition.isReplicaIsrEligible

@@ -625,6 +625,36 @@ def forget_partition(p: Partition, broker: int) -> None:
         p.sent_item = None
 
 
+def removed_by_controller(
+    p: Partition,
+    leader: int | None,
+    leader_epoch: int,
+    isr: tuple[int, ...],
+    isr_state: IsrState,
+    proposed_isr: tuple[int, ...],
+    partition_epoch: int,
+) -> list[int]:
+    """The followers a KRaft metadata change of `p` (same leader and leader epoch, a newer partition epoch, now
+    applied) removed from the ISR that its leader had not proposed to remove: the controller's own removals, of a
+    broker it fenced or that is shutting down or unregistered (ReplicationControlManager@4.3.1 L1399-1475,
+    handleBrokerFenced / handleBrokerInControlledShutdown). The controller writes the registration change in the same
+    metadata batch, and the leader's metadata cache has it before the partition change is applied
+    (BrokerMetadataPublisher@4.4 L130 `metadataCache.setImage`, then L148 `applyDelta`), while the agent reports the
+    registration when onMetadataUpdate returns, after the partitions' `leader_and_isr`: on the KRaft lab's failover
+    a fetch in between re-added a fenced broker in the model only. So such a follower is not eligible to join
+    (`is_replica_isr_eligible`) in the leader's metadata until the leader reports its registration again. The
+    arguments are `p`'s leader, leader epoch, ISR, ISR state, proposed ISR and partition epoch before the change."""
+    if (
+        p.leader != leader
+        or p.leader_epoch != leader_epoch
+        or p.partition_epoch <= partition_epoch
+        or not p.alter_partition
+        or (isr_state is IsrState.PENDING_SHRINK and proposed_isr == p.isr)
+    ):
+        return []
+    return sorted(set(isr) - set(p.isr))
+
+
 def fresh_partition(p: Partition, ev: LeaderAndIsr) -> bool:
     """The leader reports Kafka's isNewLeader (`new_leader`) for a partition the model already has it lead: the
     broker's Partition is new, as after a restart, when the broker replays its metadata. Its makeLeader finds

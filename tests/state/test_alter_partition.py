@@ -161,6 +161,12 @@ def answer(ts: int, error: str | None = None, isr: list[int] | None = None, part
     return {"type": "alter_partition_response", "ts": ts, "topic": "t", "partition": 0, "broker": 1, **body}
 
 
+def registration(ts: int, fenced: bool, *, reporter: int = 1, epoch: int = 12) -> dict:
+    """Broker `reporter`'s metadata about broker 2 (`broker_registration`)."""
+    body = {"id": 2, "epoch": epoch, "fenced": fenced, "in_controlled_shutdown": False}
+    return {"type": "broker_registration", "ts": ts, "broker": reporter, **body}
+
+
 def requests(outcome) -> list[tuple[int, list[int], int, str | None]]:
     """The model's requests of t-0: when each went, its proposed ISR and base epoch, and its answer's error."""
     return [
@@ -350,23 +356,12 @@ def test_a_leader_judges_eligibility_on_its_own_metadata(run: Run) -> None:
     Partition@3.9.0-rc3 L1060-1093). The model, which took any broker's registration, expanded at the earlier
     fetch."""
 
-    def registration(ts: int, reporter: int, fenced: bool) -> dict:
-        return {
-            "type": "broker_registration",
-            "ts": ts,
-            "broker": reporter,
-            "id": 2,
-            "epoch": 405,
-            "fenced": fenced,
-            "in_controlled_shutdown": False,
-        }
-
     events = [
         *kraft_leader([1, 3]),
-        registration(T + 10, 1, True),
-        registration(T + 164, 3, False),  # another broker's metadata: not the leader's
+        registration(T + 10, True, epoch=405),
+        registration(T + 164, False, reporter=3, epoch=405),  # another broker's metadata: not the leader's
         fetch(T + 200, 2, 10, 10, broker_epoch=405),
-        registration(T + 208, 1, False),
+        registration(T + 208, False, epoch=405),
         fetch(T + 283, 2, 10, 10, broker_epoch=405),  # eligible now: expand [1, 2, 3]
     ]  # fmt: skip
     outcome = run(events, T + 60_000, **AP, isr_expiration_interval_ms=0)
@@ -449,3 +444,22 @@ def test_a_restarted_leaders_first_run_before_its_metadata_replay_shrinks_nothin
     assert [(d["ts"] - T, d["isr_after"]) for d in outcome.decisions if d["kind"] == "shrink"] == [
         (30_000 + LAG + 600, [1])
     ]
+
+
+def test_a_broker_the_controller_removed_is_not_eligible_before_the_leader_reports_its_fencing(run: Run) -> None:
+    """KRaft 4.4.0 lab, controller failover: the controller fenced broker 2 and removed it from the ISR in one
+    metadata batch; leader 1's cache had the fencing before it applied the partition change (BrokerMetadataPublisher
+    L130, then L148), but the agent reports the registration when onMetadataUpdate returns, after the partition's
+    `leader_and_isr`. A fetch of broker 2 in between re-added it in the model only (`removed_by_controller`)."""
+
+    events = [
+        registration(T, False),
+        *kraft_leader([1, 2, 3]),
+        lai(T + 8_587, 1, [1, 3], [1, 2, 3], 0, leader_leo=10, hw=10, partition_epoch=1, **KRAFT),  # 2 fenced
+        fetch(T + 8_594, 2, 10, 10),  # caught up, but fenced in leader 1's metadata already
+        registration(T + 8_610, True),  # the same delta's registration, as reported
+        registration(T + 9_000, False),  # unfenced again
+        fetch(T + 9_050, 2, 10, 10),  # expand [1, 2, 3]
+    ]  # fmt: skip
+    outcome = run(events, T + 60_000, **AP, isr_expiration_interval_ms=0)
+    assert [(d["ts"] - T, d["isr_after"]) for d in outcome.decisions if d["kind"] == "expand"] == [(9_050, [1, 2, 3])]
