@@ -31,8 +31,9 @@ def brokers_requests(events: Iterable[dict], deposed: set[tuple[int, int]] = fro
     )
 
 
-def models_requests(requests: Iterable[dict]) -> Counter[Request]:
-    """The model's AlterPartition requests (`alter_partitions`, as JSON objects) in the same shape."""
+def models_requests(requests: Iterable[dict], aside: set[tuple[int, str, int, int]] = frozenset()) -> Counter[Request]:
+    """The model's AlterPartition requests (`alter_partitions`, as JSON objects) in the same shape, but those carrying
+    an item of `aside` (broker, topic, partition, submitted_ms)."""
     return Counter(
         (
             r["broker"],
@@ -44,7 +45,24 @@ def models_requests(requests: Iterable[dict]) -> Counter[Request]:
             ),
         )
         for r in requests
+        if not any((r["broker"], i["topic"], i["partition"], i["submitted_ms"]) in aside for i in r["partitions"])
     )
+
+
+def timing_pairs(divergences: Iterable[dict]) -> tuple[set[tuple[int, int]], set[tuple[int, str, int, int]]]:
+    """The requests of each side of a proposal pair the audit called `timing` (which follower rejoined first after a
+    commit, `both_expand` or `applying`: the requests carrying the pair differ by the same timing): the brokers' by
+    (broker, ts), the model's by (broker, topic, partition, submitted_ms)."""
+    pairs = [
+        d
+        for d in divergences
+        if d["kind"] == "timing"
+        and d.get("model")
+        and (d.get("observed") or {}).get("type") == "alter_partition_proposal"
+    ]
+    theirs = {(d["broker"], d["observed"]["ts"]) for d in pairs}
+    ours = {(d["model"]["broker"], d["model"]["topic"], d["model"]["partition"], d["model"]["ts"]) for d in pairs}
+    return theirs, ours
 
 
 def deposed_requests(divergences: Iterable[dict]) -> set[tuple[int, int]]:
