@@ -244,7 +244,12 @@ def observe_alter_partition_sent(
             continue
         based_on = p.isr if p.partition_epoch == proposed.partition_epoch else None
         isr = sorted(set(proposed.isr))
-        grows = len(isr) > len(p.isr if based_on is None else based_on)
+        # Against the ISR it is based on; when the model is at another epoch, against its current ISR, but a
+        # proposal of every replica can only add one (a shrink removes at least one): the KRaft lab's leader
+        # re-proposed its expand from the epoch before the one the metadata had just given the model.
+        grows = len(isr) > len(p.isr if based_on is None else based_on) or (
+            based_on is None and isr == sorted(p.replicas)
+        )
         kind: Literal["shrink", "expand"] = "expand" if grows else "shrink"
         before = None if based_on is None else list(based_on)
         epochs = (proposed.leader_epoch, proposed.partition_epoch + 1)

@@ -463,3 +463,19 @@ def test_a_broker_the_controller_removed_is_not_eligible_before_the_leader_repor
     ]  # fmt: skip
     outcome = run(events, T + 60_000, **AP, isr_expiration_interval_ms=0)
     assert [(d["ts"] - T, d["isr_after"]) for d in outcome.decisions if d["kind"] == "expand"] == [(9_050, [1, 2, 3])]
+
+
+def test_a_proposal_of_every_replica_from_an_older_epoch_is_an_expand() -> None:
+    """KRaft 4.4.0 lab: leader 1's expand to [1, 2, 3] from epoch 1 committed by the metadata (epoch 2), then the
+    broker sent [1, 2, 3] from epoch 1 again (answered INVALID_UPDATE_VERSION), as the model did. Judged against the
+    model's ISR at epoch 2, [1, 2, 3], it looked like a shrink and the pair a `different_isr`; a proposal of every
+    replica can only add one (`observe_alter_partition_sent`)."""
+    from isrwatch.state.events import AlterPartitionSent, ProposedPartition
+    from isrwatch.state.partition import Outputs, Partition, observe_alter_partition_sent
+
+    p = Partition("default", "t", 0, leader=1, leader_epoch=0, partition_epoch=2, replicas=(1, 2, 3), isr=(1, 2, 3))
+    item = ProposedPartition(topic="t", partition=0, isr=[1, 2, 3], leader_epoch=0, partition_epoch=1)
+    out = Outputs()
+    observe_alter_partition_sent({p.key: p}, AlterPartitionSent(ts=T, broker=1, partitions=[item]), out)
+    (observed,) = [o for o in out.observed if not isinstance(o, AlterPartitionSent)]
+    assert (observed.event.kind, observed.event.partition_epoch) == ("expand", 2)
