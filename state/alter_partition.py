@@ -17,13 +17,20 @@ from collections.abc import Iterable, Mapping
 import msgspec
 from msgspec import Struct
 
+from .partition import TOP_LEVEL_ERRORS, restarted
 from .propagation import buffer_in_time
-from .records import AlterPartitionAnswer, AlterPartitionItem, AlterPartitionRequest, AlterPartitionSubmit
+from .records import (
+    AlterPartitionAnswer,
+    AlterPartitionItem,
+    AlterPartitionRequest,
+    AlterPartitionSendSeen,
+    AlterPartitionSubmit,
+)
 from .schedule import INF
 
-STATE_VERSION = 1
+STATE_VERSION = 2  # 2: resends, and the brokers' reported sends
 
-Item = AlterPartitionSubmit | AlterPartitionAnswer
+Item = AlterPartitionSubmit | AlterPartitionAnswer | AlterPartitionSendSeen
 
 
 class Manager(Struct, array_like=True):
@@ -34,6 +41,10 @@ class Manager(Struct, array_like=True):
     broker: int
     queue: list[AlterPartitionItem]
     in_flight: AlterPartitionRequest | None = None
+    resend_at: int | None = None  # the scheduled "send-alter-partition" after a top-level error (`resend_after`)
+    reports_sends: bool = False  # the agent reports this broker's requests (`alter_partition_sent`)
+    handling: bool = False  # its last response is being handled: the next request waits (`send_when_handled`)
+    last_ts: int | None = None  # its broker's last item: a later one of a new run is a restart (`restarted`)
 
 
 class ClusterManagers(Struct, array_like=True):
@@ -86,21 +97,32 @@ class AlterPartitionBook:
             for item in managers.buffer:
                 if item.ts >= limit:
                     break
+                fire_resends(managers, item.ts)
                 manager = managers.brokers.get(item.broker)
-                if manager is None:
+                if manager is None or restarted(item.seq, manager.last_ts):
+                    # A new manager, or the broker's new run: the old one's queue and request died with it.
                     manager = managers.brokers[item.broker] = Manager(item.cluster, item.broker, [])
+                manager.last_ts = item.ts
                 if isinstance(item, AlterPartitionSubmit):
-                    submit(manager, item)
+                    if holds(manager, item):
+                        self.ignored["already_held"] += 1  # the partition's guard missed it: Kafka's putIfAbsent
+                    else:
+                        submit(manager, item)
+                elif isinstance(item, AlterPartitionSendSeen):
+                    send_when_handled(manager, item.ts)
                 else:
                     self._answer(manager, item, out)
                 done += 1
             del managers.buffer[:done]
+            fire_resends(managers, limit)
             managers.applied_until = limit
         return out
 
     def next_due(self) -> int:
-        """The earliest time at which advancing could apply a buffered item (a manager has no timers)."""
-        return min((item.ts for c in self.clusters.values() for item in c.buffer), default=INF)
+        """The earliest time at which advancing could apply a buffered item or send a scheduled resend."""
+        buffered = (item.ts for c in self.clusters.values() for item in c.buffer)
+        resends = (m.resend_at for c in self.clusters.values() for m in c.brokers.values() if m.resend_at is not None)
+        return min((*buffered, *resends), default=INF)
 
     def managers(self) -> list[tuple[Manager, int]]:
         """Every broker's manager with its cluster's time (the last instant applied), sorted by cluster and broker."""
@@ -141,7 +163,11 @@ class AlterPartitionBook:
             request.response_ms = answer.ts
             out.append(request)
             manager.in_flight = None
-            maybe_propagate_isr_changes(manager, answer.ts)
+            manager.handling = manager.reports_sends
+            if answer.error in TOP_LEVEL_ERRORS:
+                resend_after(manager, request, answer.ts)
+            else:
+                maybe_propagate_isr_changes(manager, answer.ts)
 
 
 # The fields a queued item takes from the proposal, as they are.
@@ -155,6 +181,15 @@ def _place(item: Item) -> tuple[object, str, int]:
     return (item.order, item.topic, item.partition)
 
 
+def holds(manager: Manager, proposal: AlterPartitionSubmit) -> bool:
+    """Whether the manager's queue already holds an item of the proposal's partition: `unsentIsrUpdates.putIfAbsent`
+    refuses a second one (AlterPartitionManager@3.9.0-rc3 L162-167), so a request never carries a partition twice.
+    The partition refuses it first (`held_by`), also while its item is in flight; the in-flight request is not
+    looked at here, as a retry reaches the book just before the answer that takes its item out (`_place`)."""
+    key = (proposal.topic, proposal.partition)
+    return any((i.topic, i.partition) == key for i in manager.queue)
+
+
 def submit(manager: Manager, proposal: AlterPartitionSubmit) -> None:
     """DefaultAlterPartitionManager.submit (AlterPartitionManager@3.9.0-rc3 L155-170): the proposal joins the
     queue (the partition refused a second one itself: `state.partition.submit_alter_partition`), then
@@ -164,10 +199,54 @@ def submit(manager: Manager, proposal: AlterPartitionSubmit) -> None:
     maybe_propagate_isr_changes(manager, proposal.ts)
 
 
+# DefaultAlterPartitionManager's backoff after a top-level error: `scheduler.scheduleOnce("send-alter-partition",
+# () -> maybePropagateIsrChanges(), 50)` (DefaultAlterPartitionManager@4.4 L174; AlterPartitionManager@3.9.0-rc3 L230).
+RESEND_BACKOFF_MS = 50
+
+
+def resend_after(manager: Manager, request: AlterPartitionRequest, now: int) -> None:
+    """A top-level error (`TOP_LEVEL_ERRORS`, e.g. STALE_BROKER_EPOCH after a restart or a controller failover)
+    answers the request, but handleAlterPartitionResponse removes none of its items (DefaultAlterPartitionManager@4.4
+    L225-283: only the NONE case takes items out, L262-277) and completes no future: they stay queued, ahead of what was
+    submitted meanwhile, and go again `RESEND_BACKOFF_MS` later, or sooner with the next submit, whose
+    maybePropagateIsrChanges finds no request in flight (L104-124; 3.9.0-rc3 L155-180). The brokers resend so until
+    the controller takes their epoch: hundreds of requests in a few seconds on the KRaft lab."""
+    unanswered = {"answered_ms": None, "error": None, "committed_isr": None, "committed_partition_epoch": None}
+    again = [msgspec.structs.replace(i, **unanswered) for i in request.partitions]
+    held = {(i.topic, i.partition) for i in again}
+    manager.queue = again + [i for i in manager.queue if (i.topic, i.partition) not in held]  # one item a partition
+    manager.resend_at = now + RESEND_BACKOFF_MS
+
+
+def fire_resends(managers: ClusterManagers, until: int) -> None:
+    """Send the resends scheduled before `until` (a submit or answer at the same ms goes first)."""
+    for manager in managers.brokers.values():
+        if manager.resend_at is not None and manager.resend_at < until:
+            at, manager.resend_at = manager.resend_at, None
+            manager.handling = False
+            maybe_propagate_isr_changes(manager, at)
+
+
+def send_when_handled(manager: Manager, now: int) -> None:
+    """The broker's manager sent a request (the agent's `alter_partition_sent`): the response before it has been
+    handled. Kafka clears the in-flight flag only when handleAlterPartitionResponse returns, after every partition's
+    callback ran (its `finally`, then maybePropagateIsrChanges: DefaultAlterPartitionManager@4.4 L157-172; the
+    callbacks apply the answers under each partition's lock, L262-275), so a proposal submitted meanwhile joins the
+    next request. On a loaded broker that takes ms (the KRaft lab: an expand submitted 1 ms after the answer went
+    with the two shrinks queued before it). The agent does not report the return, only the next request: a manager
+    whose broker reports its requests holds its queue after an answer until the broker's next request, and then
+    sends it (the model's content, the broker's moment)."""
+    manager.reports_sends = True
+    if manager.handling:
+        manager.handling = False
+        maybe_propagate_isr_changes(manager, now)
+
+
 def maybe_propagate_isr_changes(manager: Manager, now: int) -> None:
     """DefaultAlterPartitionManager.maybePropagateIsrChanges (AlterPartitionManager@3.9.0-rc3 L172-180): if no
-    request is in flight, every queued item goes in one request, sent at `now`."""
-    if manager.in_flight is None and manager.queue:
+    request is in flight (nor its response still being handled: `send_when_handled`), every queued item goes in one
+    request, sent at `now`."""
+    if manager.in_flight is None and not manager.handling and manager.queue:
         manager.in_flight = AlterPartitionRequest(
             cluster=manager.cluster, broker=manager.broker, sent_ms=now, response_ms=None, partitions=manager.queue
         )

@@ -29,9 +29,13 @@ from .records import (
     ReplicaView,
 )
 
-STATE_VERSION = 3  # 3: one struct per partition and per broker
+STATE_VERSION = 4  # 4: sides keyed by proposal (`Key`)
 
 Epoch = tuple[int, int]  # (leader, partition epoch): an ISR write of a partition (the zkVersion it creates)
+# (leader, partition epoch, proposal): one side's write or proposal of a partition. A leader may propose several
+# times from one epoch (a proposal refused or reverted, then another: SPEC §4.9 rules 4 and 6), so the third member
+# numbers one side's proposals of an epoch in their order (`_waits`), and each pairs with one of the other side's.
+Key = tuple[int, int, int]
 PartitionKey = tuple[str, str, int]  # (cluster, topic, partition)
 BrokerKey = tuple[str, int]  # (cluster, broker)
 SortedKey = TypeVar("SortedKey", bound=tuple[Any, ...])  # a key that orders ties
@@ -58,8 +62,8 @@ class Send(Struct, array_like=True, frozen=True):
 class PartitionAudit(Struct, kw_only=True):
     """All the audit keeps of one partition: the sides waiting for a partner, and the times its rules look back on."""
 
-    writes: dict[Epoch, IsrWrite] = {}  # the model's, not yet judged
-    observed: dict[Epoch, Observation] = {}  # the brokers', not yet judged
+    writes: dict[Key, IsrWrite] = {}  # the model's, not yet judged
+    observed: dict[Key, Observation] = {}  # the brokers', not yet judged
     commits: dict[Epoch, int] = {}  # when each broker write committed (its `ts`): see `in_flight`
     spans: list[Span] = []  # see `shifted`
     sent: list[Send] = []  # see `displaced`
@@ -234,6 +238,28 @@ def deposed(audit: Audit, p: PartitionAudit, case: Case) -> Excuse | None:
     return Excuse(Cause.DEPOSED, None if resynced is None else case.ts - resynced)
 
 
+def applying(audit: Audit, p: PartitionAudit, case: Case) -> Excuse | None:
+    """AlterPartition: the leader's Partition applies a committed answer in handleAlterPartitionUpdate and the agent
+    stamps its `isr_updated` at the method's exit, after the new state, the HW rule and the log line
+    (Partition@3.9.0-rc3 L1953-1981; 4.4 alike); a fetch reads `partitionState.isInflight` without the partition's
+    lock (L1023). So a fetch the model saw shortly before that stamp may have found the partition committed and
+    proposed an expand, where the model, which commits at the stamp (`applies_answer`), found it in flight and
+    expanded by another follower later (the KRaft lab under load: the broker's expand of the follower that fetched
+    10 ms before the stamp, the model's of the next one to fetch). A broker expand adding a follower whose last
+    fetch the model saw within `audit_timing_ms` before the broker's commit of the proposal's base epoch is timing.
+    Margin: that fetch's time minus the commit's (<= 0)."""
+    o = case.observed
+    if o is None or not isinstance(o.event, ProposedIsr) or o.event.kind != "expand":
+        return None
+    committed = p.commits.get((o.event.leader, o.event.partition_epoch - 1))
+    if committed is None:
+        return None
+    added = set(o.event.isr) - set(o.event.isr_before or o.event.isr)
+    before = [r.last_fetch_ms - committed for r in o.evidence if r.replica in added]
+    close = [m for m in before if -audit.timing_ms <= m <= 0]
+    return Excuse(Cause.APPLYING, max(close)) if close else None
+
+
 def split(audit: Audit, p: PartitionAudit, case: Case) -> Excuse | None:
     """After a timing divergence the two sides' views of the partition's ISR may follow different followers (a write
     in flight for a second after a broker resumed: the model re-added one follower, the broker another after its
@@ -245,7 +271,7 @@ def split(audit: Audit, p: PartitionAudit, case: Case) -> Excuse | None:
 
 
 Rule = Callable[["Audit", PartitionAudit, Case], Excuse | None]
-RULES: tuple[Rule, ...] = (in_flight, both_expand, margin, shifted, displaced, deposed, split)
+RULES: tuple[Rule, ...] = (in_flight, both_expand, margin, shifted, displaced, deposed, applying, split)
 
 
 def excuse(audit: Audit, p: PartitionAudit, case: Case) -> Excuse | None:
@@ -279,14 +305,21 @@ def proposal_sent(audit: Audit, w: IsrWrite, ev: ProposedIsr) -> bool:
     return w.ts - audit.timing_ms <= ev.ts <= (w.run_end_ms or w.ts) + audit.window
 
 
-def _meet(epoch: Epoch, side: A, waiting: dict[Epoch, A], partners: dict[Epoch, B]) -> B | None:
-    """The other side's partner of `side` at the same epoch that agrees on kind and new ISR, taken out of `partners`;
-    without one, `side` waits: a partner that differs may be another epoch's, and is judged when due."""
-    partner = partners.get(epoch)
-    if partner is None or _side(partner)[:2] != _side(side)[:2]:
-        waiting[epoch] = side
-        return None
-    return partners.pop(epoch)
+def _meet(epoch: Epoch, side: A, waiting: dict[Key, A], partners: dict[Key, B]) -> B | None:
+    """The other side's earliest proposal at the same epoch that agrees with `side` on kind and new ISR, taken out of
+    `partners`; without one, `side` waits (`_waits`): a partner that differs may be another epoch's, and is judged
+    when due."""
+    for key in sorted(partners):
+        if key[:2] == epoch and _side(partners[key])[:2] == _side(side)[:2]:
+            return partners.pop(key)
+    _waits(epoch, side, waiting)
+    return None
+
+
+def _waits(epoch: Epoch, side: A, waiting: dict[Key, A]) -> None:
+    """`side` waits as its side's next proposal of `epoch`: after every one of that epoch still waiting."""
+    taken = [key[2] for key in waiting if key[:2] == epoch]
+    waiting[(*epoch, max(taken, default=-1) + 1)] = side
 
 
 def _decided_at(ev: IsrUpdated | ProposedIsr) -> int:
@@ -311,13 +344,13 @@ def _side(side: IsrWrite | Observation) -> tuple[DecisionKind, list[int], int]:
 
 
 def _nearest_alike(
-    epoch: Epoch,
+    key: Key,
     side: tuple[DecisionKind, list[int], int],
-    others: Mapping[Epoch, IsrWrite] | Mapping[Epoch, Observation],
+    others: Mapping[Key, IsrWrite] | Mapping[Key, Observation],
     window: int,
-) -> Epoch | None:
-    """Of `others`, the write by `epoch`'s leader with `side`'s kind and ISR nearest to it in time, within `window`."""
-    return nearest_alike(side, ((e, _side(o)) for e, o in others.items() if e[0] == epoch[0]), window)
+) -> Key | None:
+    """Of `others`, the write by `key`'s leader with `side`'s kind and ISR nearest to it in time, within `window`."""
+    return nearest_alike(side, ((k, _side(o)) for k, o in others.items() if k[0] == key[0]), window)
 
 
 def nearest_alike(
@@ -338,23 +371,23 @@ def nearest_alike(
 
 
 def _partner(
-    epoch: Epoch,
+    key: Key,
     side: IsrWrite | Observation,
-    others: Mapping[Epoch, IsrWrite] | Mapping[Epoch, Observation],
-    mine: Mapping[Epoch, IsrWrite] | Mapping[Epoch, Observation],
+    others: Mapping[Key, IsrWrite] | Mapping[Key, Observation],
+    mine: Mapping[Key, IsrWrite] | Mapping[Key, Observation],
     window: int,
-) -> Epoch | None:
+) -> Key | None:
     """The other side's write a settled side is judged with. First one of the same leader, kind and new ISR within
     the window, at any partition epoch: once one write is missed or extra, the model's epochs run off the broker's
-    until the next LeaderAndIsr, and the writes after it still match (the nearest in time). Else the write of the
-    same epoch, unless that one has such a match of its own among this side's."""
-    drifted = _nearest_alike(epoch, _side(side), others, window)
+    until the next LeaderAndIsr, and the writes after it still match (the nearest in time). Else the earliest write
+    of the same epoch that has no such match of its own among this side's."""
+    drifted = _nearest_alike(key, _side(side), others, window)
     if drifted is not None:
         return drifted
-    same = others.get(epoch)
-    if same is None or _nearest_alike(epoch, _side(same), mine, window) is not None:
-        return None
-    return epoch
+    for same in sorted(k for k in others if k[:2] == key[:2]):
+        if _nearest_alike(same, _side(others[same]), mine, window) is None:
+            return same
+    return None
 
 
 def _lag_margin(evidence: list[ReplicaView], at: int, replicas: Iterable[int], lag: int) -> int | None:
@@ -418,6 +451,10 @@ class Audit:
             if partner is not None:
                 self._judge_pair(p, w, partner, out)
         for o in observed:
+            if isinstance(o, Observation) and isinstance(o.event, IsrUpdated):  # a commit, audited or not
+                self._partition(o.event.cluster, o.event.topic, o.event.partition).commits[
+                    (o.event.leader, o.event.partition_epoch)
+                ] = o.event.ts
             if isinstance(o, AlterPartitionSent) or (isinstance(o, Observation) and not o.audited):
                 continue  # a request is audited by its partitions' proposals; a commit by its proposal
             if isinstance(o, IsrChangePropagated):
@@ -427,8 +464,6 @@ class Audit:
             ev = o.event
             self._broker(ev.cluster, ev.leader)
             p = self._partition(ev.cluster, ev.topic, ev.partition)
-            if isinstance(ev, IsrUpdated):
-                p.commits[(ev.leader, ev.partition_epoch)] = ev.ts
             mine = _meet((ev.leader, ev.partition_epoch), o, p.observed, p.writes)
             if mine is not None:
                 self._judge_pair(p, mine, o, out)
@@ -472,18 +507,18 @@ class Audit:
 
     def _judge_due_writes(self, p: PartitionAudit, before: int, out: list[Divergence]) -> None:
         """Judge the partition's sides older than `before`: the model's writes, then the brokers'."""
-        for epoch, w in sorted(p.writes.items()):
+        for key, w in sorted(p.writes.items()):
             if w.ts < before:
-                del p.writes[epoch]
-                partner = _partner(epoch, w, p.observed, p.writes, self.window)
+                del p.writes[key]
+                partner = _partner(key, w, p.observed, p.writes, self.window)
                 if partner is None:
                     self._judge_write_alone(p, w, out)
                 else:
                     self._judge_pair(p, w, p.observed.pop(partner), out)
-        for epoch, o in sorted(p.observed.items()):
+        for key, o in sorted(p.observed.items()):
             if o.event.ts < before:
-                del p.observed[epoch]
-                mine = _partner(epoch, o, p.writes, p.observed, self.window)
+                del p.observed[key]
+                mine = _partner(key, o, p.writes, p.observed, self.window)
                 if mine is None:
                     self._judge_observed_alone(p, o, out)
                 else:

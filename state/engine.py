@@ -31,6 +31,7 @@ from .metrics import IGNORED_TICKS
 from .order import Half, Order
 from .partition import (
     NO_METADATA,
+    Metadata,
     Outputs,
     Partition,
     PartitionKey,
@@ -38,17 +39,20 @@ from .partition import (
     append_to_leader,
     become_leader_or_follower,
     commit_isr_write,
+    forget_partition,
     handle_alter_partition_response,
     maybe_shrink_isr,
     next_shrink_eligible_at,
     observe_alter_partition_sent,
     partition_record,
+    removed_by_controller,
+    restarted,
     update_follower_fetch_state,
 )
 from .records import PartitionRecord, PropagationTick
 from .schedule import INF, first_at_or_after
 
-STATE_VERSION = 2
+STATE_VERSION = 3  # 3: a partition's AlterPartition items are held by brokers; registrations as each broker has them
 
 
 class _GroupState(Struct, array_like=True):
@@ -61,7 +65,8 @@ class _GroupState(Struct, array_like=True):
     next_eligible: int
     kafka_versions: list[tuple[str, int, str]]  # (cluster, broker, version) as each broker's agent reported it
     isr_protocols: list[tuple[str, int, str]] = []  # (cluster, broker, isr_protocol) likewise
-    registrations: list[tuple[str, int, Registration]] = []  # (cluster, broker id, its registration)
+    registrations: list[tuple[str, int, int, Registration]] = []  # (cluster, reporter, broker id, its registration)
+    last_seen: list[tuple[str, int, int]] = []  # (cluster, broker, ts of its last event with a seq)
 
 
 _encoder = msgspec.msgpack.Encoder()
@@ -98,8 +103,11 @@ class PartitionEngine:
         # The Kafka version each broker reported on its ticks (the agent): the partitions it leads follow its rules.
         self.kafka_versions: dict[tuple[str, int], str] = {}
         self.isr_protocols: dict[tuple[str, int], str] = {}  # likewise, how each broker writes its ISR (SPEC §2)
-        # The leaders' KRaft metadata about each broker (`broker_registration`), per cluster (SPEC §4.9).
-        self.registrations: dict[str, dict[int, Registration]] = {}
+        # The leaders' KRaft metadata about each broker (`broker_registration`), per cluster and reporting broker
+        # (SPEC §4.9): each leader judges eligibility on its own metadata (`metadata_of`).
+        self.registrations: dict[tuple[str, int], dict[int, Registration]] = {}
+        # The time of each reporting broker's last event here: a later event of a new run of it is a restart.
+        self.last_seen: dict[tuple[str, int], int] = {}
         self._configs: dict[tuple[str, str], Config] = {(config.kafka_version, config.isr_protocol): config}
         if blob is not None:
             state = _decoder.decode(blob)
@@ -113,8 +121,9 @@ class PartitionEngine:
             self.next_eligible = state.next_eligible
             self.kafka_versions = {(c, b): v for c, b, v in state.kafka_versions}
             self.isr_protocols = {(c, b): v for c, b, v in state.isr_protocols}
-            for c, b, r in state.registrations:
-                self.registrations.setdefault(c, {})[b] = r
+            for c, reporter, b, r in state.registrations:
+                self.registrations.setdefault((c, reporter), {})[b] = r
+            self.last_seen = {(c, b): ts for c, b, ts in state.last_seen}
 
     def to_bytes(self) -> bytes:
         """The compact serialised form (msgpack, version first) a Spark state row keeps."""
@@ -129,7 +138,8 @@ class PartitionEngine:
                 self.next_eligible,
                 [(c, b, v) for (c, b), v in self.kafka_versions.items()],
                 [(c, b, v) for (c, b), v in self.isr_protocols.items()],
-                [(c, b, r) for c, regs in self.registrations.items() for b, r in regs.items()],
+                [(c, reporter, b, r) for (c, reporter), regs in self.registrations.items() for b, r in regs.items()],
+                [(c, b, ts) for (c, b), ts in self.last_seen.items()],
             )
         )
 
@@ -159,14 +169,16 @@ class PartitionEngine:
                 break
             if scheduled and self.next_check < ts:
                 self._run_checks_before(ts, out)
-            brokers = registrations.get(ev.cluster, NO_METADATA) if registrations else NO_METADATA
+            if ev.broker is not None and ev.seq is not None:
+                self._saw(ev.cluster, ev.broker, ev.seq, ev.ts)
             if type(ev) is Fetch:
                 p = partitions.get((ev.cluster, ev.topic, ev.partition))
                 leader_config = self._leader_config(p) if versions or protocols else config
-                update_follower_fetch_state(p, ev, leader_config, out, brokers)
+                update_follower_fetch_state(p, ev, leader_config, out, self.metadata_of(p))
             elif type(ev) is Append:
                 p = partitions.get((ev.cluster, ev.topic, ev.partition))
-                append_to_leader(p, ev, self._leader_config(p) if versions or protocols else config, out, brokers)
+                leader_config = self._leader_config(p) if versions or protocols else config
+                append_to_leader(p, ev, leader_config, out, self.metadata_of(p))
             elif type(ev) is LeaderAndIsr:
                 key = (ev.cluster, ev.topic, ev.partition)
                 p = partitions.get(key)
@@ -174,24 +186,27 @@ class PartitionEngine:
                     p = partitions[key] = Partition(sys.intern(ev.cluster), sys.intern(ev.topic), ev.partition)
                 # The rules of the broker that takes the state: the new leader (an offline state: who reported it).
                 broker = ev.leader if ev.leader >= 0 else ev.broker
-                become_leader_or_follower(
-                    p, ev, self._broker_config(ev.cluster, broker) if versions or protocols else config, out, brokers
-                )
+                broker_config = self._broker_config(ev.cluster, broker) if versions or protocols else config
+                before = (p.leader, p.leader_epoch, p.isr, p.isr_state, p.proposed_isr, p.partition_epoch)
+                become_leader_or_follower(p, ev, broker_config, out, self.metadata_of(p, ev.leader))
+                for replica in removed_by_controller(p, *before):
+                    self._fence_in_metadata_of(p.cluster, ev.leader, replica)
             elif type(ev) is Tick:
                 self._tick(ev, out)
             elif type(ev) is AlterPartitionResponse:
                 p = partitions.get((ev.cluster, ev.topic, ev.partition))
                 leader_config = self._leader_config(p) if versions or protocols else config
-                handle_alter_partition_response(p, ev, leader_config, out, brokers)
+                handle_alter_partition_response(p, ev, leader_config, out, self.metadata_of(p))
             elif type(ev) is BrokerRegistration:
-                registrations.setdefault(ev.cluster, {})[ev.id] = Registration(
+                reporter = -1 if ev.broker is None else ev.broker
+                registrations.setdefault((ev.cluster, reporter), {})[ev.id] = Registration(
                     ev.epoch, ev.fenced, ev.in_controlled_shutdown
                 )
             elif type(ev) is IsrUpdated:
                 # What a broker did: recorded with the model's view, after it commits the model's write in flight.
                 p = partitions.get((ev.cluster, ev.topic, ev.partition))
                 leader_config = self._leader_config(p) if versions or protocols else config
-                commit_isr_write(p, ev, leader_config, brokers)
+                commit_isr_write(p, ev, leader_config, self.metadata_of(p))
                 # An AlterPartition leader's write is a commit: the audit pairs its proposals (SPEC §7).
                 out.observe(p, replace(ev, arrival=0), audited=not leader_config.alter_partition)
             elif type(ev) is AlterPartitionSent:
@@ -206,6 +221,34 @@ class PartitionEngine:
             self._run_checks_before(until, out)
         self.applied_until = until
         return out
+
+    def _saw(self, cluster: str, broker: int, seq: int, ts: int) -> None:
+        """A reporting broker's event: the first of a new run of it (`restarted`) forgets what its last run held."""
+        key = (cluster, broker)
+        if restarted(seq, self.last_seen.get(key)):
+            for p in self.partitions.values():
+                if p.cluster == cluster:
+                    forget_partition(p, broker)
+        self.last_seen[key] = ts
+
+    def _fence_in_metadata_of(self, cluster: str, leader: int, replica: int) -> None:
+        """`removed_by_controller`: the leader's metadata has `replica` fenced until the leader reports it again."""
+        own = self.registrations.setdefault((cluster, leader), {})
+        known = own.get(replica)
+        own[replica] = Registration(-1 if known is None else known.epoch, True, False)
+
+    def metadata_of(self, p: Partition | None, leader: int | None = None) -> Metadata:
+        """The KRaft registrations `p`'s leader (or `leader`) has in its own metadata: Partition.isReplicaIsrEligible
+        reads the leader's metadata cache (Partition@3.9.0-rc3 L1060-1093), which applies each change at its own
+        moment: on the KRaft 4.4.0 lab a leader still had a restarted broker fenced 40 ms after two other brokers had
+        it unfenced, and expanded only after. Registrations from a cluster-wide source (no reporter) serve a leader
+        that reports none."""
+        registrations = self.registrations
+        if not registrations or p is None:
+            return NO_METADATA
+        who = p.leader if leader is None else leader
+        own = registrations.get((p.cluster, -1 if who is None else who))
+        return own if own is not None else registrations.get((p.cluster, -1), NO_METADATA)
 
     def record(self, p: Partition) -> PartitionRecord:
         """`p`'s SPEC §5 record under its leader's rule set: its flags read the min ISR its HW rule reads."""
@@ -272,12 +315,11 @@ class PartitionEngine:
         versions, protocols = self.kafka_versions, self.isr_protocols
         next_eligible = INF
         for p in self.partitions.values():
-            if (cluster is None or p.cluster == cluster) and (broker is None or p.leader == broker):
+            if (cluster is None or p.cluster == cluster) and (broker is None or p.leader == broker) and p.hosted:
                 if broker is not None and p.checked_in_run == now:
                     continue  # this run checked it already, at its append's check_ms
                 leader_config = self._leader_config(p) if versions or protocols else config
-                brokers = self.registrations.get(p.cluster, NO_METADATA)
-                eligible = maybe_shrink_isr(p, now, leader_config, out, at, run_end_ms, brokers)
+                eligible = maybe_shrink_isr(p, now, leader_config, out, at, run_end_ms, self.metadata_of(p))
                 if eligible < next_eligible:
                     next_eligible = eligible
         return next_eligible

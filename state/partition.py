@@ -31,6 +31,7 @@ from .metrics import (
 from .order import Order
 from .records import (
     AlterPartitionAnswer,
+    AlterPartitionSendSeen,
     AlterPartitionSubmit,
     Decision,
     DecisionKind,
@@ -104,13 +105,23 @@ class Partition(Struct, array_like=True, gc=False):
     isr_state: IsrState = IsrState.COMMITTED
     proposed_isr: tuple[int, ...] = ()
     pending_since_ms: int | None = None
-    # Its leader's AlterPartition manager still holds an item for it: submitted, not answered (unsentIsrUpdates).
-    submitted: bool = False
+    # The brokers whose AlterPartition managers still hold an item for it: submitted, not answered (each broker's
+    # unsentIsrUpdates): a new leader's manager holds nothing of what an old leader proposed, and an old leader's
+    # still holds its item if the leadership comes back before the answer.
+    held_by: tuple[int, ...] = ()
     elr: tuple[int, ...] | None = None
     last_known_elr: tuple[int, ...] | None = None
     leader_recovery_state: str | None = None
     alter_partition: bool = False  # its leader proposes with AlterPartition (for its record)
     writes_reported: bool = False  # its leader has reported one of its ISR writes (`isr_updated`, the agent)
+    # The controller committed the proposal in flight (a success answer) and the leader's Partition has not applied
+    # it yet: it will, by the response path (`isr_updated`) or the metadata path (`leader_and_isr`): `applies_answer`.
+    answered: bool = False
+    # The broker's item of the partition its manager holds, as its last request carried it: (broker, leader epoch,
+    # base partition epoch, proposed ISR). A request that carries it again is a resend (`resends_item`).
+    sent_item: tuple[int, int, int, tuple[int, ...]] | None = None
+    # Its leader hosts it: False from the leader's restart until it applies its metadata again (`forget_partition`).
+    hosted: bool = True
 
     def follower(self, replica: int) -> Follower | None:
         for f in self.followers:
@@ -148,7 +159,7 @@ class Outputs:
         self.observed: list[Observation | BrokerObserved] = []  # what brokers did, with the model's view
         self.writes: list[IsrWrite] = []  # the model's ISR writes of audited partitions, with their evidence
         # Leaders' AlterPartition proposals and the answers they handled, for their brokers' managers (§4.9).
-        self.alter_partition: list[AlterPartitionSubmit | AlterPartitionAnswer] = []
+        self.alter_partition: list[AlterPartitionSubmit | AlterPartitionAnswer | AlterPartitionSendSeen] = []
         # What changed nothing, as `kind.reason` (`ignored_fetches.not_follower`): every kind is a counter of
         # `state.metrics`, which the step, the report, the store's tallies and /metrics carry as they are.
         self.counters: Counter[str] = Counter()
@@ -226,18 +237,40 @@ def observe_alter_partition_sent(
     base partition epoch; else the model's current one)."""
     if record:
         out.observed.append(replace(ev, arrival=0))  # its input position is no part of the record
+        out.alter_partition.append(AlterPartitionSendSeen(*Order.of_event(ev), ev.cluster, ev.broker))
     for proposed in ev.partitions:
         p = None if proposed.topic is None else partitions.get((ev.cluster, proposed.topic, proposed.partition))
         if p is None:  # another key's partition, or one the broker could not name
             continue
         based_on = p.isr if p.partition_epoch == proposed.partition_epoch else None
         isr = sorted(set(proposed.isr))
-        grows = len(isr) > len(p.isr if based_on is None else based_on)
+        # Against the ISR it is based on; when the model is at another epoch, against its current ISR, but a
+        # proposal of every replica can only add one (a shrink removes at least one): the KRaft lab's leader
+        # re-proposed its expand from the epoch before the one the metadata had just given the model.
+        grows = len(isr) > len(p.isr if based_on is None else based_on) or (
+            based_on is None and isr == sorted(p.replicas)
+        )
         kind: Literal["shrink", "expand"] = "expand" if grows else "shrink"
         before = None if based_on is None else list(based_on)
         epochs = (proposed.leader_epoch, proposed.partition_epoch + 1)
         proposal = ProposedIsr(ev.ts, ev.cluster, p.topic, p.partition, ev.broker, *epochs, kind, isr, before)
-        out.observe(p, proposal)
+        out.observe(
+            p, proposal, audited=not resends_item(p, ev.broker, proposed.leader_epoch, proposed.partition_epoch, isr)
+        )
+
+
+def resends_item(p: Partition, broker: int, leader_epoch: int, partition_epoch: int, isr: list[int]) -> bool:
+    """Whether a request carries the partition's item the broker's manager already sent and still holds: after a
+    top-level error (`TOP_LEVEL_ERRORS`) the manager keeps its items and sends them again, with whatever was queued
+    meanwhile, 50 ms later or at the next submit (DefaultAlterPartitionManager@4.4 L118-124, L170-175; 3.9.0-rc3
+    L172-180, L224-231): the same proposal, no new decision of the leader, so the audit does not pair it again. Only
+    the partition's own answer takes the item out (`handle_alter_partition_response`); a proposal after it, even an
+    identical one, is new."""
+    item = (broker, leader_epoch, partition_epoch, tuple(isr))
+    if p.sent_item == item:
+        return True
+    p.sent_item = item
+    return False
 
 
 def replica_views(p: Partition, replicas: list[int]) -> list[ReplicaView]:
@@ -380,11 +413,11 @@ def submit_alter_partition(p: Partition, at: Order, out: Outputs) -> bool:
     answered yet: items leave it only with their answer, L364) the new one fails at once with
     OPERATION_NOT_ATTEMPTED, which reverts the partition to its committed state (Partition@3.9.0-rc3 L1898-1910)."""
     assert p.leader is not None
-    if p.submitted:
+    if p.leader in p.held_by:
         revert_isr_change(p)
         out.count(FAILED_ISR_UPDATES, "OPERATION_NOT_ATTEMPTED")
         return False
-    p.submitted = True
+    p.held_by = (*p.held_by, p.leader)
     kind = DecisionKind.EXPAND if p.isr_state is IsrState.PENDING_EXPAND else DecisionKind.SHRINK
     out.alter_partition.append(
         AlterPartitionSubmit(
@@ -400,6 +433,7 @@ def revert_isr_change(p: Partition) -> None:
     p.isr_state = IsrState.COMMITTED
     p.proposed_isr = ()
     p.pending_since_ms = None
+    p.answered = False
 
 
 def commit_isr_change(
@@ -429,6 +463,14 @@ STUCK_ERRORS = frozenset(
 )
 
 
+# The errors the controller answers for a whole AlterPartition request, never for one partition: the broker's epoch
+# is not the registration's (ReplicationControlManager@4.4 L1083 `clusterControl.checkBrokerEpoch`, which throws
+# StaleBrokerEpochException: ClusterControlManager@4.4 L800-804), or the broker may not alter partitions. The agent
+# reports such an error for every partition of the request; the manager keeps the items and sends them again
+# (`resends_item`; DefaultAlterPartitionManager@4.4 L160-175, L231), the partitions' callbacks never run.
+TOP_LEVEL_ERRORS = frozenset(("STALE_BROKER_EPOCH", "CLUSTER_AUTHORIZATION_FAILED"))
+
+
 def handle_alter_partition_response(
     p: Partition | None, ev: AlterPartitionResponse, config: Config, out: Outputs, brokers: Metadata = NO_METADATA
 ) -> None:
@@ -436,9 +478,12 @@ def handle_alter_partition_response(
 
     The broker's manager takes every answer (its request is done when all its partitions are answered). A proposal
     submitted again after a retriable error reaches the manager first: Kafka resubmits inside the callback, before
-    the manager sends its next request (AlterPartitionManager@3.9.0-rc3 L364-368, 224-227).
+    the manager sends its next request (AlterPartitionManager@3.9.0-rc3 L364-368, 224-227). A top-level error
+    (`TOP_LEVEL_ERRORS`) reaches the manager only: it keeps the items and sends them again after its backoff.
     """
     at = Order.of_event(ev)
+    if p is not None and ev.error not in TOP_LEVEL_ERRORS and p.sent_item is not None and p.sent_item[0] == ev.broker:
+        p.sent_item = None  # the manager took the item out (L266-274): a later request's is a new proposal
     if _take_response(p, ev, config, out, brokers):
         assert p is not None
         submit_alter_partition(p, at, out)
@@ -459,10 +504,16 @@ def _take_response(
     if p is None or p.leader_epoch < 0:
         out.count(IGNORED_ALTER_PARTITION_RESPONSES, "no_leader_and_isr")
         return False
-    if not p.submitted or ev.broker != p.leader:
+    if ev.broker not in p.held_by:
         out.count(IGNORED_ALTER_PARTITION_RESPONSES, "no_proposal")
         return False
-    p.submitted = False
+    if ev.error in TOP_LEVEL_ERRORS:
+        out.count(IGNORED_ALTER_PARTITION_RESPONSES, "top_level_error")  # the manager's: it sends the item again
+        return False
+    p.held_by = tuple(b for b in p.held_by if b != ev.broker)  # the manager took the item out (L266-274)
+    if ev.broker != p.leader:
+        out.count(IGNORED_ALTER_PARTITION_RESPONSES, "no_proposal")  # a former leader's: its partition moved on
+        return False
     out.touched.add(p.key)
     if p.isr_state is IsrState.COMMITTED:
         out.count(IGNORED_ALTER_PARTITION_RESPONSES, "stale")
@@ -471,6 +522,9 @@ def _take_response(
         assert ev.isr is not None and ev.partition_epoch is not None
         if ev.leader_epoch != p.leader_epoch or ev.partition_epoch < p.partition_epoch:
             out.count(FAILED_ISR_UPDATES, "stale_epoch")
+            return False
+        if applies_answer(p):
+            p.answered = True
             return False
         commit_isr_change(p, tuple(sorted(set(ev.isr))), ev.partition_epoch, ev.ts, config, brokers)
         return False
@@ -481,17 +535,34 @@ def _take_response(
     return ev.error not in STUCK_ERRORS
 
 
+def applies_answer(p: Partition) -> bool:
+    """Whether the leader reports when its Partition applies a committed answer, so the model commits then, not when
+    the manager receives it. The manager completes the item's future in handleAlterPartitionResponse
+    (DefaultAlterPartitionManager@4.4 L262-275); the Partition's callback then takes the partition's write lock and
+    applies it (handleAlterPartitionUpdate, Partition@3.9.0-rc3 L1852-1879, L1953-1981; 4.4 alike), a few to tens of
+    ms later on the real brokers, and in KRaft the metadata path often applies the same commit first (makeLeader ->
+    updateAssignmentAndIsr, L980-1005; then the answer is ignored, L1857). A fetch in between finds the change still
+    in flight (`isInflight`, L1023) and expands nothing. The agent reports both: the response path's `isr_updated`
+    (`commit_isr_write`) and the metadata's `leader_and_isr` (`make_leader`); so for a partition whose leader reports
+    (`audited`), the model commits at the first of them. Without the agent, at the answer."""
+    return p.audited
+
+
 def commit_isr_write(p: Partition | None, ev: IsrUpdated, config: Config, brokers: Metadata = NO_METADATA) -> None:
-    """The ZooKeeper write in flight commits (3.1+, with the agent, SPEC §4.9): the leader reports its write
-    (`isr_updated`, stamped after the ZooKeeper write: ZkAlterPartitionManager@3.9.0-rc3 L62-90) with a newer
-    partition epoch. The model's own write commits then, as Kafka's handleAlterPartitionUpdate would (L1953-1981);
-    where the broker wrote something else, the audit shows it."""
+    """The write in flight commits when the leader reports it (`isr_updated`). ZooKeeper mode (3.1+, with the agent,
+    SPEC §4.9): stamped after the ZooKeeper write (ZkAlterPartitionManager@3.9.0-rc3 L62-90), with a newer partition
+    epoch; the model's own write commits then, as Kafka's handleAlterPartitionUpdate would (L1953-1981), and where the
+    broker wrote something else, the audit shows it. AlterPartition: the Partition applied the controller's answer
+    the model holds (`applies_answer`), the ISR and partition epoch the controller committed."""
     if p is None or ev.broker != p.leader:
         return
     p.writes_reported = True
-    if p.isr_state is IsrState.COMMITTED or config.alter_partition or ev.partition_epoch <= p.partition_epoch:
+    if p.isr_state is IsrState.COMMITTED or ev.partition_epoch <= p.partition_epoch:
         return
-    commit_isr_change(p, p.proposed_isr, p.partition_epoch + 1, ev.ts, config, brokers)
+    if not config.alter_partition:
+        commit_isr_change(p, p.proposed_isr, p.partition_epoch + 1, ev.ts, config, brokers)
+    elif p.answered:
+        commit_isr_change(p, tuple(sorted(set(ev.isr))), ev.partition_epoch, ev.ts, config, brokers)
 
 
 def become_leader_or_follower(
@@ -507,7 +578,7 @@ def become_leader_or_follower(
         if ev.leader >= 0 and ev.broker != ev.leader:
             out.count(IGNORED_LEADER_AND_ISR, "follower_copy")
             return
-        if _same_state(p, ev) and not drops_pending(p, config):
+        if _same_state(p, ev) and not drops_pending(p, config) and not fresh_partition(p, ev):
             out.count(IGNORED_LEADER_AND_ISR, "duplicate")
             return
     if ev.controller_epoch < p.controller_epoch:
@@ -538,6 +609,68 @@ def drops_pending(p: Partition, config: Config) -> bool:
     return config.alter_partition and p.isr_state is not IsrState.COMMITTED
 
 
+def restarted(seq: int | None, last_ts: int | None) -> bool:
+    """Whether an event with this `seq` comes from a new run of a broker whose events so far reached `last_ts`: the
+    agent's `seq` starts at its start time in ms x 1000 and only increases (agent/README.md, "Event contract"), so a
+    run that started after the last event seen is a new one (the same run would need a million events a second)."""
+    return seq is not None and last_ts is not None and seq // 1000 > last_ts
+
+
+def forget_partition(p: Partition, broker: int) -> None:
+    """`broker` restarted: its Partitions, its AlterPartition manager and their pending changes lived in memory
+    (ReplicaManager's allPartitions, DefaultAlterPartitionManager's unsentIsrUpdates), and the new run has none of
+    them until it applies its metadata and makeLeader creates them again (`fresh_partition`). Until then its
+    isr-expiration runs skip what it led (the KRaft 4.4.0 lab's controller failover: the restarted node's first run
+    came 25 ms before its metadata replay, and found nothing to shrink)."""
+    if p.leader == broker:
+        p.hosted = False
+        revert_isr_change(p)
+    p.held_by = tuple(b for b in p.held_by if b != broker)
+    if p.sent_item is not None and p.sent_item[0] == broker:
+        p.sent_item = None
+
+
+def removed_by_controller(
+    p: Partition,
+    leader: int | None,
+    leader_epoch: int,
+    isr: tuple[int, ...],
+    isr_state: IsrState,
+    proposed_isr: tuple[int, ...],
+    partition_epoch: int,
+) -> list[int]:
+    """The followers a KRaft metadata change of `p` (same leader and leader epoch, a newer partition epoch, now
+    applied) removed from the ISR that its leader had not proposed to remove: the controller's own removals, of a
+    broker it fenced or that is shutting down or unregistered (ReplicationControlManager@4.3.1 L1399-1475,
+    handleBrokerFenced / handleBrokerInControlledShutdown). The controller writes the registration change in the same
+    metadata batch, and the leader's metadata cache has it before the partition change is applied
+    (BrokerMetadataPublisher@4.4 L130 `metadataCache.setImage`, then L148 `applyDelta`), while the agent reports the
+    registration when onMetadataUpdate returns, after the partitions' `leader_and_isr`: on the KRaft lab's failover
+    a fetch in between re-added a fenced broker in the model only. So such a follower is not eligible to join
+    (`is_replica_isr_eligible`) in the leader's metadata until the leader reports its registration again. The
+    arguments are `p`'s leader, leader epoch, ISR, ISR state, proposed ISR and partition epoch before the change."""
+    if (
+        p.leader != leader
+        or p.leader_epoch != leader_epoch
+        or p.partition_epoch <= partition_epoch
+        or not p.alter_partition
+        or (isr_state is IsrState.PENDING_SHRINK and proposed_isr == p.isr)
+    ):
+        return []
+    return sorted(set(isr) - set(p.isr))
+
+
+def fresh_partition(p: Partition, ev: LeaderAndIsr) -> bool:
+    """The leader reports Kafka's isNewLeader (`new_leader`) for a partition the model already has it lead: the
+    broker's Partition is new, as after a restart, when the broker replays its metadata. Its makeLeader finds
+    `isNewLeader = !isLeader` and `isNewLeaderEpoch` against a new Partition's leader epoch -1 (Partition@4.4
+    L606-607; 3.9 alike) and resets the followers as a new leader's (resetReplicaState, L652-658): their LEO unknown,
+    caught up as of now if in the ISR. Seen on the KRaft 4.4.0 lab's controller failover: the restarted node, its
+    followers now fetching elsewhere, shrank its ISR one lag later; the model, which had kept their records at the
+    leader's LEO, never did."""
+    return bool(ev.new_leader) and ev.leader == p.leader
+
+
 def metadata_change(p: Partition, ev: LeaderAndIsr, config: Config) -> bool:
     """A KRaft metadata change of the partition with the same leader epoch (an ISR the controller changed: a broker
     fenced or shutting down removed, an AlterPartition committed): ReplicaManager takes an equal leader epoch from a
@@ -564,8 +697,9 @@ def make_leader(p: Partition, ev: LeaderAndIsr, config: Config, out: Outputs, br
     Only a new leader epoch resets the followers and the epoch's start offset (L771-806): a KRaft metadata change
     with the same epoch (`metadata_change`) keeps them."""
     isr_before = p.isr
-    new_leader = ev.leader != p.leader
-    new_epoch = ev.leader_epoch > p.leader_epoch
+    fresh = fresh_partition(p, ev)
+    new_leader = ev.leader != p.leader or fresh
+    new_epoch = ev.leader_epoch > p.leader_epoch or fresh
     leader_leo = p.leader_leo if ev.leader_leo is None else ev.leader_leo
     isr = tuple(sorted(set(ev.isr)))
     p.leader = ev.leader
@@ -579,6 +713,7 @@ def make_leader(p: Partition, ev: LeaderAndIsr, config: Config, out: Outputs, br
     p.leader_recovery_state = ev.leader_recovery_state
     p.alter_partition = config.alter_partition
     p.leader_leo = leader_leo
+    p.hosted = True
     if not new_epoch:
         p.followers = [p.follower(r) or Follower(r) for r in sorted(ev.replicas) if r != ev.leader]
         _took_state(p, ev, config, out, isr_before, brokers)

@@ -227,6 +227,7 @@ class Cause(StrEnum):
     SHIFTED = "shifted"  # a batch between one side's time of a change and the other's linger deadline of it
     DISPLACED = "displaced"  # the same change in another batch of the other side, within the max delay
     DEPOSED = "deposed"  # a leader proposed from metadata older than the model's: its leadership had moved on
+    APPLYING = "applying"  # an expand by a fetch just before the leader reported applying its previous commit
     SPLIT = "split"  # the sides' views of the ISR were split by an earlier timing divergence
 
 
@@ -380,6 +381,16 @@ class AlterPartitionAnswer(Ordered, frozen=True, tag="a"):
     error: str | None = None
     isr: tuple[int, ...] | None = None
     partition_epoch: int | None = None
+
+
+class AlterPartitionSendSeen(Ordered, frozen=True, tag="n"):
+    """A broker's AlterPartition request as the agent saw it leave (`alter_partition_sent`), at `ts`: its manager's
+    clock for the moment its previous response was handled (`AlterPartitionBook`)."""
+
+    cluster: str
+    broker: int
+    topic: str = ""  # no partition's: sorts before a partition's item at the same order
+    partition: int = -1
 
 
 class PropagationTick(Ordered, frozen=True, tag="t"):

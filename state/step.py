@@ -29,6 +29,7 @@ from .records import (
     AlterPartitionAnswer,
     AlterPartitionItem,
     AlterPartitionRequest,
+    AlterPartitionSendSeen,
     AlterPartitionSubmit,
     BrokerRecord,
     Decision,
@@ -60,7 +61,7 @@ class StepOutputs(Protocol):
     @property
     def observed(self) -> list[Observation | BrokerObserved]: ...
     @property
-    def alter_partition(self) -> list[AlterPartitionSubmit | AlterPartitionAnswer]: ...
+    def alter_partition(self) -> list[AlterPartitionSubmit | AlterPartitionAnswer | AlterPartitionSendSeen]: ...
 
 
 @dataclass
@@ -106,7 +107,7 @@ def settle(
     settled = Settled()
     counters = settled.counters
     managers = AlterPartitionBook() if managers is None else managers
-    proposals: list[AlterPartitionSubmit | AlterPartitionAnswer] = []
+    proposals: list[AlterPartitionSubmit | AlterPartitionAnswer | AlterPartitionSendSeen] = []
     items: list[IsrChange | PropagationTick] = []
     writes: list[IsrWrite] = []
     observed: list[Observation | BrokerObserved] = []

@@ -10,6 +10,7 @@ from isrwatch.state.clock import ClockSample
 from isrwatch.state.events import BrokerObserved, DeadLetter, Event
 from isrwatch.state.records import (
     AlterPartitionAnswer,
+    AlterPartitionSendSeen,
     AlterPartitionSubmit,
     Decision,
     IsrChange,
@@ -90,7 +91,7 @@ class Report(Struct, array_like=True):
     observed: list[Observation | BrokerObserved] = []  # what brokers did (agent input)
     dead: list[DeadLetter] = []
     blob: bytes | None = None  # the bucket's state, only when replaying (to finish at --until)
-    alter_partition: list[AlterPartitionSubmit | AlterPartitionAnswer] = []  # for the brokers' managers
+    alter_partition: list[AlterPartitionSubmit | AlterPartitionAnswer | AlterPartitionSendSeen] = []  # for the managers
     clocks: list[ClockSample] = []  # the reporting brokers' clocks as this call's lines showed them (SPEC §6)
 
 

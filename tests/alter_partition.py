@@ -8,7 +8,9 @@ import statistics
 from collections import Counter
 from collections.abc import Iterable
 
-# One request: its broker and its partitions' proposals (topic, partition, proposed ISR sorted, base epoch), in order.
+# One request: its broker and its partitions' proposals (topic, partition, proposed ISR sorted, base epoch), sorted:
+# the manager sends its items in the order of its ConcurrentHashMap (`new ArrayList<>(unsentIsrUpdates.values())`,
+# DefaultAlterPartitionManager@4.4 L121), which no rule sets.
 Request = tuple[int, tuple[tuple[str, int, tuple[int, ...], int], ...]]
 
 
@@ -18,8 +20,10 @@ def brokers_requests(events: Iterable[dict], deposed: set[tuple[int, int]] = fro
         (
             e["broker"],
             tuple(
-                (p.get("topic", ""), p["partition"], tuple(sorted(p["isr"])), p["partition_epoch"])
-                for p in e["partitions"]
+                sorted(
+                    (p.get("topic", ""), p["partition"], tuple(sorted(p["isr"])), p["partition_epoch"])
+                    for p in e["partitions"]
+                )
             ),
         )
         for e in events
@@ -27,17 +31,38 @@ def brokers_requests(events: Iterable[dict], deposed: set[tuple[int, int]] = fro
     )
 
 
-def models_requests(requests: Iterable[dict]) -> Counter[Request]:
-    """The model's AlterPartition requests (`alter_partitions`, as JSON objects) in the same shape."""
+def models_requests(requests: Iterable[dict], aside: set[tuple[int, str, int, int]] = frozenset()) -> Counter[Request]:
+    """The model's AlterPartition requests (`alter_partitions`, as JSON objects) in the same shape, but those carrying
+    an item of `aside` (broker, topic, partition, submitted_ms)."""
     return Counter(
         (
             r["broker"],
             tuple(
-                (i["topic"], i["partition"], tuple(i["proposed_isr"]), i["partition_epoch"]) for i in r["partitions"]
+                sorted(
+                    (i["topic"], i["partition"], tuple(i["proposed_isr"]), i["partition_epoch"])
+                    for i in r["partitions"]
+                )
             ),
         )
         for r in requests
+        if not any((r["broker"], i["topic"], i["partition"], i["submitted_ms"]) in aside for i in r["partitions"])
     )
+
+
+def timing_pairs(divergences: Iterable[dict]) -> tuple[set[tuple[int, int]], set[tuple[int, str, int, int]]]:
+    """The requests of each side of a proposal pair the audit called `timing` (which follower rejoined first after a
+    commit, `both_expand` or `applying`: the requests carrying the pair differ by the same timing): the brokers' by
+    (broker, ts), the model's by (broker, topic, partition, submitted_ms)."""
+    pairs = [
+        d
+        for d in divergences
+        if d["kind"] == "timing"
+        and d.get("model")
+        and (d.get("observed") or {}).get("type") == "alter_partition_proposal"
+    ]
+    theirs = {(d["broker"], d["observed"]["ts"]) for d in pairs}
+    ours = {(d["model"]["broker"], d["model"]["topic"], d["model"]["partition"], d["model"]["ts"]) for d in pairs}
+    return theirs, ours
 
 
 def deposed_requests(divergences: Iterable[dict]) -> set[tuple[int, int]]:

@@ -44,10 +44,11 @@ def replayed(kraft_reality: Reality) -> ReplayResult:
 
 @pytest.mark.xfail(
     strict=False,
-    reason="known model gaps on real KRaft 4.4.0 (docs/SPEC.md §7, AlterPartition mode): the audit keeps one side per "
-    "(leader, partition epoch), but a leader may propose several times from one epoch (a proposal refused or reverted, "
-    "then another); the model commits an answer when the manager receives it, the Partition a few ms later; and "
-    "it does not model the manager's 50 ms resends after a top-level error (STALE_BROKER_EPOCH after a restart)",
+    reason="known model gaps on real KRaft 4.4.0 under load, both ms-level thread timing the agent does not report "
+    "(docs/SPEC.md §4.9): which items share an AlterPartition request around a failover or a restart (a live run: 281 "
+    "of the brokers' requests, 267 of isrwatch's), and a follower fetch captured 3 ms before the metadata that "
+    "committed the same ISR but applied after it in Kafka (a live run: the model re-proposed [2, 3] from epoch 1, "
+    "then missed the broker's [1, 2, 3] from epoch 2). Other recent runs pass",
 )
 def test_kraft_isrwatch_proposed_requested_and_committed_what_the_brokers_did(
     kraft_reality: Reality, replayed: ReplayResult
@@ -66,10 +67,12 @@ def test_kraft_isrwatch_proposed_requested_and_committed_what_the_brokers_did(
     assert [d for d in divergences if (d["kind"] == "timing") != (d.get("cause") is not None)] == []
     wrong = [d for d in divergences if d["kind"] != "timing"]
     assert wrong == [], wrong[:5]
-    # The requests, one to one (a deposed leader's aside: the audit named it).
+    # The requests, one to one (a deposed leader's aside, and both sides' of a pair that differs by timing: the audit
+    # named them).
     requests = msgspec.to_builtins(replayed.alter_partitions)
-    theirs = ap.brokers_requests(kraft_reality.events, ap.deposed_requests(divergences))
-    ours = ap.models_requests(requests)
+    brokers_aside, models_aside = ap.timing_pairs(divergences)
+    theirs = ap.brokers_requests(kraft_reality.events, ap.deposed_requests(divergences) | brokers_aside)
+    ours = ap.models_requests(requests, models_aside)
     say(f"KRaft requests: {sum(theirs.values())} of the brokers', {sum(ours.values())} of isrwatch's")
     assert theirs == ours and sum(theirs.values()) >= 10
     # Every commit isrwatch took is one the brokers applied, on either path.
@@ -87,11 +90,6 @@ def test_kraft_every_partitions_isr_leader_and_elr_are_describe_topics(kraft_rea
         )
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="the same model gaps (see the test above): a clean CI run had the model shrink payments-2 of leader 1 to "
-    "[1] twice where broker 1 logged it once, after the kill/restart window (a proposal repeated from one epoch)",
-)
 def test_kraft_the_brokers_shrink_lines_match_isrwatchs_shrink_proposals_one_to_one(kraft_reality: Reality) -> None:
     logged: Counter[tuple[int, str, int, tuple[int, ...]]] = Counter()
     for (broker, topic, partition, _, after), n in shrink_lines(kraft_reality).items():

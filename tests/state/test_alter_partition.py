@@ -103,10 +103,11 @@ def test_the_broker_record_shows_its_queue_and_the_request_in_flight_with_its_ag
 
 
 def test_the_metadata_of_an_epoch_the_answer_committed_drops_the_change_proposed_since(run: Run) -> None:
-    """KRaft 4.4.0 lab, a leader resumed from a stall (tests/reality): its shrink commits by the answer (epoch 1), it
-    proposes an expand, then applies the shrink's metadata (epoch 1 again): makeLeader takes it and drops the pending
-    expand (`drops_pending`). The next fetch's expand is refused at once (the manager holds the first), the first's
-    answer is stale, and the leader then proposes from epoch 1 again, as the broker did (INVALID_UPDATE_VERSION)."""
+    """KRaft 4.4.0 lab, a leader resumed from a stall (tests/reality): its shrink commits by the answer (epoch 1: the
+    Partition applies it, `isr_updated`), it proposes an expand, then applies the shrink's metadata (epoch 1 again):
+    makeLeader takes it and drops the pending expand (`drops_pending`). The next fetch's expand is refused at once
+    (the manager holds the first), the first's answer is stale, and the leader then proposes from epoch 1 again, as
+    the broker did (INVALID_UPDATE_VERSION)."""
     kraft = {"broker": 1, "controller_epoch": -1}
     events = [
         lai(T, 1, [1, 2, 3], [1, 2, 3], 0, leader_leo=10, hw=10, **kraft),
@@ -117,6 +118,7 @@ def test_the_metadata_of_an_epoch_the_answer_committed_drops_the_change_proposed
         tick(T + LAG + 300, "isr-expiration", broker=1, end_ms=T + LAG + 300),  # both followers out: shrink to [1]
         {"type": "alter_partition_response", "ts": T + LAG + 400, "topic": "t", "partition": 0, "broker": 1,
          "error": None, "isr": [1], "leader_epoch": 0, "partition_epoch": 1},
+        isr_updated(T + LAG + 450, [1, 2, 3], [1], 1, "shrink", topic="t"),  # the Partition applies the answer
         fetch(T + LAG + 500, 3, 20, 20),  # expand [1, 3] proposed from epoch 1
         lai(T + LAG + 600, 1, [1], [1, 2, 3], 0, partition_epoch=1, **kraft),  # the shrink's metadata: drops it
         fetch(T + LAG + 700, 3, 20, 20),  # refused at once: the manager holds the expand
@@ -134,3 +136,346 @@ def test_the_metadata_of_an_epoch_the_answer_committed_drops_the_change_proposed
         "OPERATION_NOT_ATTEMPTED": 1,
     }
     assert outcome.summary["ignored_alter_partition_responses_by_reason"]["stale"] == 1
+
+
+# The KRaft 4.4.0 lab's leader 1 of t-0 (replicas 1, 2, 3), reporting through the agent: its metadata, its rules.
+KRAFT = {"broker": 1, "controller_epoch": -1}
+
+
+def kraft_leader(isr: list[int]) -> list[dict]:
+    return [
+        lai(T, 1, isr, [1, 2, 3], 0, leader_leo=10, hw=10, **KRAFT),
+        tick(T + 1, broker=1, kafka_version="4.4.0", isr_protocol="alter_partition"),
+    ]
+
+
+def sent(ts: int, isr: list[int], partition_epoch: int) -> dict:
+    """The agent's `alter_partition_sent`: broker 1's request carrying t-0's item."""
+    item = {"topic": "t", "partition": 0, "isr": isr, "leader_epoch": 0, "partition_epoch": partition_epoch}
+    return {"type": "alter_partition_sent", "ts": ts, "broker": 1, "partitions": [item]}
+
+
+def answer(ts: int, error: str | None = None, isr: list[int] | None = None, partition_epoch: int = 0) -> dict:
+    """The agent's `alter_partition_response` for t-0 (an error: for the whole request or for t-0)."""
+    body = {"error": error} if error else {"isr": isr, "leader_epoch": 0, "partition_epoch": partition_epoch}
+    return {"type": "alter_partition_response", "ts": ts, "topic": "t", "partition": 0, "broker": 1, **body}
+
+
+def registration(ts: int, fenced: bool, *, reporter: int = 1, epoch: int = 12) -> dict:
+    """Broker `reporter`'s metadata about broker 2 (`broker_registration`)."""
+    body = {"id": 2, "epoch": epoch, "fenced": fenced, "in_controlled_shutdown": False}
+    return {"type": "broker_registration", "ts": ts, "broker": reporter, **body}
+
+
+def requests(outcome) -> list[tuple[int, list[int], int, str | None]]:
+    """The model's requests of t-0: when each went, its proposed ISR and base epoch, and its answer's error."""
+    return [
+        (r["sent_ms"] - T, i["proposed_isr"], i["partition_epoch"], i["error"])
+        for r in outcome.alter_partitions
+        for i in r["partitions"]
+    ]
+
+
+def test_after_a_top_level_error_the_manager_resends_the_same_item_50_ms_later(run: Run) -> None:
+    """KRaft 4.4.0 lab, kill and restart, controller failover: a leader's request answered STALE_BROKER_EPOCH (the
+    controller checks the broker epoch for the whole request) is sent again 50 ms later, unchanged, until an answer
+    takes it: DefaultAlterPartitionManager@4.4 L160-175 (`scheduleOnce("send-alter-partition", …, 50)`), the
+    partition's callback never runs (it stays pending, no FailedIsrUpdates mark). The brokers sent hundreds of such
+    resends in a few seconds; each is the proposal the leader made once, so the audit pairs none of them again."""
+    events = [
+        *kraft_leader([1, 2]),
+        fetch(T + 100, 3, 10, 10),  # 3 caught up: expand [1, 2, 3] from epoch 0
+        sent(T + 102, [1, 2, 3], 0),
+        answer(T + 110, "STALE_BROKER_EPOCH"),
+        sent(T + 161, [1, 2, 3], 0),  # the resend, 50 ms (and the scheduler's 1 ms) later
+        answer(T + 170, "STALE_BROKER_EPOCH"),
+        sent(T + 221, [1, 2, 3], 0),
+        answer(T + 240, isr=[1, 2, 3], partition_epoch=1),
+        isr_updated(T + 245, [1, 2], [1, 2, 3], 1, "expand", topic="t"),
+    ]
+    outcome = run(events, T + 60_000, **AP, isr_expiration_interval_ms=0)
+    assert requests(outcome) == [
+        (100, [1, 2, 3], 0, "STALE_BROKER_EPOCH"),
+        (160, [1, 2, 3], 0, "STALE_BROKER_EPOCH"),
+        (220, [1, 2, 3], 0, None),
+    ]
+    assert [(d["ts"] - T, d["kind"]) for d in outcome.decisions if d["kind"] != "leader_and_isr"] == [(100, "expand")]
+    assert outcome.divergences == []
+    assert outcome.summary["failed_isr_updates_by_reason"] == {}
+    assert outcome.summary["ignored_alter_partition_responses_by_reason"] == {"top_level_error": 2}
+    assert state_of(outcome)["isr"] == [1, 2, 3]
+
+
+def test_a_submit_during_the_backoff_sends_at_once_with_the_items_held(run: Run) -> None:
+    """The backoff is no in-flight request: a proposal submitted meanwhile goes at once with the items the manager
+    still holds (submit -> maybePropagateIsrChanges, DefaultAlterPartitionManager@4.4 L104-124), and the scheduled
+    resend then finds that request in flight and sends nothing."""
+    other = {"topic": "t", "partition": 1}
+    events = [
+        *kraft_leader([1, 2]),
+        lai(T, 1, [1, 2], [1, 2, 3], 0, leader_leo=10, hw=10, **KRAFT, partition=1),
+        fetch(T + 100, 3, 10, 10),
+        sent(T + 102, [1, 2, 3], 0),
+        answer(T + 110, "STALE_BROKER_EPOCH"),
+        fetch(T + 130, 3, 10, 10, partition=1),  # t-1's expand: sent at once with t-0's item
+        {**sent(T + 131, [1, 2, 3], 0), "partitions": [
+            {"topic": "t", "partition": p, "isr": [1, 2, 3], "leader_epoch": 0, "partition_epoch": 0} for p in (0, 1)]},
+        answer(T + 150, isr=[1, 2, 3], partition_epoch=1),
+        {**answer(T + 150, isr=[1, 2, 3], partition_epoch=1), **other},
+    ]  # fmt: skip
+    outcome = run(events, T + 60_000, **AP, isr_expiration_interval_ms=0)
+    went = [
+        (r["sent_ms"] - T, [(i["partition"], i["error"]) for i in r["partitions"]]) for r in outcome.alter_partitions
+    ]
+    assert went == [(100, [(0, "STALE_BROKER_EPOCH")]), (131, [(0, None), (1, None)])]  # at the broker's send
+    assert outcome.divergences == []
+
+
+def test_an_answer_commits_when_the_partition_applies_it_not_when_the_manager_receives_it(run: Run) -> None:
+    """KRaft 4.4.0 lab: the manager receives the answer (the agent's `alter_partition_response`), then the
+    Partition's callback applies it under the partition's lock a few to tens of ms later (`isr_updated`;
+    Partition@3.9.0-rc3 L1852-1879, L1953-1981), or the metadata path applies it first (`leader_and_isr`). A fetch in
+    between finds the expand still in flight (L1023) and proposes nothing; the model proposed [1, 2, 3] there, a
+    request the broker never sent. Then the next fetch after the commit expands from the new epoch, as the broker
+    did."""
+    applied = {
+        "isr_updated": isr_updated(T + 150, [1], [1, 2], 1, "expand", topic="t"),
+        "leader_and_isr": lai(T + 150, 1, [1, 2], [1, 2, 3], 0, partition_epoch=1, **KRAFT),
+    }
+    for path, commit in applied.items():
+        events = [
+            *kraft_leader([1]),
+            fetch(T + 100, 2, 10, 10),  # expand [1, 2] from epoch 0
+            fetch(T + 101, 3, 10, 10),  # in flight: nothing
+            sent(T + 102, [1, 2], 0),
+            answer(T + 140, isr=[1, 2], partition_epoch=1),
+            fetch(T + 142, 3, 10, 10),  # answered, not applied yet: still nothing
+            commit,
+            fetch(T + 160, 3, 10, 10),  # expand [1, 2, 3] from epoch 1
+            sent(T + 161, [1, 2, 3], 1),
+            answer(T + 200, isr=[1, 2, 3], partition_epoch=2),
+            isr_updated(T + 205, [1, 2], [1, 2, 3], 2, "expand", topic="t"),
+        ]
+        outcome = run(events, T + 60_000, **AP, isr_expiration_interval_ms=0)
+        decided = [(d["ts"] - T, d["isr_after"]) for d in outcome.decisions if d["kind"] == "expand"]
+        assert decided == [(100, [1, 2]), (160, [1, 2, 3])], path
+        assert requests(outcome) == [(100, [1, 2], 0, None), (161, [1, 2, 3], 1, None)], path
+        assert outcome.divergences == [], path
+
+
+def test_two_proposals_from_one_epoch_each_pair_with_the_brokers_request(run: Run) -> None:
+    """KRaft 4.4.0 lab: a leader proposes several times from one partition epoch when a proposal is refused or reverted
+    (here INELIGIBLE_REPLICA, Partition@3.9.0-rc3 L1898-1910) and the next isr-expiration run proposes again. The
+    audit keys each side by (leader, partition epoch, proposal), so the model's two shrinks pair with the broker's two
+    requests one to one (keyed by epoch alone, the second overwrote the first and a request was left alone)."""
+    events = [
+        *kraft_leader([1, 2, 3]),
+        fetch(T + 100, 2, 10, 10),
+        fetch(T + 100, 3, 10, 10),
+        append(T + 200, 20),
+        fetch(T + 300, 2, 20, 20),  # 2 keeps up; 3 stops fetching
+        tick(T + LAG + 400, "isr-expiration", broker=1, end_ms=T + LAG + 400),  # shrink [1, 2] from epoch 0
+        sent(T + LAG + 402, [1, 2], 0),
+        answer(T + LAG + 440, "INELIGIBLE_REPLICA"),  # reverted
+        fetch(T + LAG + 2000, 2, 20, 20),
+        tick(T + LAG + 2900, "isr-expiration", broker=1, end_ms=T + LAG + 2900),  # shrink [1, 2] from epoch 0 again
+        sent(T + LAG + 2902, [1, 2], 0),
+        answer(T + LAG + 2940, isr=[1, 2], partition_epoch=1),
+        isr_updated(T + LAG + 2945, [1, 2, 3], [1, 2], 1, "shrink", topic="t"),
+    ]
+    outcome = run(events, T + 60_000, **AP, isr_expiration_interval_ms=0)
+    assert requests(outcome) == [(LAG + 400, [1, 2], 0, "INELIGIBLE_REPLICA"), (LAG + 2902, [1, 2], 0, None)]
+    assert outcome.divergences == []
+
+
+def test_a_new_leaders_proposal_is_not_refused_for_the_item_the_old_leaders_manager_holds(run: Run) -> None:
+    """KRaft 4.4.0 lab, kill and restart: leader 1's shrink is answered STALE_BROKER_EPOCH and resent, then the
+    controller gives the partition to broker 2, which re-adds broker 1 when it fetches again. Each broker has its
+    own manager (BrokerServer@4.3.1 L291-299), so only broker 1's holds the shrink: broker 2's expand is submitted
+    and sent (putIfAbsent refuses a partition's second item in one manager only, DefaultAlterPartitionManager@4.4
+    L104-115). The model, with one flag per partition, refused it as OPERATION_NOT_ATTEMPTED and missed the
+    request."""
+    item = {"topic": "t", "partition": 0, "isr": [1, 2, 3], "leader_epoch": 1, "partition_epoch": 5}
+    events = [
+        lai(T, 1, [1, 2, 3], [1, 2, 3], 0, leader_leo=10, hw=10, partition_epoch=4, **KRAFT),
+        tick(T + 1, broker=1, kafka_version="4.4.0", isr_protocol="alter_partition"),
+        tick(T + 2, broker=2, kafka_version="4.4.0", isr_protocol="alter_partition"),
+        fetch(T + 100, 2, 10, 10),
+        fetch(T + 100, 3, 10, 10),
+        append(T + 200, 20),
+        tick(T + LAG + 300, "isr-expiration", broker=1, end_ms=T + LAG + 300),  # shrink [1] from epoch 4
+        sent(T + LAG + 302, [1], 4),
+        answer(T + LAG + 310, "STALE_BROKER_EPOCH"),
+        sent(T + LAG + 361, [1], 4),
+        answer(T + LAG + 370, "STALE_BROKER_EPOCH"),
+        lai(T + LAG + 400, 2, [2, 3], [1, 2, 3], 1, leader_leo=20, hw=20, partition_epoch=5, broker=2,
+            controller_epoch=-1),
+        fetch(T + LAG + 500, 1, 20, 20),  # broker 1 back: leader 2 expands [1, 2, 3] from epoch 5
+        {"type": "alter_partition_sent", "ts": T + LAG + 502, "broker": 2, "partitions": [item]},
+        {**answer(T + LAG + 540, isr=[1, 2, 3], partition_epoch=6), "broker": 2, "leader_epoch": 1},
+        {**isr_updated(T + LAG + 545, [2, 3], [1, 2, 3], 6, "expand", topic="t"), "broker": 2, "leader": 2},
+    ]  # fmt: skip
+    outcome = run(events, T + 60_000, **AP, isr_expiration_interval_ms=0)
+    proposed = [(d["ts"] - T, d["leader"], d["kind"]) for d in outcome.decisions if d["kind"] in ("shrink", "expand")]
+    assert proposed == [(LAG + 300, 1, "shrink"), (LAG + 500, 2, "expand")]
+    assert [(r["broker"], r["partitions"][0]["error"]) for r in outcome.alter_partitions] == [
+        (1, "STALE_BROKER_EPOCH"),
+        (1, "STALE_BROKER_EPOCH"),
+        (2, None),
+    ]
+    assert outcome.divergences == []
+    assert state_of(outcome)["isr"] == [1, 2, 3]
+
+
+def test_a_proposal_made_while_the_answer_is_handled_joins_the_next_request(run: Run) -> None:
+    """KRaft 4.4.0 lab under load: broker 3's answer came at 1051, a fetch at 1052 proposed an expand, and the next
+    request (1053) carried it with the two shrinks queued before: Kafka clears the in-flight flag only when
+    handleAlterPartitionResponse returns (DefaultAlterPartitionManager@4.4 L157-172). The agent reports the next
+    request, not the return: the model holds its queue after an answer until the broker's next request."""
+    t1 = {"topic": "t", "partition": 1}
+    events = [
+        *kraft_leader([1, 2]),
+        lai(T, 1, [1, 2], [1, 2, 3], 0, leader_leo=10, hw=10, **KRAFT, partition=1),
+        fetch(T + 100, 3, 10, 10),  # t-0: expand [1, 2, 3], sent at once
+        sent(T + 101, [1, 2, 3], 0),
+        answer(T + 150, isr=[1, 2, 3], partition_epoch=1),
+        fetch(T + 151, 3, 10, 10, partition=1),  # t-1: expand while the answer is handled
+        {**sent(T + 153, [1, 2, 3], 0), "partitions": [
+            {**t1, "isr": [1, 2, 3], "leader_epoch": 0, "partition_epoch": 0}]},
+        {**answer(T + 190, isr=[1, 2, 3], partition_epoch=1), **t1},
+    ]  # fmt: skip
+    outcome = run(events, T + 60_000, **AP, isr_expiration_interval_ms=0)
+    went = [(r["sent_ms"] - T, [i["partition"] for i in r["partitions"]]) for r in outcome.alter_partitions]
+    assert went == [(100, [0]), (153, [1])]
+    assert outcome.divergences == []
+
+
+def test_a_leader_judges_eligibility_on_its_own_metadata(run: Run) -> None:
+    """KRaft 4.4.0 lab, restart: broker 2 restarted; brokers 2 and 3 had it unfenced 40 ms before leader 1's metadata
+    did, and leader 1 expanded only after (Partition.isReplicaIsrEligible reads the leader's metadata cache,
+    Partition@3.9.0-rc3 L1060-1093). The model, which took any broker's registration, expanded at the earlier
+    fetch."""
+
+    events = [
+        *kraft_leader([1, 3]),
+        registration(T + 10, True, epoch=405),
+        registration(T + 164, False, reporter=3, epoch=405),  # another broker's metadata: not the leader's
+        fetch(T + 200, 2, 10, 10, broker_epoch=405),
+        registration(T + 208, False, epoch=405),
+        fetch(T + 283, 2, 10, 10, broker_epoch=405),  # eligible now: expand [1, 2, 3]
+    ]  # fmt: skip
+    outcome = run(events, T + 60_000, **AP, isr_expiration_interval_ms=0)
+    assert [(d["ts"] - T, d["isr_after"]) for d in outcome.decisions if d["kind"] == "expand"] == [(283, [1, 2, 3])]
+
+
+def test_a_restarted_leader_resets_its_followers_as_a_new_leader(run: Run) -> None:
+    """KRaft 4.4.0 lab, controller failover: the restarted node replays its metadata and reports makeLeader with
+    Kafka's isNewLeader for a partition it led before (a new Partition: Partition@4.4 L606-607), with the same
+    leader epoch; its followers, now fetching elsewhere, are reset (resetReplicaState, L652-658) and one lag later
+    its isr-expiration shrinks them out. The model took the same state as a duplicate, kept its followers at the
+    leader's LEO and never shrank."""
+    events = [
+        *kraft_leader([1, 2, 3]),
+        fetch(T + 100, 2, 10, 10),
+        fetch(T + 100, 3, 10, 10),  # both at the leader's LEO: never out of sync while it stays so
+        lai(T + 20_000, 1, [1, 2, 3], [1, 2, 3], 0, leader_leo=10, hw=10, new_leader=True, **KRAFT),  # restarted
+        tick(T + 22_000, "isr-expiration", broker=1, end_ms=T + 22_000),
+        tick(T + 30_100, "isr-expiration", broker=1, end_ms=T + 30_100),  # a lag after the restart: shrink to [1]
+    ]
+    outcome = run(events, T + 60_000, **AP, isr_expiration_interval_ms=0)
+    assert [(d["ts"] - T, d["isr_after"]) for d in outcome.decisions if d["kind"] == "shrink"] == [(30_100, [1])]
+
+
+def test_an_expand_by_a_fetch_just_before_the_leader_reported_applying_its_commit_is_timing(run: Run) -> None:
+    """KRaft 4.4.0 lab under load: leader 2's shrink to [2] was answered at 1199 and its `isr_updated` stamped at
+    1258; follower 3 fetched at 1248, and the broker proposed [2, 3] (sent at 1434: the fetch found the partition
+    committed, the stamp comes at handleAlterPartitionUpdate's exit). The model, which commits at the stamp, found
+    the partition in flight at 1248 and expanded follower 1 at its next fetch: the audit's `applying` rule calls the
+    differing expand timing (margin -10 ms), and the next pair, which agrees, joins the views again."""
+    lead2 = {"broker": 2, "controller_epoch": -1}
+    answer2 = {"type": "alter_partition_response", "topic": "t", "partition": 0, "broker": 2, "leader_epoch": 0}
+
+    def sent2(ts: int, isr: list[int], partition_epoch: int) -> dict:
+        item = {"topic": "t", "partition": 0, "isr": isr, "leader_epoch": 0, "partition_epoch": partition_epoch}
+        return {"type": "alter_partition_sent", "ts": ts, "broker": 2, "partitions": [item]}
+
+    events = [
+        lai(T, 2, [1, 2, 3], [1, 2, 3], 0, leader_leo=10, hw=10, **lead2),
+        tick(T + 1, broker=2, kafka_version="4.4.0", isr_protocol="alter_partition"),
+        append(T + 50, 20),
+        tick(T + LAG + 100, "isr-expiration", broker=2, end_ms=T + LAG + 100),  # shrink [2]
+        sent2(T + LAG + 102, [2], 0),
+        {**answer2, "ts": T + LAG + 199, "isr": [2], "partition_epoch": 1},
+        fetch(T + LAG + 248, 3, 20, 20),  # in flight for the model; committed for the broker
+        {**isr_updated(T + LAG + 258, [1, 2, 3], [2], 1, "shrink", topic="t"), "broker": 2, "leader": 2},
+        sent2(T + LAG + 434, [2, 3], 1),  # the broker's expand of 3
+        fetch(T + LAG + 456, 1, 20, 20),  # the model's expand of 1
+        {**answer2, "ts": T + LAG + 600, "isr": [2, 3], "partition_epoch": 2},
+        {**isr_updated(T + LAG + 610, [2], [2, 3], 2, "expand", topic="t"), "broker": 2, "leader": 2},
+        fetch(T + LAG + 619, 1, 20, 20),
+        sent2(T + LAG + 620, [1, 2, 3], 2),
+        {**answer2, "ts": T + LAG + 700, "isr": [1, 2, 3], "partition_epoch": 3},
+    ]  # fmt: skip
+    outcome = run(events, T + 60_000, **AP, isr_expiration_interval_ms=0)
+    found = [(d["kind"], d["cause"], d["margin_ms"]) for d in outcome.divergences]
+    assert found == [("timing", "applying", -10)]
+
+
+def test_a_restarted_leaders_first_run_before_its_metadata_replay_shrinks_nothing(run: Run) -> None:
+    """KRaft 4.4.0 lab, controller failover: node 2 was killed and restarted; its new run's first isr-expiration
+    (ReplicaManager.startup schedules it at once) came 25 ms before it replayed its metadata, with no Partition yet.
+    The agent's `seq` starts at its start time in ms x 1000 (agent/README.md), so the first event of the new run
+    shows the restart (`restarted`): what the broker led is forgotten until makeLeader creates it again
+    (`forget_partition`), its manager's request in flight is gone too. The model had shrunk the ISR of every
+    partition node 2 led, followers stale since the kill, a proposal node 2 never made."""
+    start = T + 30_000  # the new run's agent start
+    events = [
+        {**lai(T, 1, [1, 2, 3], [1, 2, 3], 0, leader_leo=10, hw=10, **KRAFT), "seq": T * 1000 + 1},
+        {**tick(T + 1, broker=1, kafka_version="4.4.0", isr_protocol="alter_partition"), "seq": T * 1000 + 2},
+        {**fetch(T + 100, 2, 5, 10), "broker": 1, "seq": T * 1000 + 3},  # followers behind: out of sync a lag later
+        {**fetch(T + 100, 3, 5, 10), "broker": 1, "seq": T * 1000 + 4},
+        # killed; the new run's first isr-expiration, before its metadata replay
+        {**tick(start + 500, "isr-expiration", broker=1, end_ms=start + 500), "seq": start * 1000 + 1},
+        {**lai(start + 525, 1, [1, 2, 3], [1, 2, 3], 0, leader_leo=10, hw=10, new_leader=True, **KRAFT),
+         "seq": start * 1000 + 2},
+        {**tick(start + LAG + 600, "isr-expiration", broker=1, end_ms=start + LAG + 600), "seq": start * 1000 + 3},
+    ]  # fmt: skip
+    outcome = run(events, T + 60_000, **AP, isr_expiration_interval_ms=0)
+    assert [(d["ts"] - T, d["isr_after"]) for d in outcome.decisions if d["kind"] == "shrink"] == [
+        (30_000 + LAG + 600, [1])
+    ]
+
+
+def test_a_broker_the_controller_removed_is_not_eligible_before_the_leader_reports_its_fencing(run: Run) -> None:
+    """KRaft 4.4.0 lab, controller failover: the controller fenced broker 2 and removed it from the ISR in one
+    metadata batch; leader 1's cache had the fencing before it applied the partition change (BrokerMetadataPublisher
+    L130, then L148), but the agent reports the registration when onMetadataUpdate returns, after the partition's
+    `leader_and_isr`. A fetch of broker 2 in between re-added it in the model only (`removed_by_controller`)."""
+
+    events = [
+        registration(T, False),
+        *kraft_leader([1, 2, 3]),
+        lai(T + 8_587, 1, [1, 3], [1, 2, 3], 0, leader_leo=10, hw=10, partition_epoch=1, **KRAFT),  # 2 fenced
+        fetch(T + 8_594, 2, 10, 10),  # caught up, but fenced in leader 1's metadata already
+        registration(T + 8_610, True),  # the same delta's registration, as reported
+        registration(T + 9_000, False),  # unfenced again
+        fetch(T + 9_050, 2, 10, 10),  # expand [1, 2, 3]
+    ]  # fmt: skip
+    outcome = run(events, T + 60_000, **AP, isr_expiration_interval_ms=0)
+    assert [(d["ts"] - T, d["isr_after"]) for d in outcome.decisions if d["kind"] == "expand"] == [(9_050, [1, 2, 3])]
+
+
+def test_a_proposal_of_every_replica_from_an_older_epoch_is_an_expand() -> None:
+    """KRaft 4.4.0 lab: leader 1's expand to [1, 2, 3] from epoch 1 committed by the metadata (epoch 2), then the
+    broker sent [1, 2, 3] from epoch 1 again (answered INVALID_UPDATE_VERSION), as the model did. Judged against the
+    model's ISR at epoch 2, [1, 2, 3], it looked like a shrink and the pair a `different_isr`; a proposal of every
+    replica can only add one (`observe_alter_partition_sent`)."""
+    from isrwatch.state.events import AlterPartitionSent, ProposedPartition
+    from isrwatch.state.partition import Outputs, Partition, observe_alter_partition_sent
+
+    p = Partition("default", "t", 0, leader=1, leader_epoch=0, partition_epoch=2, replicas=(1, 2, 3), isr=(1, 2, 3))
+    item = ProposedPartition(topic="t", partition=0, isr=[1, 2, 3], leader_epoch=0, partition_epoch=1)
+    out = Outputs()
+    observe_alter_partition_sent({p.key: p}, AlterPartitionSent(ts=T, broker=1, partitions=[item]), out)
+    (observed,) = [o for o in out.observed if not isinstance(o, AlterPartitionSent)]
+    assert (observed.event.kind, observed.event.partition_epoch) == ("expand", 2)

@@ -456,6 +456,7 @@ def test_the_timing_rules_are_one_ordered_table_named_as_the_causes() -> None:
         "shifted",
         "displaced",
         "deposed",
+        "applying",
         "split",
     ]
 
