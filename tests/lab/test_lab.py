@@ -322,11 +322,30 @@ def test_kafka_versions_name_a_release_a_line_means_its_newest():
     assert kafka_set("4.4.0").directory.name == "kafka-4.4.0" and kafka_set().directory.name == "kafka"
 
 
-def test_up_kafka_3_9_with_ibp_3_9_starts_healthy_zookeeper_mode_brokers(tmp_path: Path):
-    spec = LabSpec(kafka="3.9", ibp="3.9", topics=cluster.parse_topics("orders:3"), rate=0)
+def test_kafka_3_9_with_ibp_3_9_runs_the_agent_in_alter_partition_mode_and_isrwatch_decides_what_it_did(
+    tmp_path: Path,
+):
+    """ZooKeeper mode with IBP 3.9: leaders propose ISR changes to the controller with AlterPartition (the agent's
+    ZK_ALTER_PARTITION mode). A stall of one broker: its leaders shrink it and add it back, the agents report the
+    requests the brokers sent and their answers, and a replay of what they sent decides the same changes with no
+    divergence from the brokers other than timing."""
+    from isrwatch.lab.cluster import default_agent
+    from isrwatch.state.config import Config
+    from isrwatch.state.replay import replay
+    from tests.lab.session import AGENT_OPTIONS, every_record, stall_over
+
+    spec = LabSpec(
+        kafka="3.9",
+        ibp="3.9",
+        lag_ms=LAG_MS,
+        topics=cluster.parse_topics("orders:3"),
+        rate=60,
+        agent=str(default_agent()),
+        agent_options=AGENT_OPTIONS,
+    )
     started = time.monotonic()
     with running_lab(tmp_path / "lab", spec) as lab:
-        report("lab up --kafka 3.9 --ibp 3.9", time.monotonic() - started)
+        report("lab up --kafka 3.9 --ibp 3.9 --agent", time.monotonic() - started)
         record = json.loads((Path(lab.dir) / "lab.json").read_text())
         assert (record["mode"], record["kafka_version"], record["inter_broker_protocol_version"]) == (
             "zookeeper",
@@ -337,8 +356,31 @@ def test_up_kafka_3_9_with_ibp_3_9_starts_healthy_zookeeper_mode_brokers(tmp_pat
             "inter.broker.protocol.version": "3.9"
         }
         assert cluster.registrations(lab) == {1: False, 2: False, 3: False}
-        now = states(lab)
-        assert len(now) == 3 and all(s.leader >= 0 and set(s.isr) == set(s.replicas) for s in now.values())
+        wait_healthy(lab)
+        stalled = 2
+        follows = followed(states(lab), stalled)
+        faults.stall(Path(lab.dir), stalled, 8)
+        stall_over(lab)
+        report("ibp 3.9: healthy again after the stall", wait_healthy(lab))
+        time.sleep(3)  # the agents' last events (held fetches, the sink's batch) reach the topic
+        records = every_record(lab)
+    (tmp_path / "events.jsonl").write_bytes(b"".join(r.value + b"\n" for r in records))  # kept for a failure
+    events = [json.loads(r.value) for r in records]
+    ticks = [e for e in events if e["type"] == "tick" and e.get("isr_protocol")]
+    assert ticks and {(t["isr_protocol"], t["kafka_version"]) for t in ticks} == {("alter_partition", "3.9.2")}
+    kinds = {e["type"] for e in events}
+    assert {"alter_partition_sent", "alter_partition_response"} <= kinds and "isr_change_propagated" not in kinds
+    result = replay([[json.dumps(e) for e in events]], Config(replica_lag_time_max_ms=LAG_MS).with_profile("agent"))
+    changed = {(d.kind.value, d.topic, d.partition) for d in result.decisions if d.replicas_changed == [stalled]}
+    assert {("shrink", t, p) for t, p in follows} <= changed and {("expand", t, p) for t, p in follows} <= changed
+    assert result.dead_letters == []
+    wrong = [d for d in result.divergences if d.kind.value != "timing" or d.cause is None]
+    print(  # for the CI log: what the brokers did and how the model met it
+        f"\n  ibp 3.9: {len(events)} agent events, {len(result.decisions)} decisions, "
+        f"{len(result.divergences)} divergences",
+        flush=True,
+    )
+    assert wrong == [], wrong
 
 
 def test_stall_warns_when_it_may_outlast_the_zookeeper_session():

@@ -2,6 +2,7 @@ package io.isrwatch.agent;
 
 import java.util.ArrayList;
 import java.util.Collections;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
@@ -582,6 +583,10 @@ public final class Hooks {
         }
     }
 
+    /** A partition an AlterPartition request carried, named as the request's item names it. */
+    private record Carried(String topic, int partition, Uuid id) {
+    }
+
     /**
      * handleAlterPartitionResponse entry: the controller's answer as the leader handles it, before the partitions'
      * futures complete (so before Partition applies or ignores it). A request-level error is reported for every
@@ -597,16 +602,27 @@ public final class Hooks {
             AlterPartitionResponseData data =
                 ((org.apache.kafka.common.requests.AlterPartitionResponse) response).data();
             Errors top = Errors.forCode(data.errorCode());
+            // The request's items name their topics: a response by topic id (AlterPartition v2+) is resolved with
+            // them, as Kafka does with the names it kept when it built the request (3.9 handleAlterPartitionResponse
+            // L302-320: topicNamesByIds). ZooKeeper mode has no metadata image to ask.
+            Map<Uuid, String> names = new HashMap<>();
+            List<Carried> carried = new ArrayList<>();
+            for (Object item : Reflect.list(items)) {
+                Object tip = Reflect.call(item, "topicIdPartition");
+                Uuid id = (Uuid) Reflect.call(tip, "topicId");
+                String name = topicName(id, (String) Reflect.callIfPresent(tip, "topic"));
+                Object p = Reflect.callIfPresent(tip, "partitionId");
+                int partition = p != null ? ((Number) p).intValue() : Reflect.intValue(tip, "partition");
+                if (name != null) {
+                    names.put(id, name);
+                    carried.add(new Carried(name, partition, id));
+                }
+            }
             if (top != Errors.NONE) {
-                for (Object item : Reflect.list(items)) {
-                    Object tip = Reflect.call(item, "topicIdPartition");
-                    Uuid id = (Uuid) Reflect.call(tip, "topicId");
-                    String name = topicName(id, (String) Reflect.callIfPresent(tip, "topic"));
-                    Object p = Reflect.callIfPresent(tip, "partitionId");
-                    int partition = p != null ? ((Number) p).intValue() : Reflect.intValue(tip, "partition");
-                    if (name != null && !excluded(name)) {
-                        r.partitionEvent(new Event.AlterPartitionResponse(ts, name, partition, idString(id),
-                            top.name(), null, -1, -1));
+                for (Carried c : carried) {
+                    if (!excluded(c.topic())) {
+                        r.partitionEvent(new Event.AlterPartitionResponse(ts, c.topic(), c.partition(),
+                            idString(c.id()), top.name(), null, -1, -1));
                     }
                 }
                 return;
@@ -614,6 +630,9 @@ public final class Hooks {
             for (AlterPartitionResponseData.TopicData td : data.topics()) {
                 Uuid id = td.topicId();
                 String name = topicName(id, (String) Reflect.callIfPresent(td, "topicName"));
+                if (name == null) {
+                    name = names.get(id);
+                }
                 if (name == null || excluded(name)) {
                     continue;
                 }
