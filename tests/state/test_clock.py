@@ -92,8 +92,9 @@ def test_events_after_until_show_their_clocks_in_the_stream_as_in_the_replay() -
 
 
 @pytest.mark.spark
-def test_the_spark_query_shows_the_skewed_brokers(tmp_path: Path) -> None:
-    """The real streaming query over three files (arrival: each file's modification time)."""
+def test_the_spark_query_shows_the_skewed_brokers(spark, tmp_path: Path) -> None:
+    """The real streaming query over three files (arrival: each file's modification time), in the suite's Spark
+    session (a session this test made on its own would lack the Kafka connector the later Kafka tests need)."""
     from isrwatch.streaming.replay_spark import replay_spark
 
     paths = []
