@@ -350,6 +350,52 @@ def test_a_proposal_made_while_the_answer_is_handled_joins_the_next_request(run:
     assert outcome.divergences == []
 
 
+def test_an_answer_to_an_item_still_queued_takes_it_and_a_handling_ends_within_its_bound(run: Run) -> None:
+    """KRaft 4.4.0 lab (the real demo): the model sent t-0 first and queued t-1, the broker sent t-1 alone first and
+    t-0 after its answer. t-1's answer is the evidence the broker sent it: it leaves the model's queue answered
+    (`answered_unsent`), instead of waiting behind t-0 for a send the broker already made: before, the model held it
+    queued for ever (the demo's broker 1 showed four proposals queued to the end, and `STUCK` lines). A later
+    proposal the broker does not make (nothing for it to send) goes at the handling bound (`handled_within`)."""
+    t1 = {"topic": "t", "partition": 1}
+    events = [
+        *kraft_leader([1, 2]),
+        lai(T, 1, [1, 2], [1, 2, 3], 0, leader_leo=10, hw=10, **KRAFT, partition=1),
+        fetch(T + 100, 3, 10, 10),  # t-0: the model's expand goes at once
+        fetch(T + 101, 3, 10, 10, partition=1),  # t-1: queued behind it in the model
+        {**sent(T + 100, [1, 2, 3], 0), "partitions": [
+            {**t1, "isr": [1, 2, 3], "leader_epoch": 0, "partition_epoch": 0}]},  # the broker: t-1 first
+        {**answer(T + 150, isr=[1, 2, 3], partition_epoch=1), **t1},
+        sent(T + 155, [1, 2, 3], 0),
+        answer(T + 200, isr=[1, 2, 3], partition_epoch=1),
+    ]  # fmt: skip
+    outcome = run(events, T + 60_000, **AP, isr_expiration_interval_ms=0)
+    went = [
+        (r["sent_ms"] - T, r["response_ms"] - T, [(i["partition"], i["committed_isr"]) for i in r["partitions"]])
+        for r in outcome.alter_partitions
+    ]
+    assert went == [(101, 150, [(1, [1, 2, 3])]), (100, 200, [(0, [1, 2, 3])])]
+    assert outcome.summary["ignored_alter_partition_answers_by_reason"] == {}
+
+
+def test_a_queue_held_while_an_answer_is_handled_goes_at_the_bound_when_the_broker_sends_nothing(run: Run) -> None:
+    """`handled_within`: after t-0's answer the model holds t-1's proposal for the broker's next request, which never
+    comes (the broker did not propose it): it goes `HANDLING_BOUND_MS` after it was submitted, not never."""
+    from isrwatch.state.alter_partition import HANDLING_BOUND_MS
+
+    events = [
+        *kraft_leader([1, 2]),
+        lai(T, 1, [1, 2], [1, 2, 3], 0, leader_leo=10, hw=10, **KRAFT, partition=1),
+        fetch(T + 100, 3, 10, 10),
+        sent(T + 101, [1, 2, 3], 0),
+        answer(T + 150, isr=[1, 2, 3], partition_epoch=1),
+        fetch(T + 151, 3, 10, 10, partition=1),  # proposed while the answer is handled: held
+        {**answer(T + 5_000, isr=[1, 2, 3], partition_epoch=1), "partition": 1},
+    ]
+    outcome = run(events, T + 60_000, **AP, isr_expiration_interval_ms=0)
+    went = [(r["sent_ms"] - T, [i["partition"] for i in r["partitions"]]) for r in outcome.alter_partitions]
+    assert went == [(100, [0]), (151 + HANDLING_BOUND_MS, [1])]
+
+
 def test_a_leader_judges_eligibility_on_its_own_metadata(run: Run) -> None:
     """KRaft 4.4.0 lab, restart: broker 2 restarted; brokers 2 and 3 had it unfenced 40 ms before leader 1's metadata
     did, and leader 1 expanded only after (Partition.isReplicaIsrEligible reads the leader's metadata cache,
