@@ -98,8 +98,7 @@ class AlterPartitionBook:
             for item in managers.buffer:
                 if item.ts >= limit:
                     break
-                fire_resends(managers, item.ts)
-                end_handling(managers, item.ts)
+                wake(managers, item.ts)
                 manager = managers.brokers.get(item.broker)
                 if manager is None or restarted(item.seq, manager.last_ts):
                     # A new manager, or the broker's new run: the old one's queue and request died with it.
@@ -116,8 +115,7 @@ class AlterPartitionBook:
                     self._answer(manager, item, out)
                 done += 1
             del managers.buffer[:done]
-            fire_resends(managers, limit)
-            end_handling(managers, limit)
+            wake(managers, limit)
             managers.applied_until = limit
         return out
 
@@ -227,16 +225,6 @@ def handled_within(manager: Manager, now: int) -> None:
     manager.handled_by = now + HANDLING_BOUND_MS if manager.handling and manager.queue else None
 
 
-def end_handling(managers: ClusterManagers, until: int) -> None:
-    """Send the queues whose response handling ended at its bound before `until` (`handled_within`)."""
-    for manager in managers.brokers.values():
-        if manager.handled_by is not None and manager.handled_by < until:
-            at, manager.handled_by = manager.handled_by, None
-            if manager.handling:
-                manager.handling = False
-                maybe_propagate_isr_changes(manager, at)
-
-
 # The fields a queued item takes from the proposal, as they are.
 _FROM_PROPOSAL = ("topic", "partition", "kind", "leader_epoch", "partition_epoch")
 
@@ -287,13 +275,20 @@ def resend_after(manager: Manager, request: AlterPartitionRequest, now: int) -> 
     manager.resend_at = now + RESEND_BACKOFF_MS
 
 
-def fire_resends(managers: ClusterManagers, until: int) -> None:
-    """Send the resends scheduled before `until` (a submit or answer at the same ms goes first)."""
+def wake(managers: ClusterManagers, until: int) -> None:
+    """Run what each manager scheduled before `until` (a submit or answer at the same ms goes first): the resend after
+    a top-level error (`resend_after`), which ends any handling and sends, then the end of a response's handling at
+    its bound (`handled_within`), which sends only a queue still held."""
     for manager in managers.brokers.values():
-        if manager.resend_at is not None and manager.resend_at < until:
-            at, manager.resend_at = manager.resend_at, None
-            manager.handling = False
-            maybe_propagate_isr_changes(manager, at)
+        resend, bound = manager.resend_at, manager.handled_by
+        if resend is not None and resend < until:
+            manager.resend_at, manager.handling = None, False
+            maybe_propagate_isr_changes(manager, resend)
+        if bound is not None and bound < until:
+            manager.handled_by = None
+            if manager.handling:
+                manager.handling = False
+                maybe_propagate_isr_changes(manager, bound)
 
 
 def send_when_handled(manager: Manager, now: int) -> None:

@@ -23,6 +23,7 @@ from isrwatch.lab.cluster import (
     LabError,
     LabSpec,
     alive,
+    default_agent,
     load,
     registered_brokers,
     up,
@@ -30,13 +31,17 @@ from isrwatch.lab.cluster import (
     zookeeper,
 )
 from isrwatch.lab.jars import kafka_release, kafka_set
+from isrwatch.state.config import Config
+from isrwatch.state.replay import replay
 from isrwatch.streaming.kafka_source import timestamp_types
 from tests.lab.session import (
+    AGENT_OPTIONS,
     LAG_MS,
     Restart,
     Stall,
     active_controller,
     current,
+    every_record,
     fault_begins,
     fault_over,
     followed,
@@ -46,6 +51,7 @@ from tests.lab.session import (
     progress,
     report,
     running_lab,
+    stall_over,
     states,
     wait_for,
     wait_healthy,
@@ -329,11 +335,6 @@ def test_kafka_3_9_with_ibp_3_9_runs_the_agent_in_alter_partition_mode_and_isrwa
     ZK_ALTER_PARTITION mode). A stall of one broker: its leaders shrink it and add it back, the agents report the
     requests the brokers sent and their answers, and a replay of what they sent decides the same changes with no
     divergence from the brokers other than timing."""
-    from isrwatch.lab.cluster import default_agent
-    from isrwatch.state.config import Config
-    from isrwatch.state.replay import replay
-    from tests.lab.session import AGENT_OPTIONS, every_record, stall_over
-
     spec = LabSpec(
         kafka="3.9",
         ibp="3.9",

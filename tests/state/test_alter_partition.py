@@ -8,7 +8,7 @@ tests/scenarios (09-19) restate Kafka's own tests of this path.
 
 from __future__ import annotations
 
-from isrwatch.state.alter_partition import AlterPartitionBook
+from isrwatch.state.alter_partition import HANDLING_BOUND_MS, AlterPartitionBook
 from isrwatch.state.config import Config
 from isrwatch.state.engine import PartitionEngine
 from isrwatch.state.propagation import PropagationBook
@@ -380,8 +380,6 @@ def test_an_answer_to_an_item_still_queued_takes_it_and_a_handling_ends_within_i
 def test_a_queue_held_while_an_answer_is_handled_goes_at_the_bound_when_the_broker_sends_nothing(run: Run) -> None:
     """`handled_within`: after t-0's answer the model holds t-1's proposal for the broker's next request, which never
     comes (the broker did not propose it): it goes `HANDLING_BOUND_MS` after it was submitted, not never."""
-    from isrwatch.state.alter_partition import HANDLING_BOUND_MS
-
     events = [
         *kraft_leader([1, 2]),
         lai(T, 1, [1, 2], [1, 2, 3], 0, leader_leo=10, hw=10, **KRAFT, partition=1),
