@@ -25,6 +25,7 @@ from .events import (
     IsrUpdated,
     LeaderAndIsr,
     Tick,
+    Watermark,
     sorts_at,
 )
 from .metrics import IGNORED_TICKS
@@ -144,11 +145,13 @@ class PartitionEngine:
         )
 
     def add(self, events: list[Event]) -> int:
-        """Buffer events; returns how many were late (before what was already applied) and dropped."""
+        """Buffer events; returns how many were late (before what was already applied) and dropped. A watermark
+        changes no state (it bounds its broker's stream, SPEC §6): it is not buffered."""
         applied_until = self.applied_until
-        fresh = [ev for ev in events if sorts_at(ev) >= applied_until]
+        stateful = [ev for ev in events if type(ev) is not Watermark]
+        fresh = [ev for ev in stateful if sorts_at(ev) >= applied_until]
         self.buffer.extend(fresh)
-        return len(events) - len(fresh)
+        return len(stateful) - len(fresh)
 
     def advance(self, until: int, out: Outputs | None = None) -> Outputs:
         """Apply every buffered event and scheduled check strictly before `until`."""

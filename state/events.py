@@ -187,6 +187,14 @@ class AlterPartitionSent(_Event, kw_only=True, tag="alter_partition_sent"):
     partitions: Annotated[list[ProposedPartition], Meta(min_length=1)]
 
 
+class Watermark(_Event, kw_only=True, tag="watermark"):
+    """A broker's own stream has come this far (the agent): every event it reports after this one (a higher `seq`)
+    has `ts` at or after this `ts`, on the same clock. It changes no state; the stream applies a broker's events
+    once that broker's stream has passed them (SPEC §6)."""
+
+    broker: BrokerId  # whose stream: required, the bound holds for that broker's events only
+
+
 Event = (
     LeaderAndIsr
     | Fetch
@@ -197,6 +205,7 @@ Event = (
     | AlterPartitionResponse
     | BrokerRegistration
     | AlterPartitionSent
+    | Watermark
 )
 # What a broker did about many partitions at once: observed, recorded as it came.
 BrokerObserved = IsrChangePropagated | AlterPartitionSent

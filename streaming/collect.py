@@ -54,6 +54,8 @@ class ReplayCollector:
         total.divergences += settled.divergences
         total.dead_letters += settled.dead_letters
         total.counters.update(settled.counters)
+        total.frontiers.update(settled.frontiers)  # how far the batches settled each cluster by themselves
+        total.watermark = max(total.frontiers.values(), default=None)
         for r in reports:
             self.events += r.events
             self.max_ts = max(self.max_ts, r.max_ts)

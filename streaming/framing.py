@@ -41,8 +41,9 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 PARTITION_TYPES = frozenset(("leader_and_isr", "fetch", "append", "isr_updated", "alter_partition_response"))
-# Every key obeys them (a registration: its eligibility; a request: its partitions' proposals, for the audit).
-SPREAD_TYPES = frozenset(("tick", "broker_registration", "alter_partition_sent"))
+# Every key obeys them (a registration: its eligibility; a request: its partitions' proposals, for the audit; a
+# watermark: how far its broker's stream has come, SPEC §6).
+SPREAD_TYPES = frozenset(("tick", "broker_registration", "alter_partition_sent", "watermark"))
 BROKER_TYPES = frozenset(("isr_change_propagated",))  # a broker's event about many partitions: the first bucket
 INPUT_METRICS = "isrwatch_input"  # observed per batch: input lines, and what was read of each Kafka partition
 # A line of nothing but whitespace (b" \t\n\x0b\f\r", exactly what bytes.isspace() accepts) is no input.

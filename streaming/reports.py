@@ -22,7 +22,9 @@ from isrwatch.state.records import (
 
 REPORT_SCHEMA = "bucket int, report binary"
 STATE_SCHEMA = "blob binary"  # one msgpack blob (version inside): array fields crash PySpark's state schema
-BUCKET_STATE_VERSION = 4  # 4: jumps wait for corroboration (`Jump`, `BucketState.jumps`, `BucketState.brokers`)
+# 4: jumps wait for corroboration (`Jump`, `BucketState.jumps`, `BucketState.brokers`); 5: brokers' own streams
+# (`BucketState.watermarks`, `BucketState.unbounded`)
+BUCKET_STATE_VERSION = 5
 
 
 _CODEC = "zstd"  # pyarrow's: fast, and the JVM moves a fraction of the bytes (README.md, Performance)
@@ -71,6 +73,9 @@ class BucketState(Struct, array_like=True):
     pending: list[Chunk] = []
     jumps: list[Jump] = []  # lines waiting for corroboration, in arrival order
     brokers: dict[str, set[int]] = {}  # cluster -> the reporting brokers whose events this key has taken
+    watermarks: dict[str, dict[int, int]] = {}  # cluster -> broker -> its newest watermark this key has taken
+    named: dict[str, set[int]] = {}  # cluster -> the brokers its partition states and registrations here name
+    unbounded: set[str] = set()  # clusters this key has taken an event without a broker of (SPEC §6)
 
 
 class Report(Struct, array_like=True):

@@ -32,13 +32,16 @@ from isrwatch.state.events import (
     BrokerRegistration,
     DeadLetter,
     Event,
+    LeaderAndIsr,
     PartitionEvent,
     Tick,
+    Watermark,
     in_future,
     parse_event,
     uncorroborated,
     witnesses,
 )
+from isrwatch.state.frontier import cluster_frontier
 from isrwatch.state.partition import Outputs
 from isrwatch.state.schedule import INF
 
@@ -60,7 +63,8 @@ def _lines(frames: Iterator[pd.DataFrame]) -> Iterator[tuple[bytes, int, int, in
             yield from unpack(data).lines()
 
 
-_SPREAD = (Tick, BrokerRegistration, AlterPartitionSent)
+_SPREAD = (Tick, BrokerRegistration, AlterPartitionSent, Watermark)
+_NAMING = (Watermark, LeaderAndIsr, BrokerRegistration)  # what tells a key of its cluster's brokers (`Jumps.learn`)
 
 
 def count_events(events: list[Event], first: bool) -> tuple[int, int]:
@@ -75,8 +79,23 @@ def _late(ev: Event, raw: bytes, frontier: int, lateness: int) -> DeadLetter:
         raw=raw.decode("utf-8", "replace"),
         field="ts",
         ts=ev.ts,
-        reason=f"late: at or behind its cluster's frontier {frontier} (allowed_lateness_ms {lateness})",
+        reason=f"late: at or behind its cluster's frontier {frontier} (allowed_lateness_ms {lateness}, or its "
+        "brokers' watermarks)",
     )
+
+
+def frontier_of(held: BucketState, cluster: str, config: Config) -> int:
+    """How far the key may apply `cluster` (`frontier.cluster_frontier`), never back from where it applied."""
+    rule = cluster_frontier(
+        held.newest[cluster],
+        config.allowed_lateness_ms,
+        config.broker_rejoin_margin_ms,
+        held.watermarks.get(cluster),
+        held.brokers.get(cluster, ()),
+        held.named.get(cluster, ()),
+        cluster in held.unbounded,
+    )
+    return max(rule, held.applied.get(cluster, rule))
 
 
 def _emit(report: Report) -> Iterator[pd.DataFrame]:
@@ -104,8 +123,7 @@ def _control(frames: Iterator[pd.DataFrame], until: int | None) -> Iterator[pd.D
 def classify(
     lines: Iterable[tuple[bytes, int, int, int, int | None]],
     held: BucketState,
-    lateness: int,
-    max_future: int,
+    config: Config,
     first: bool,
     report: Report,
 ) -> dict[str, list[Event]]:
@@ -114,13 +132,13 @@ def classify(
     the others are dead letters, reported where the line is counted (its own event; a tick in the first bucket).
     Every valid event a broker reported, refused, waiting or not, shows its clock (`report.clocks`). Returns the
     arrived events by cluster."""
-    newest = held.newest
+    newest, lateness, max_future = held.newest, config.allowed_lateness_ms, config.max_future_ms
     # A line is late against what earlier calls knew (a batch arrives as a whole): at or behind these.
-    late_at = {cluster: known - lateness for cluster, known in newest.items()}
+    late_at = {cluster: frontier_of(held, cluster, config) for cluster in newest}
     arrived: dict[str, list[Event]] = defaultdict(list)
     jumps = Jumps(held, max_future, first, arrived, report)
     fresh: dict[str, list[tuple[Event, bytes, int]]] = defaultdict(list)  # clusters this key has no time of yet
-    witnessed, lowest = held.brokers, jumps.lowest
+    witnessed, lowest, unbounded = held.brokers, jumps.lowest, held.unbounded
     event, tick, beacon = int(Role.EVENT), int(Role.TICK), int(Role.BEACON)  # ints: compared once per line
     clocks = ClockBook()
     observe = clocks.observe
@@ -149,8 +167,13 @@ def classify(
                     if role != beacon:
                         arrived[cluster].append(ev)
                     broker = ev.broker
-                    if broker is not None and broker not in witnessed.get(cluster, ()):
+                    if broker is None:
+                        if cluster not in unbounded:
+                            unbounded.add(cluster)
+                    elif broker not in witnessed.get(cluster, ()):
                         jumps.witness(cluster, broker)
+                    if type(ev) in _NAMING:
+                        jumps.learn(ev)
                     if lowest and lowest.get(cluster, INF) <= newest[cluster] + max_future:
                         jumps.release(cluster)
                     continue
@@ -255,8 +278,27 @@ class Jumps:
         newest[ev.cluster] = max(newest[ev.cluster], ev.ts)
         if role != self.beacon:
             self.arrived[ev.cluster].append(ev)
-        if ev.broker is not None:
+        if ev.broker is None:
+            self.held.unbounded.add(ev.cluster)
+        else:
             self.witness(ev.cluster, ev.broker)
+        if type(ev) in _NAMING:
+            self.learn(ev)
+
+    def learn(self, ev: Watermark | LeaderAndIsr | BrokerRegistration) -> None:
+        """What an arrived event tells of its cluster's brokers (`frontier.cluster_frontier`): a watermark, how far
+        its broker's stream has come; a partition state or registration, brokers the cluster has."""
+        held, cluster = self.held, ev.cluster
+        if type(ev) is Watermark:
+            marks = held.watermarks.setdefault(cluster, {})
+            if ev.ts > marks.get(ev.broker, -INF):
+                marks[ev.broker] = ev.ts
+            return
+        named = held.named.setdefault(cluster, set())
+        if type(ev) is BrokerRegistration:
+            named.add(ev.id)
+        elif type(ev) is LeaderAndIsr:
+            named.update(ev.replicas)
 
     def expire(self) -> None:
         """Refuse the jumps whose cluster's time moved `max_future_ms` on since they came, with nothing corroborating
@@ -328,8 +370,6 @@ def state_function(
     config: Config, bucket_ids: list[int], until: int | None = None, keep_blobs: bool = False
 ) -> StateFunction:
     """The function for `applyInPandasWithState`; `keep_blobs` adds each bucket's state to its report."""
-    lateness = config.allowed_lateness_ms
-    max_future = config.max_future_ms
 
     def step(key: tuple, frames: Iterator[pd.DataFrame], state: GroupState) -> Iterator[pd.DataFrame]:
         bucket = int(key[0])
@@ -338,14 +378,17 @@ def state_function(
         first = bucket == bucket_ids[0]
         held = decode_bucket(state.get[0]) if state.exists else BucketState(BUCKET_STATE_VERSION)
         report = Report(bucket)
-        arrived = classify(_lines(frames), held, lateness, max_future, first, report)
+        arrived = classify(_lines(frames), held, config, first, report)
         report.events, report.max_ts = count_events([ev for evs in arrived.values() for ev in evs], first)
         if first:
             held.ticked |= {ev.cluster for evs in arrived.values() for ev in evs if type(ev) is Tick}
         pending: list[Chunk] = []
-        for cluster, known in held.newest.items():
-            frontier = known - lateness
-            due, rest = split_due(held, cluster, arrived.get(cluster, []), frontier)
+        for cluster in held.newest:
+            frontier = frontier_of(held, cluster, config)
+            fresh = arrived.get(cluster, [])
+            if cluster in held.watermarks:  # a watermark changes no state: the engine never sees one
+                fresh = [ev for ev in fresh if type(ev) is not Watermark]
+            due, rest = split_due(held, cluster, fresh, frontier)
             pending += rest
             if due is not None:
                 engine, out = run_engine(config, held, cluster, due, frontier, first)

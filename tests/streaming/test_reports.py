@@ -11,12 +11,21 @@ from isrwatch.streaming.reports import BUCKET_STATE_VERSION, BucketState, Jump, 
 def test_a_bucket_state_round_trips():
     raw = b'{"type": "tick", "ts": 900000, "broker": 2}'
     jump = Jump(base=5, role=1, raw=raw, event=parse_event(raw, 7, 3))
-    held = BucketState(BUCKET_STATE_VERSION, newest={"c": 5}, applied={"c": 1}, jumps=[jump], brokers={"c": {1, 2}})
+    held = BucketState(
+        BUCKET_STATE_VERSION,
+        newest={"c": 5},
+        applied={"c": 1},
+        jumps=[jump],
+        brokers={"c": {1, 2}},
+        watermarks={"c": {1: 4, 2: 3}},
+        named={"c": {1, 2, 3}},
+        unbounded={"d"},
+    )
     assert decode_bucket(encode(held)) == held
 
 
 def test_a_checkpoint_of_an_earlier_layout_is_refused_with_what_to_do():
-    # Version 3 had no jumps waiting for corroboration (a checkpoint of it would lose none, but its time may have
-    # jumped already); version 2 hashed partitions to buckets in Spark SQL.
-    with pytest.raises(ValueError, match=r"bucket state version 3 is not .*new --checkpoint"):
+    # Version 4 kept no brokers' watermarks (its frontier would wait for them anew, but it lacks the brokers its
+    # metadata names); 3 had no jumps waiting for corroboration; 2 hashed partitions to buckets in Spark SQL.
+    with pytest.raises(ValueError, match=r"bucket state version 4 is not .*new --checkpoint"):
         decode_bucket(encode(BucketState(BUCKET_STATE_VERSION - 1)))

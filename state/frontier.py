@@ -1,0 +1,71 @@
+"""How far a stream may apply a cluster's events (SPEC §6): the cluster's frontier at a state key.
+
+A stream cannot know that no older event is on its way, so it applies a cluster's events only behind a frontier
+that no event still to come is at or behind (such an event is `late`). Two things bound what is still to come:
+- the cluster's time (its newest corroborated event time) less `allowed_lateness_ms`, the *fallback*: what
+  input without a broker of its own (files, the simulator) has, and every cluster before its brokers' watermarks;
+- each reporting broker's own stream: the agent's `watermark` W says every later event of that broker has
+  `ts` >= W (`broker_passed`).
+When every source of a cluster is a broker that sends watermarks, the frontier is where the slowest of their
+streams has passed (`brokers_frontier`), ahead of the fallback: a shrink is shown as soon as every broker's stream
+has passed it, with no fixed lateness wait. A broker whose stream fell `allowed_lateness_ms` behind its cluster's
+time (dead, stopped, stalled) holds nothing back (`holds_back`), and while one is away the frontier keeps a margin
+for its return (`rejoin_margin`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+
+
+def broker_passed(watermark: int) -> int:
+    """How far a broker's stream has passed, given its newest watermark: every later event of it has `ts` >=
+    `watermark`, so none is at or behind `watermark - 1` (an event at or behind the frontier is late)."""
+    return watermark - 1
+
+
+def holds_back(passed: int, fallback: int) -> bool:
+    """Whether a broker's stream, passed up to `passed`, holds its cluster's frontier back: not once it fell to the
+    fallback (`allowed_lateness_ms` behind its cluster's time). A broker that died, was stopped or stalled would
+    otherwise hold every other broker's partitions back for as long as it is away; the events it still sends are
+    judged on the frontier as any event is (one that far behind was late under the fallback alone, too)."""
+    return passed > fallback
+
+
+def rejoin_margin(away: bool, margin_ms: int) -> int:
+    """How far the frontier stays behind the brokers that hold it back while another broker is away (fell behind,
+    or is named by the cluster's metadata and sent no watermark yet: starting, restarting, or without the agent):
+    when it comes back, its first events (sent as its agent reconnects) arrive up to `broker_rejoin_margin_ms`
+    after they happened, and must not find the frontier already past them."""
+    return margin_ms if away else 0
+
+
+def brokers_frontier(passed: Mapping[int, int], named: Collection[int], fallback: int, margin_ms: int) -> int:
+    """The least of the streams that hold the cluster back, less the rejoin margin when a named or watermarking
+    broker is away; the fallback when no stream holds it back."""
+    holding = {broker: p for broker, p in passed.items() if holds_back(p, fallback)}
+    if not holding:
+        return fallback
+    away = len(holding) < len(passed) or any(b not in holding for b in named)
+    return max(fallback, min(holding.values()) - rejoin_margin(away, margin_ms))
+
+
+def cluster_frontier(
+    newest: int,
+    lateness: int,
+    margin_ms: int,
+    watermarks: Mapping[int, int] | None,
+    reporters: Collection[int],
+    named: Collection[int],
+    unbounded: bool,
+) -> int:
+    """A cluster's frontier at a state key: events before it are applied, events at or behind it that still come
+    are late. `newest`: the cluster's time; `watermarks`: each broker's newest watermark the key took; `reporters`:
+    the brokers whose events the key took; `named`: the brokers the key's metadata names (replicas, leaders,
+    registrations); `unbounded`: the key took an event of the cluster without a broker (a file, the simulator).
+    Only when every source bounds its own stream (every reporter sends watermarks, and no event comes without a
+    broker) do the brokers' streams move the frontier past the fallback `newest - lateness`."""
+    fallback = newest - lateness
+    if unbounded or not watermarks or any(b not in watermarks for b in reporters):
+        return fallback
+    return brokers_frontier({b: broker_passed(w) for b, w in watermarks.items()}, named, fallback, margin_ms)
