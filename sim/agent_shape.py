@@ -4,7 +4,8 @@ Each broker reports what it leads: its isr-expiration runs (every lag / 2) and i
 runs (every 2.5 s) as ticks; every follower fetch that moves something; a caught-up follower's repeats
 coalesced into the one fetch the agent emits before its leader's next isr-expiration run; the LEO a
 run read, as an `append` when it moved; the leader's ISR writes (`isr_updated`) and propagation
-batches (`isr_change_propagated`). A share of the partitions takes writes, so each fetch of theirs
+batches (`isr_change_propagated`); a `watermark` every 200 ms per broker, as the agent's timer sends them (its
+stream's bound: a held repeat is at most one fetch interval old when its run emits it). A share of the partitions takes writes, so each fetch of theirs
 carries data; a few followers of those stop fetching and are shrunk. Kafka's rules decide the shrinks
 and batches here, so the model (run with `--profile agent`: the ticks are the checks) agrees with them.
 """
@@ -30,6 +31,7 @@ class AgentShape(ClusterShape):
     linger_ms: int = 5000
     max_delay_ms: int = 60_000
     active_share: float = 0.1  # the partitions producers write to, once every fetch interval
+    watermark_interval_ms: int = 200  # the agent's `watermark.interval.ms` (0: none, as an agent before them)
 
 
 @dataclass
@@ -167,12 +169,21 @@ class _Agents:
                     self._fetch(t, p, f, t, grown if t >= appended else p.leo)
             p.leo = grown
         end = w + self.step
+        if self.shape.watermark_interval_ms > 0:
+            for b in self.brokers:
+                for at in range(w, end, self.shape.watermark_interval_ms):
+                    self.watermark(b, at)
         for b in self.brokers:
             for at in range(w + (b.check_phase - w) % self.interval, end, self.interval):
                 self.isr_expiration(b, at)
             every = self.shape.propagation_interval_ms
             for at in range(w + (b.propagation_phase - w) % every, end, every):
                 self.isr_change_propagation(b, at)
+
+    def watermark(self, b: _Broker, at: int) -> None:
+        """`b`'s agent says how far its stream has come: everything it emits later is at most one fetch interval old
+        (a held caught-up repeat, emitted by the next isr-expiration run)."""
+        self.emit(at, b.id, {"type": "watermark", "ts": at - self.step, "cluster": self.shape.cluster, "broker": b.id})
 
     def isr_expiration(self, b: _Broker, at: int) -> None:
         """One isr-expiration run of `b` at `at`: the held repeats, the LEOs it read, its shrinks, its tick."""

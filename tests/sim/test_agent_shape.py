@@ -41,3 +41,11 @@ def test_the_model_agrees_with_every_write_and_batch_the_agent_shape_reports() -
     )
     runs = (events[-1]["ts"] - events[0]["ts"]) / (shape.lag_ms // 2)
     assert idle and max(idle.values()) <= runs + 1
+    # Each agent's watermarks, every 200 ms, bound its stream: nothing it emits later is older.
+    assert kinds["watermark"] >= runs * shape.brokers
+    for broker in seqs:
+        passed = -1
+        for ev in (ev for ev in events if ev["broker"] == broker):
+            assert ev["ts"] >= passed, ev
+            if ev["type"] == "watermark":
+                passed = ev["ts"]
