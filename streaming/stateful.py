@@ -2,8 +2,9 @@
 
 Each call parses the lines the key received (with the replay's validator, so a line that is not an
 event never moves anything), learns from the valid ones how far each cluster's event time has come
-(`newest`), and applies every cluster's events and scheduled checks up to that cluster's frontier,
-`newest - allowed_lateness_ms`, in (ts, seq) order; later events wait, compressed. An event at or
+(`newest`) and how far each broker's own stream has (its watermarks), and applies every cluster's events and
+scheduled checks up to that cluster's frontier (`frontier_of`: where the slowest broker's stream has passed, or
+`newest - allowed_lateness_ms`), in (ts, seq) order; later events wait, compressed. An event at or
 behind its cluster's frontier when it arrives is late; one dated more than `max_future_ms` after
 it arrived is refused: neither changes anything, each is a dead letter with its reason. One more than
 `max_future_ms` ahead of its cluster's time waits for a witness before it moves that time (`Jumps`).
