@@ -55,10 +55,10 @@ final class StreamTime {
 
     /** Moves to the window {@code now} is in; the window before it stays remembered. */
     private void roll(long now) {
-        long windows = (now - windowStart) / WINDOW_MS;
-        if (windows <= 0) {
-            return;
+        if (now - windowStart < WINDOW_MS) {
+            return; // the capture path's case: no division
         }
+        long windows = (now - windowStart) / WINDOW_MS;
         previousMaxDelay = windows == 1 ? windowMaxDelay : 0;
         windowMaxDelay = 0;
         windowStart += windows * WINDOW_MS;
