@@ -76,7 +76,8 @@ public final class Agent {
         }
         Sink raw = options.rawFile == null ? null
             : new FileSink("raw", options.rawFile, options.queueCapacity, options.cluster, Hooks::brokerId);
-        Recorder recorder = new Recorder(main, raw, options.coalesce, System.currentTimeMillis() * 1000);
+        Recorder recorder = new Recorder(main, raw, options.coalesce, System.currentTimeMillis() * 1000,
+            options.watermarkIntervalMs, options.watermarkSlackMs, System::currentTimeMillis);
         Hooks.activate(recorder, version, options.toKafka() ? options.topic : null, mode,
             brokerConfig -> producerConfig.set(producerProperties(options, brokerConfig)));
 
@@ -91,7 +92,8 @@ public final class Agent {
         Log.info("instrumenting Kafka " + version + " in mode " + mode + " (isr_protocol " + mode.isrProtocol + ", "
             + hooks.size() + " hooks); events to "
             + (options.toKafka() ? "topic " + options.topic : options.file) + (raw != null ? ", raw to " + options.rawFile
-            : "") + ", coalesce=" + options.coalesce + ", cluster=" + options.cluster);
+            : "") + ", coalesce=" + options.coalesce + ", watermark.interval.ms=" + options.watermarkIntervalMs
+            + ", cluster=" + options.cluster);
     }
 
     /** The producer's settings once the broker's own listeners are known (the default bootstrap). */
@@ -194,16 +196,21 @@ public final class Agent {
 
     private static volatile boolean stopping;
 
+    /** Every 100 ms (or each watermark.interval.ms when shorter): age flushes, watermarks, the counters line. */
     private static void startTimer(Recorder recorder, Options options) {
+        long period = options.watermarkIntervalMs > 0 ? Math.min(100, options.watermarkIntervalMs) : 100;
         Thread t = new Thread(() -> {
             long nextStats = options.statsIntervalMs > 0 ? System.currentTimeMillis() + options.statsIntervalMs
                 : Long.MAX_VALUE;
             while (!stopping) {
                 try {
-                    Thread.sleep(100);
+                    Thread.sleep(period);
                     long now = System.currentTimeMillis();
                     if (Hooks.recorder() == recorder) {
                         recorder.flushHeldBefore(now - options.coalesceMaxHoldMs);
+                        if (Hooks.brokerId() >= 0) { // a line needs its broker, known once the broker starts
+                            recorder.watermarkIfDue();
+                        }
                     }
                     if (now >= nextStats) {
                         nextStats = now + options.statsIntervalMs;

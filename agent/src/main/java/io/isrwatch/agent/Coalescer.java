@@ -22,8 +22,8 @@ import java.util.Map;
  * looks at them. A repeat is held, replacing the previously held repeat of (p, r) when both sort on the same side of
  * every isr-expiration tick. Everything held for p is emitted, in capture order, before any other event of p
  * (a non-repeat fetch of any replica, append, leader_and_isr, isr_updated); everything held is emitted before each
- * isr-expiration tick; a held fetch older than {@code maxHoldMs} is emitted on {@link #flushHeldBefore}, so a
- * stream consumer with allowed lateness above that bound never sees it as late.
+ * isr-expiration tick; a held fetch older than {@code maxHoldMs} is emitted on {@link #flushHeldBefore} (give or
+ * take capture delay), so a stream consumer with allowed lateness above that bound never sees it as late.
  */
 public final class Coalescer {
 
@@ -196,13 +196,17 @@ public final class Coalescer {
         out.emit(e);
     }
 
-    /** Emits the held fetches whose ts is before {@code cutoffTs}. */
+    /**
+     * Emits the held fetches whose ts is before {@code cutoffTs}, oldest capture first, up to the first younger one.
+     * (Re)insertion order is capture order, which follows ts only up to capture delay: a fetch whose thread read its
+     * clock earlier but reached the hook later sits behind younger ones and goes on a later call.
+     */
     public void flushHeldBefore(long cutoffTs) {
         Iterator<Held> it = held.values().iterator();
         while (it.hasNext()) {
             Held h = it.next();
             if (h.fetch().ts() >= cutoffTs) {
-                return; // (re)insertion order follows capture order, so the rest is at least this young
+                return;
             }
             it.remove();
             h.slot().held.remove(new ReplicaKey(h.fetch().topic(), h.fetch().partition(), h.fetch().replica()));
@@ -245,6 +249,18 @@ public final class Coalescer {
     /** Fetches dropped because a later repeat replaced them. */
     public long coalesced() {
         return coalesced;
+    }
+
+    /**
+     * The lowest ts among the held fetches ({@code Long.MAX_VALUE}: none); each will be emitted with it. A full scan:
+     * capture order is not ts order (see {@link #flushHeldBefore}), so the first entry is not always the lowest.
+     */
+    public long oldestHeldTs() {
+        long oldest = Long.MAX_VALUE;
+        for (Held h : held.values()) {
+            oldest = Math.min(oldest, h.fetch().ts());
+        }
+        return oldest;
     }
 
     /** Fetches currently held. */

@@ -177,6 +177,16 @@ public sealed interface Event {
         }
     }
 
+    /**
+     * The broker's own stream time: every event emitted after this one (higher seq) has {@code ts >= this ts}. Only
+     * the common fields; the {@link Recorder} emits it (see {@link StreamTime} for how W is chosen).
+     */
+    record Watermark(long ts) implements Event {
+        @Override
+        public void writeFields(Json.Writer w) {
+        }
+    }
+
     /** A replica Kafka judged out of sync when it shrank the ISR. */
     record OutOfSync(int replica, long leo, long lastCaughtUpMs, long lastFetchMs) {
     }

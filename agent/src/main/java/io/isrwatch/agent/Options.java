@@ -39,6 +39,10 @@ public final class Options {
     public final long coalesceMaxHoldMs;
     public final int queueCapacity;
     public final long statsIntervalMs;
+    /** How often the timer emits a watermark (0: never). */
+    public final long watermarkIntervalMs;
+    /** The floor of the watermark's slack behind the broker's clock (it adapts upwards to capture delays). */
+    public final long watermarkSlackMs;
 
     private Options(Map<String, String> kv, Map<String, String> producer) throws OptionException {
         this.bootstrapServers = kv.remove("bootstrap.servers");
@@ -64,10 +68,12 @@ public final class Options {
         this.coalesceMaxHoldMs = number(kv, "coalesce.max.hold.ms", 1000, 0, 3_600_000);
         this.queueCapacity = (int) number(kv, "queue.capacity", 131_072, 1, 1 << 26);
         this.statsIntervalMs = number(kv, "stats.interval.ms", 60_000, 0, Long.MAX_VALUE);
+        this.watermarkIntervalMs = number(kv, "watermark.interval.ms", 200, 0, 60_000);
+        this.watermarkSlackMs = number(kv, "watermark.slack.ms", 100, 0, 60_000);
         if (!kv.isEmpty()) {
             throw new OptionException(kv.keySet().iterator().next() + ": unknown option (known: bootstrap.servers, "
                 + "topic, cluster, file, raw.file, producer.*, coalesce, coalesce.max.hold.ms, queue.capacity, "
-                + "stats.interval.ms)");
+                + "stats.interval.ms, watermark.interval.ms, watermark.slack.ms)");
         }
         this.producer = Collections.unmodifiableMap(producer);
     }

@@ -1,12 +1,14 @@
 package io.isrwatch.agent;
 
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.LongSupplier;
 
 /**
  * The one place captured events enter: under a single lock it assigns each its place in the broker's streams (seq),
  * writes it to the raw stream (when configured), and passes it through the {@link Coalescer} to the main stream.
  * Kafka's threads call it while holding Kafka's own partition locks, so a partition's events are numbered in the
- * order Kafka applied them. The lock is held only for map updates and non-blocking queue offers.
+ * order Kafka applied them. The lock is held only for map updates and non-blocking queue offers. Under the same lock
+ * it emits the broker's watermarks ({@link StreamTime}), so their seq orders them among the events.
  */
 public final class Recorder {
 
@@ -17,25 +19,52 @@ public final class Recorder {
     private long mainSeq;
     private long rawSeq;
     private final AtomicLong captured = new AtomicLong();
+    private final LongSupplier clock;
+    private final StreamTime time;
+    private final long watermarkIntervalMs;
+    /** When the timer's next watermark is due (read and written on the timer thread only). */
+    private long nextWatermarkAt;
+    private long watermarks;
+
+    /** A recorder that emits no watermarks (tests and benchmarks of the capture path). */
+    public Recorder(Sink main, Sink raw, boolean coalesce, long seqBase) {
+        this(main, raw, coalesce, seqBase, 0, 0, System::currentTimeMillis);
+    }
 
     /**
      * {@code raw} may be null. Both streams number their events from {@code seqBase} + 1: the agent passes its start
      * time in ms × 1000, so a broker's seq keeps increasing across restarts (a life would need over 1,000 events per
-     * ms to catch up with the next one's base).
+     * ms to catch up with the next one's base). A watermark is due every {@code watermarkIntervalMs} (0: never), at
+     * least {@code watermarkSlackMs} behind {@code clock}, the broker's clock.
      */
-    public Recorder(Sink main, Sink raw, boolean coalesce, long seqBase) {
+    public Recorder(Sink main, Sink raw, boolean coalesce, long seqBase, long watermarkIntervalMs,
+                    long watermarkSlackMs, LongSupplier clock) {
         this.main = main;
         this.raw = raw;
         this.mainSeq = seqBase;
         this.rawSeq = seqBase;
         this.seqBase = seqBase;
-        this.coalescer = new Coalescer(coalesce, e -> main.offer(++mainSeq, e));
+        this.clock = clock;
+        long now = clock.getAsLong();
+        this.time = new StreamTime(watermarkSlackMs, now);
+        this.watermarkIntervalMs = watermarkIntervalMs;
+        this.nextWatermarkAt = now + watermarkIntervalMs;
+        this.coalescer = new Coalescer(coalesce, this::emit);
+    }
+
+    /** Into the main stream; an event below the last watermark is a violation (counted, logged, still emitted). */
+    private void emit(Event e) {
+        if (e.ts() < time.last()) {
+            time.violation(e, clock.getAsLong());
+        }
+        main.offer(++mainSeq, e);
     }
 
     private final long seqBase;
 
     private void captured(Event e) {
         captured.incrementAndGet();
+        time.captured(clock.getAsLong(), e.sortTs());
         if (raw != null) {
             raw.offer(++rawSeq, e);
         }
@@ -86,8 +115,10 @@ public final class Recorder {
         coalescer.partitionEvent(a);
     }
 
+    /** An isr-expiration run starts at {@code ts}: its appends and tick will carry it, so the watermark waits. */
     public void beginExpiration(long ts) {
         synchronized (lock) {
+            time.captured(clock.getAsLong(), ts);
             coalescer.beginExpiration(ts);
         }
     }
@@ -129,6 +160,36 @@ public final class Recorder {
         }
     }
 
+    /**
+     * The agent's timer, on each turn: when a watermark is due, emits W = min(now - slack, the oldest held fetch's ts,
+     * the open isr-expiration run's ts) to the main stream, and the same to the raw one (valid there too: raw holds
+     * nothing back, and a replay of both streams then takes the same path) — unless W would not advance.
+     */
+    public void watermarkIfDue() {
+        if (watermarkIntervalMs == 0) {
+            return;
+        }
+        long due = clock.getAsLong();
+        if (due < nextWatermarkAt) {
+            return;
+        }
+        nextWatermarkAt = due + watermarkIntervalMs;
+        synchronized (lock) {
+            long w = time.next(clock.getAsLong(), coalescer.oldestHeldTs(),
+                coalescer.expirationOpen() ? coalescer.expirationTs() : Long.MAX_VALUE);
+            if (w == StreamTime.NONE) {
+                return;
+            }
+            Event.Watermark wm = new Event.Watermark(w);
+            main.offer(++mainSeq, wm); // numbered, hence emitted, even if a full queue drops it (the gap shows)
+            time.emitted(w);
+            watermarks++;
+            if (raw != null) {
+                raw.offer(++rawSeq, wm);
+            }
+        }
+    }
+
     public void flushAll() {
         synchronized (lock) {
             coalescer.flushAll();
@@ -140,14 +201,19 @@ public final class Recorder {
         long coalesced;
         long emitted;
         int held;
+        long wms;
+        long violations;
         synchronized (lock) {
             coalesced = coalescer.coalesced();
             emitted = mainSeq - seqBase;
             held = coalescer.heldCount();
+            wms = watermarks;
+            violations = time.violations();
         }
         StringBuilder sb = new StringBuilder();
         sb.append("captured=").append(captured.get()).append(" emitted=").append(emitted)
             .append(" coalesced=").append(coalesced).append(" held=").append(held)
+            .append(" watermarks=").append(wms).append(" watermark_violations=").append(violations)
             .append(" ").append(main.name()).append("{written=").append(main.written())
             .append(" dropped=").append(main.dropped()).append(" failed=").append(main.failures())
             .append(" queued=").append(main.queued()).append('}');

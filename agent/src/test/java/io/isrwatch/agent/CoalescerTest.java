@@ -267,4 +267,19 @@ class CoalescerTest {
         assertEquals(List.of(1L, 3L, 4L), times());
         assertEquals(1, c.heldCount());
     }
+
+    @Test
+    void oldestHeldTsIsTheLowestHeldTsNotTheFirstCaptured() {
+        assertEquals(Long.MAX_VALUE, c.oldestHeldTs());
+        caughtUp(0, 1, 30); // held at 30
+        caughtUp(1, 1, 20); // held at 20, captured after 30: a thread that read its clock earlier
+        assertEquals(List.of(1L, 1L), times());
+        assertEquals(20, c.oldestHeldTs());
+        c.flushHeldBefore(25); // the first in capture order (30) is younger: flushes nothing yet
+        assertEquals(2, c.heldCount());
+        caughtUp(1, 40); // replaces partition 1's held fetch
+        assertEquals(30, c.oldestHeldTs());
+        c.flushAll();
+        assertEquals(Long.MAX_VALUE, c.oldestHeldTs());
+    }
 }

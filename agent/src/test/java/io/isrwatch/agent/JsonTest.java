@@ -59,6 +59,12 @@ class JsonTest {
     }
 
     @Test
+    void watermarkHasOnlyTheCommonFields() {
+        assertEquals("{\"type\":\"watermark\",\"ts\":1795473389721,\"cluster\":\"prod-eu\",\"broker\":1,"
+            + "\"seq\":7}", enc(new Event.Watermark(1795473389721L)));
+    }
+
+    @Test
     void isrUpdated() {
         assertEquals("{\"type\":\"isr_updated\",\"ts\":5,\"cluster\":\"prod-eu\",\"broker\":1,\"seq\":7,\"topic\":\"t\","
                 + "\"partition\":0,\"leader\":1,\"isr\":[1],\"isr_before\":[1,2,3],\"partition_epoch\":4,"

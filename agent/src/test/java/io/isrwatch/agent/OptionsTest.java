@@ -28,6 +28,8 @@ class OptionsTest {
             assertEquals(1000, o.coalesceMaxHoldMs);
             assertEquals(131_072, o.queueCapacity);
             assertEquals(60_000, o.statsIntervalMs);
+            assertEquals(200, o.watermarkIntervalMs);
+            assertEquals(100, o.watermarkSlackMs);
             assertEquals(Map.of(), o.producer);
         }
     }
@@ -36,7 +38,7 @@ class OptionsTest {
     void everyOption() throws Exception {
         Options o = Options.parse("bootstrap.servers=a:9092,topic=t.x,cluster=prod-eu,file=/tmp/e.jsonl,"
             + "raw.file=/tmp/r.jsonl,producer.acks=all,producer.linger.ms=5,coalesce=false,coalesce.max.hold.ms=250,"
-            + "queue.capacity=10,stats.interval.ms=0");
+            + "queue.capacity=10,stats.interval.ms=0,watermark.interval.ms=0,watermark.slack.ms=60000");
         assertEquals("a:9092", o.bootstrapServers);
         assertEquals("t.x", o.topic);
         assertEquals("prod-eu", o.cluster);
@@ -48,6 +50,8 @@ class OptionsTest {
         assertEquals(250, o.coalesceMaxHoldMs);
         assertEquals(10, o.queueCapacity);
         assertEquals(0, o.statsIntervalMs);
+        assertEquals(0, o.watermarkIntervalMs);
+        assertEquals(60_000, o.watermarkSlackMs);
     }
 
     @Test
@@ -66,6 +70,12 @@ class OptionsTest {
         "queue.capacity=0|queue.capacity: 0 is out of range",
         "coalesce.max.hold.ms=-1|coalesce.max.hold.ms: -1 is out of range",
         "stats.interval.ms=-5|stats.interval.ms: -5 is out of range",
+        "watermark.interval.ms=60001|watermark.interval.ms: 60001 is out of range [0, 60000]",
+        "watermark.interval.ms=-1|watermark.interval.ms: -1 is out of range [0, 60000]",
+        "watermark.interval.ms=0.5|watermark.interval.ms: '0.5' is not an integer",
+        "watermark.slack.ms=60001|watermark.slack.ms: 60001 is out of range [0, 60000]",
+        "watermark.slack.ms=-1|watermark.slack.ms: -1 is out of range [0, 60000]",
+        "watermark.slack.ms=|watermark.slack.ms: '' is not an integer",
         "topic=a/b|topic: 'a/b' is not a valid Kafka topic name",
         "topic=..|topic: '..' is not a valid Kafka topic name",
         "topic=|topic: '' is not a valid Kafka topic name",

@@ -7,17 +7,6 @@ import org.junit.jupiter.api.Test;
 
 class RecorderTest {
 
-    /** A sink that is never started: its queue shows what was offered. */
-    private static final class QueueOnly extends NullSink {
-        QueueOnly(String name, int capacity) {
-            super(name, capacity);
-        }
-
-        List<String> lines() {
-            return queuedEvents().stream().map(s -> s.seq() + ":" + s.event().type() + "@" + s.event().ts()).toList();
-        }
-    }
-
     private static Event.Fetch f(long ts, long o, long l) {
         return new Event.Fetch(ts, "t", 0, 2, o, l, 0, 1, true);
     }
@@ -41,8 +30,8 @@ class RecorderTest {
         assertEquals(List.of("1:fetch@1", "2:fetch@3", "3:append@10", "4:tick@10", "5:tick@20"), main.lines());
         assertEquals(List.of("1:fetch@1", "2:fetch@2", "3:fetch@3", "4:append@10", "5:tick@10", "6:tick@20"),
             raw.lines());
-        assertEquals("captured=6 emitted=5 coalesced=1 held=0 main{written=0 dropped=0 failed=0 queued=5} "
-            + "raw{written=0 dropped=0 failed=0}", r.stats());
+        assertEquals("captured=6 emitted=5 coalesced=1 held=0 watermarks=0 watermark_violations=0 "
+            + "main{written=0 dropped=0 failed=0 queued=5} raw{written=0 dropped=0 failed=0}", r.stats());
     }
 
     @Test
@@ -69,7 +58,8 @@ class RecorderTest {
         Recorder r = new Recorder(main, null, false, 1_795_000_000_000_000L);
         r.fetch(f(1, 5, 5));
         assertEquals(List.of("1795000000000001:fetch@1"), main.lines());
-        assertEquals("captured=1 emitted=1 coalesced=0 held=0 main{written=0 dropped=0 failed=0 queued=1}", r.stats());
+        assertEquals("captured=1 emitted=1 coalesced=0 held=0 watermarks=0 watermark_violations=0 "
+            + "main{written=0 dropped=0 failed=0 queued=1}", r.stats());
     }
 
     @Test

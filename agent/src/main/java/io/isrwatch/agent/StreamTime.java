@@ -1,0 +1,103 @@
+package io.isrwatch.agent;
+
+/**
+ * How far a broker's main stream has passed: the watermark W the {@link Recorder} emits, on the broker's clock
+ * (System.currentTimeMillis, what Kafka's SystemTime reads). The promise: every event emitted after a watermark has
+ * {@code ts >= W}. So W = min(now - slack, the oldest held fetch's ts, the open isr-expiration run's ts) — a held
+ * fetch is emitted later with its own ts, and an open run's appends and tick carry the run's start — and a W that
+ * does not advance is not emitted. Logic only, on the times the Recorder passes in under its lock; no clock of its own.
+ *
+ * <p>The slack covers <em>capture delay</em>: a Kafka thread reads its clock (a fetch's fetchTimeMs before the log
+ * read), may be descheduled, and reaches the hook later; the watermark must not pass it meanwhile. So the slack is
+ * {@code watermark.slack.ms}, or twice the largest capture delay seen in the last two {@link #WINDOW_MS} windows when
+ * that is more, up to {@link #MAX_ADAPTIVE_SLACK_MS}. An event that still enters the stream below the last watermark
+ * is a violation: counted and logged (rate-limited), and emitted all the same (the consumer decides).
+ */
+final class StreamTime {
+
+    /** Capture delays are remembered for two windows of this length (5-10 s). */
+    static final long WINDOW_MS = 5_000;
+    /** The adaptive slack stops growing here (a clock step or a stalled JVM must not stop stream time for long). */
+    static final long MAX_ADAPTIVE_SLACK_MS = 5_000;
+    /** After the first violation, at most one log line per this period. */
+    static final long VIOLATION_LOG_MS = 60_000;
+    /** What {@link #next} returns when W would not advance. */
+    static final long NONE = Long.MIN_VALUE;
+
+    private final long slackFloorMs;
+    private long windowStart;
+    private long windowMaxDelay;
+    private long previousMaxDelay;
+    private long last = Long.MIN_VALUE;
+    private long violations;
+    private long violationLoggedAt;
+
+    StreamTime(long slackFloorMs, long now) {
+        this.slackFloorMs = slackFloorMs;
+        this.windowStart = now;
+    }
+
+    /** Something read the clock at {@code sortTs} and reached the Recorder at {@code now}: its capture delay counts. */
+    void captured(long now, long sortTs) {
+        roll(now);
+        long delay = now - sortTs;
+        if (delay > windowMaxDelay) {
+            windowMaxDelay = Math.min(delay, MAX_ADAPTIVE_SLACK_MS);
+        }
+    }
+
+    /** The effective slack at {@code now}: the floor, or twice the recent largest capture delay (capped) if more. */
+    long slackMs(long now) {
+        roll(now);
+        long adaptive = Math.min(MAX_ADAPTIVE_SLACK_MS, 2 * Math.max(windowMaxDelay, previousMaxDelay));
+        return Math.max(slackFloorMs, adaptive);
+    }
+
+    /** Moves to the window {@code now} is in; the window before it stays remembered. */
+    private void roll(long now) {
+        if (now - windowStart < WINDOW_MS) {
+            return; // the capture path's case: no division
+        }
+        long windows = (now - windowStart) / WINDOW_MS;
+        previousMaxDelay = windows == 1 ? windowMaxDelay : 0;
+        windowMaxDelay = 0;
+        windowStart += windows * WINDOW_MS;
+    }
+
+    /**
+     * The watermark at {@code now}, or {@link #NONE} when it would not advance past the last emitted one.
+     * {@code oldestHeldTs} and {@code openRunTs} are {@code Long.MAX_VALUE} when nothing is held or no run is open.
+     */
+    long next(long now, long oldestHeldTs, long openRunTs) {
+        long w = Math.min(now - slackMs(now), Math.min(oldestHeldTs, openRunTs));
+        return w > last ? w : NONE;
+    }
+
+    /** The watermark {@code w} was emitted: later events are judged against it. */
+    void emitted(long w) {
+        last = w;
+    }
+
+    /** The last emitted watermark ({@code Long.MIN_VALUE} before the first). */
+    long last() {
+        return last;
+    }
+
+    /**
+     * Event {@code e} entered the main stream below the last watermark: counted; the first is logged, then at most
+     * one line per {@link #VIOLATION_LOG_MS} with the count.
+     */
+    void violation(Event e, long now) {
+        violations++;
+        if (violations == 1 || now - violationLoggedAt >= VIOLATION_LOG_MS) {
+            violationLoggedAt = now;
+            Log.warn("watermark violation (" + violations + " so far, logged at most once a minute): " + e.type()
+                + " ts=" + e.ts() + " entered the stream " + (last - e.ts()) + " ms below the watermark " + last);
+        }
+    }
+
+    /** Events that entered the main stream below the last watermark. */
+    long violations() {
+        return violations;
+    }
+}
