@@ -27,9 +27,12 @@ import java.util.Map;
  */
 public final class Coalescer {
 
-    /** Where emitted events go, in emission order. */
+    /**
+     * Where emitted events go, in emission order. {@code heldRepeat}: the event is a caught-up repeat emitted from the
+     * held set, later than it was captured (the watermark's exception: it may be below a watermark already emitted).
+     */
     public interface Output {
-        void emit(Event e);
+        void emit(Event e, boolean heldRepeat);
     }
 
     private record PartitionKey(String topic, int partition) {
@@ -124,7 +127,7 @@ public final class Coalescer {
         } else if (old.segment() == segment) {
             coalesced++;
         } else {
-            out.emit(old.fetch());
+            out.emit(old.fetch(), true);
         }
         held.put(key, new Held(f, segment, order++, s));
     }
@@ -151,7 +154,7 @@ public final class Coalescer {
     private void emit(Slot s, Event.PartitionEvent e) {
         flushPartition(s);
         s.barrierTs = Math.max(s.barrierTs, e.sortTs());
-        out.emit(e);
+        out.emit(e, false);
     }
 
     /** True when the open isr-expiration run already reported this partition's check with an append. */
@@ -186,14 +189,14 @@ public final class Coalescer {
     /** The run ended: everything held, then the tick. */
     public void endExpiration(Event.Tick tick) {
         flushAll();
-        out.emit(tick);
+        out.emit(tick, false);
         tickEnd = tick.sortTs();
         tickOpen = false;
     }
 
     /** An event about no partition's replica state (propagation ticks and notifications). */
     public void other(Event e) {
-        out.emit(e);
+        out.emit(e, false);
     }
 
     /**
@@ -210,7 +213,7 @@ public final class Coalescer {
             }
             it.remove();
             h.slot().held.remove(new ReplicaKey(h.fetch().topic(), h.fetch().partition(), h.fetch().replica()));
-            out.emit(h.fetch());
+            out.emit(h.fetch(), true);
         }
     }
 
@@ -218,7 +221,7 @@ public final class Coalescer {
     public void flushAll() {
         for (Held h : held.values()) {
             h.slot().held.clear();
-            out.emit(h.fetch());
+            out.emit(h.fetch(), true);
         }
         held.clear();
     }
@@ -242,25 +245,13 @@ public final class Coalescer {
         s.held.clear();
         hs.sort((a, b) -> Long.compare(a.order(), b.order()));
         for (Held h : hs) {
-            out.emit(h.fetch());
+            out.emit(h.fetch(), true);
         }
     }
 
     /** Fetches dropped because a later repeat replaced them. */
     public long coalesced() {
         return coalesced;
-    }
-
-    /**
-     * The lowest ts among the held fetches ({@code Long.MAX_VALUE}: none); each will be emitted with it. A full scan:
-     * capture order is not ts order (see {@link #flushHeldBefore}), so the first entry is not always the lowest.
-     */
-    public long oldestHeldTs() {
-        long oldest = Long.MAX_VALUE;
-        for (Held h : held.values()) {
-            oldest = Math.min(oldest, h.fetch().ts());
-        }
-        return oldest;
     }
 
     /** Fetches currently held. */

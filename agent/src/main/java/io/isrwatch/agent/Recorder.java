@@ -52,9 +52,12 @@ public final class Recorder {
         this.coalescer = new Coalescer(coalesce, this::emit);
     }
 
-    /** Into the main stream; an event below the last watermark is a violation (counted, logged, still emitted). */
-    private void emit(Event e) {
-        if (e.ts() < time.last()) {
+    /**
+     * Into the main stream; an event below the last watermark is a violation (counted, logged, still emitted) unless
+     * it is a held repeat, the watermark's exception.
+     */
+    private void emit(Event e, boolean heldRepeat) {
+        if (!heldRepeat && e.ts() < time.last()) {
             time.violation(e, clock.getAsLong());
         }
         main.offer(++mainSeq, e);
@@ -161,9 +164,10 @@ public final class Recorder {
     }
 
     /**
-     * The agent's timer, on each turn: when a watermark is due, emits W = min(now - slack, the oldest held fetch's ts,
-     * the open isr-expiration run's ts) to the main stream, and the same to the raw one (valid there too: raw holds
-     * nothing back, and a replay of both streams then takes the same path) — unless W would not advance.
+     * The agent's timer, on each turn: when a watermark is due, emits W = min(now - slack, the open isr-expiration
+     * run's ts) to the main stream (held repeats may follow it below W: the watermark's exception, see
+     * {@link StreamTime}), and the same to the raw one (valid there without exception: raw holds nothing back, and a
+     * replay of both streams then takes the same path) — unless W would not advance.
      */
     public void watermarkIfDue() {
         if (watermarkIntervalMs == 0) {
@@ -175,8 +179,8 @@ public final class Recorder {
         }
         nextWatermarkAt = due + watermarkIntervalMs;
         synchronized (lock) {
-            long w = time.next(clock.getAsLong(), coalescer.oldestHeldTs(),
-                coalescer.expirationOpen() ? coalescer.expirationTs() : Long.MAX_VALUE);
+            long openRunTs = coalescer.expirationOpen() ? coalescer.expirationTs() : Long.MAX_VALUE;
+            long w = time.next(clock.getAsLong(), openRunTs);
             if (w == StreamTime.NONE) {
                 return;
             }

@@ -3,15 +3,18 @@ package io.isrwatch.agent;
 /**
  * How far a broker's main stream has passed: the watermark W the {@link Recorder} emits, on the broker's clock
  * (System.currentTimeMillis, what Kafka's SystemTime reads). The promise: every event emitted after a watermark has
- * {@code ts >= W}. So W = min(now - slack, the oldest held fetch's ts, the open isr-expiration run's ts) — a held
- * fetch is emitted later with its own ts, and an open run's appends and tick carry the run's start — and a W that
- * does not advance is not emitted. Logic only, on the times the Recorder passes in under its lock; no clock of its own.
+ * {@code ts >= W}, except a caught-up repeat the {@link Coalescer} held (the stream applies it exactly behind its
+ * frontier: it changes only its follower's lastCaughtUpTimeMs / lastFetchTimeMs and is emitted before any later event
+ * of its partition and before the next isr-expiration tick). So W = min(now - slack, the open isr-expiration run's
+ * ts) — the run's appends and tick carry its start — and a W that does not advance is not emitted. Logic only, on the
+ * times the Recorder passes in under its lock; no clock of its own.
  *
  * <p>The slack covers <em>capture delay</em>: a Kafka thread reads its clock (a fetch's fetchTimeMs before the log
  * read), may be descheduled, and reaches the hook later; the watermark must not pass it meanwhile. So the slack is
  * {@code watermark.slack.ms}, or twice the largest capture delay seen in the last two {@link #WINDOW_MS} windows when
- * that is more, up to {@link #MAX_ADAPTIVE_SLACK_MS}. An event that still enters the stream below the last watermark
- * is a violation: counted and logged (rate-limited), and emitted all the same (the consumer decides).
+ * that is more, up to {@link #MAX_ADAPTIVE_SLACK_MS}. An event other than a held repeat that still enters the stream
+ * below the last watermark is a violation: counted and logged (rate-limited), and emitted all the same (the consumer
+ * decides).
  */
 final class StreamTime {
 
@@ -66,10 +69,10 @@ final class StreamTime {
 
     /**
      * The watermark at {@code now}, or {@link #NONE} when it would not advance past the last emitted one.
-     * {@code oldestHeldTs} and {@code openRunTs} are {@code Long.MAX_VALUE} when nothing is held or no run is open.
+     * {@code openRunTs} is {@code Long.MAX_VALUE} when no run is open.
      */
-    long next(long now, long oldestHeldTs, long openRunTs) {
-        long w = Math.min(now - slackMs(now), Math.min(oldestHeldTs, openRunTs));
+    long next(long now, long openRunTs) {
+        long w = Math.min(now - slackMs(now), openRunTs);
         return w > last ? w : NONE;
     }
 
@@ -84,8 +87,8 @@ final class StreamTime {
     }
 
     /**
-     * Event {@code e} entered the main stream below the last watermark: counted; the first is logged, then at most
-     * one line per {@link #VIOLATION_LOG_MS} with the count.
+     * Event {@code e}, not a held repeat, entered the main stream below the last watermark: counted; the first is
+     * logged, then at most one line per {@link #VIOLATION_LOG_MS} with the count.
      */
     void violation(Event e, long now) {
         violations++;
@@ -96,7 +99,7 @@ final class StreamTime {
         }
     }
 
-    /** Events that entered the main stream below the last watermark. */
+    /** Events other than held repeats that entered the main stream below the last watermark. */
     long violations() {
         return violations;
     }

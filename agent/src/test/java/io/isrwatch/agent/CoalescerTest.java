@@ -11,7 +11,16 @@ import org.junit.jupiter.api.Test;
 class CoalescerTest {
 
     private final List<Event> out = new ArrayList<>();
-    private final Coalescer c = new Coalescer(true, out::add);
+    /** The emitted events the Output was told are held repeats. */
+    private final List<Event> heldOut = new ArrayList<>();
+    private final Coalescer c = new Coalescer(true, this::emitted);
+
+    private void emitted(Event e, boolean heldRepeat) {
+        out.add(e);
+        if (heldRepeat) {
+            heldOut.add(e);
+        }
+    }
 
     /** A fetch of topic t partition p by replica r at offset o with leader LEO l. */
     private static Event.Fetch f(long ts, int p, int r, long o, long l) {
@@ -68,12 +77,13 @@ class CoalescerTest {
 
     @Test
     void disabledPassesEverything() {
-        Coalescer off = new Coalescer(false, out::add);
+        Coalescer off = new Coalescer(false, this::emitted);
         for (long ts = 1; ts <= 5; ts++) {
             off.fetch(f(ts, 0, 2, 10, 10));
         }
         assertEquals(List.of(1L, 2L, 3L, 4L, 5L), times());
         assertEquals(0, off.coalesced());
+        assertEquals(List.of(), heldOut);
     }
 
     @Test
@@ -269,17 +279,20 @@ class CoalescerTest {
     }
 
     @Test
-    void oldestHeldTsIsTheLowestHeldTsNotTheFirstCaptured() {
-        assertEquals(Long.MAX_VALUE, c.oldestHeldTs());
-        caughtUp(0, 1, 30); // held at 30
-        caughtUp(1, 1, 20); // held at 20, captured after 30: a thread that read its clock earlier
-        assertEquals(List.of(1L, 1L), times());
-        assertEquals(20, c.oldestHeldTs());
-        c.flushHeldBefore(25); // the first in capture order (30) is younger: flushes nothing yet
-        assertEquals(2, c.heldCount());
-        caughtUp(1, 40); // replaces partition 1's held fetch
-        assertEquals(30, c.oldestHeldTs());
-        c.flushAll();
-        assertEquals(Long.MAX_VALUE, c.oldestHeldTs());
+    void theOutputIsToldWhichEventsAreHeldRepeats() {
+        caughtUp(0, 1, 2); // 1 emitted at once, 2 held
+        c.fetch(f(3, 0, 3, 0, 10)); // a lagging replica's fetch of partition 0: 2 goes first (its partition's flush)
+        caughtUp(1, 1, 4, 5); // 5 replaces 4 (the same side of every tick: 4 is dropped)
+        caughtUp(2, 1, 6);
+        c.flushHeldBefore(6); // 5 is older than the cutoff: the age flush
+        c.beginExpiration(7);
+        caughtUp(2, 8); // replaces 6 within the same segment
+        c.beginExpiration(9); // a run that never ended: the next repeat sorts after a tick 8 does not
+        caughtUp(2, 10); // replaces 8 across a tick: 8 is emitted
+        caughtUp(0, 12); // held (replica 2's history on partition 0 survived replica 3's fetch)
+        c.endExpiration(tick(9, 13)); // everything held (10, 12), then the tick
+        assertEquals(List.of(1L, 2L, 3L, 1L, 1L, 5L, 8L, 10L, 12L, 9L), times());
+        assertEquals(List.of(2L, 5L, 8L, 10L, 12L), heldOut.stream().map(Event::ts).toList());
+        assertEquals(2, c.coalesced());
     }
 }

@@ -23,7 +23,7 @@ class CoalescingEquivalenceTest {
         final Random rnd;
         final List<MiniModel.Stamped> raw = new ArrayList<>();
         final List<MiniModel.Stamped> coalesced = new ArrayList<>();
-        final Coalescer coalescer = new Coalescer(true, e -> coalesced.add(new MiniModel.Stamped(coalesced.size() + 1, e)));
+        final Coalescer coalescer = new Coalescer(true, (e, held) -> coalesced.add(new MiniModel.Stamped(coalesced.size() + 1, e)));
         final int partitions = 3;
         final long[] leo = new long[partitions];
         final long[][] followerLeo = new long[partitions][4];

@@ -6,8 +6,7 @@ import java.util.concurrent.CountDownLatch;
 
 /**
  * The cost of the agent's capture path on a Kafka thread (Recorder: lock, coalescer, seq, queue offer), in ns per
- * captured fetch, for idle followers (repeats: held) and moving ones (emitted), on 1 and 4 threads; and the cost of one
- * watermark (under the same lock: it scans the held fetches for the oldest) with 1,000 to 100,000 held. Not a test:
+ * captured fetch, for idle followers (repeats: held) and moving ones (emitted), on 1 and 4 threads. Not a test:
  * `isrwatch bench agent hookcost` runs it. Prints numbers; asserts nothing.
  */
 public final class RecorderBench {
@@ -53,22 +52,6 @@ public final class RecorderBench {
         return perThread * threads / (ns / 1e9); // captured fetches per second, all threads together
     }
 
-    /** Microseconds per watermark with {@code held} fetches held (one caught-up repeat per partition). */
-    private static double watermarkMicros(int held, int rounds) {
-        long[] now = {1_000_000};
-        Recorder r = new Recorder(new NullSink("discard", 16), null, true, 0, 1, 100, () -> now[0]);
-        for (int p = 0; p < held; p++) {
-            r.fetch(new Event.Fetch(now[0], "perf", p, 2, 5, 5, 0, 1, true)); // emitted (the queue drops it)
-            r.fetch(new Event.Fetch(now[0] + 1 + p % 50, "perf", p, 2, 5, 5, 0, 1, true)); // held
-        }
-        long t0 = System.nanoTime();
-        for (int i = 0; i < rounds; i++) {
-            now[0]++;
-            r.watermarkIfDue();
-        }
-        return (System.nanoTime() - t0) / 1e3 / rounds;
-    }
-
     public static void main(String[] args) throws Exception {
         long n = args.length > 0 ? Long.parseLong(args[0]) : 2_000_000;
         for (int warm = 0; warm < 2; warm++) {
@@ -80,11 +63,6 @@ public final class RecorderBench {
                 System.out.printf("%d thread(s), %s: %,.0f captured fetches/s (%.0f ns each)%n", threads,
                     moving ? "new offsets (emitted)" : "caught-up repeats (held)", rate, 1e9 / rate);
             }
-        }
-        for (int held : new int[] {1_000, 10_000, 100_000}) {
-            watermarkMicros(held, 200); // warm-up
-            System.out.printf("watermark with %,d fetches held: %.1f µs each (under the lock)%n", held,
-                watermarkMicros(held, 2000));
         }
     }
 }

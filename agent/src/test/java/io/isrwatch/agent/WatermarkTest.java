@@ -10,7 +10,10 @@ import java.util.List;
 import java.util.function.LongSupplier;
 import org.junit.jupiter.api.Test;
 
-/** The Recorder's watermarks on a clock the test sets: W's bounds, monotony, pace, adaptive slack, violations. */
+/**
+ * The Recorder's watermarks on a clock the test sets: W's bounds, monotony, pace, adaptive slack, violations and the
+ * held repeats' exception.
+ */
 class WatermarkTest {
 
     private static final long T0 = 1_000_000;
@@ -78,41 +81,26 @@ class WatermarkTest {
     }
 
     @Test
-    void neverAboveTheOldestHeldFetchAndNeverEmittedWithoutAdvancing() {
+    void aHeldRepeatDoesNotHoldWBackAndFollowsItUncountedUnlikeAnyOtherEvent() {
         Recorder r = recorder(100);
         clock.now = T0 + 10;
         r.fetch(caughtUp(T0 + 10, 2)); // emitted (the first caught-up fetch)
         clock.now = T0 + 50;
         r.fetch(caughtUp(T0 + 50, 2)); // a repeat: held
-        timer(r, clock, T0 + 200);
-        assertEquals(List.of(T0 + 50), watermarks());
-        timer(r, clock, T0 + 400); // the held fetch still bounds W: nothing that would not advance
-        timer(r, clock, T0 + 600);
-        assertEquals(List.of(T0 + 50), watermarks());
-        clock.now = T0 + 650;
-        r.fetch(caughtUp(T0 + 640, 2)); // replaces the held one
-        timer(r, clock, T0 + 800);
-        assertEquals(List.of(T0 + 50, T0 + 640), watermarks());
-        r.flushAll();
-        timer(r, clock, T0 + 1000);
-        assertEquals(List.of(T0 + 50, T0 + 640, T0 + 900), watermarks());
-        assertEquals(0, violations(r));
-    }
-
-    @Test
-    void theOldestHeldFetchIsNotAlwaysTheFirstCaptured() {
-        Recorder r = recorder(100);
-        clock.now = T0 + 10;
-        r.fetch(caughtUp(T0 + 10, 2));
-        r.fetch(caughtUp(T0 + 10, 3));
-        clock.now = T0 + 120;
-        r.fetch(caughtUp(T0 + 120, 2)); // held first
-        r.fetch(caughtUp(T0 + 90, 3)); // held second, but its thread read the clock 30 ms earlier
-        timer(r, clock, T0 + 200);
-        r.flushAll(); // in capture order, after the watermark: neither is below it
-        assertEquals(List.of("1:fetch@" + (T0 + 10), "2:fetch@" + (T0 + 10), "3:watermark@" + (T0 + 90),
-            "4:fetch@" + (T0 + 120), "5:fetch@" + (T0 + 90)), main.lines());
-        assertTrue(r.stats().contains(" watermark_violations=0 "), r.stats());
+        timer(r, clock, T0 + 200); // now - slack: the held repeat does not hold W back
+        clock.now = T0 + 210;
+        r.fetch(new Event.Fetch(T0 + 205, "t", 0, 3, 0, 5, 0, 1, true)); // partition 0's event: its held repeat first
+        clock.now = T0 + 220;
+        r.fetch(caughtUp(T0 + 220, 2)); // a repeat again: held
+        timer(r, clock, T0 + 400);
+        r.flushHeldBefore(T0 + 400 - 100); // the timer's age flush, after the watermark
+        assertEquals(List.of("1:fetch@" + (T0 + 10), "2:watermark@" + (T0 + 100), "3:fetch@" + (T0 + 50),
+            "4:fetch@" + (T0 + 205), "5:watermark@" + (T0 + 300), "6:fetch@" + (T0 + 220)), main.lines());
+        assertEquals(0, violations(r)); // held repeats below W: the exception
+        clock.now = T0 + 410;
+        r.fetch(caughtUp(T0 + 299, 3)); // caught up below W, but not a held repeat (emitted at capture)
+        assertEquals("7:fetch@" + (T0 + 299), main.lines().get(6));
+        assertEquals(1, violations(r));
     }
 
     @Test
@@ -123,13 +111,15 @@ class WatermarkTest {
         r.beginExpiration(T0 + 150);
         timer(r, clock, T0 + 400);
         assertEquals(List.of(T0 + 150), watermarks());
-        clock.now = T0 + 420;
-        r.expirationCheck("t", 0, 9, T0 + 410); // the LEO moved: an append at the run's ts
-        r.endExpiration(T0 + 430, "4.4.0");
-        timer(r, clock, T0 + 600);
-        assertEquals(List.of(T0 + 150, T0 + 500), watermarks());
+        timer(r, clock, T0 + 600); // the run still bounds W: nothing that would not advance
+        assertEquals(List.of(T0 + 150), watermarks());
+        clock.now = T0 + 620;
+        r.expirationCheck("t", 0, 9, T0 + 610); // the LEO moved: an append at the run's ts
+        r.endExpiration(T0 + 630, "4.4.0");
+        timer(r, clock, T0 + 800);
+        assertEquals(List.of(T0 + 150, T0 + 700), watermarks());
         assertEquals(List.of("1:fetch@" + (T0 + 150), "2:watermark@" + (T0 + 150), "3:append@" + (T0 + 150),
-            "4:tick@" + (T0 + 150), "5:watermark@" + (T0 + 500)), main.lines());
+            "4:tick@" + (T0 + 150), "5:watermark@" + (T0 + 700)), main.lines());
         assertEquals(0, violations(r));
     }
 
@@ -217,9 +207,9 @@ class WatermarkTest {
         r.fetch(caughtUp(T0 + 20, 2)); // held in main, already in raw
         r.fetch(caughtUp(T0 + 30, 2));
         timer(r, clock, T0 + 200);
-        assertEquals(List.of("1:fetch@" + (T0 + 10), "2:watermark@" + (T0 + 30)), main.lines());
+        assertEquals(List.of("1:fetch@" + (T0 + 10), "2:watermark@" + (T0 + 100)), main.lines());
         assertEquals(List.of("1:fetch@" + (T0 + 10), "2:fetch@" + (T0 + 20), "3:fetch@" + (T0 + 30),
-            "4:watermark@" + (T0 + 30)), raw.lines());
+            "4:watermark@" + (T0 + 100)), raw.lines());
     }
 
     private static long violations(Recorder r) {
