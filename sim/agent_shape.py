@@ -4,9 +4,9 @@ Each broker reports what it leads: its isr-expiration runs (every lag / 2) and i
 runs (every 2.5 s) as ticks; every follower fetch that moves something; a caught-up follower's repeats
 coalesced into the one fetch the agent emits before its leader's next isr-expiration run; the LEO a
 run read, as an `append` when it moved; the leader's ISR writes (`isr_updated`) and propagation
-batches (`isr_change_propagated`); a `watermark` every 200 ms per broker, as the agent's timer sends them (its
-stream's bound: a held repeat is at most one fetch interval old when its run emits it). A share of the partitions takes writes, so each fetch of theirs
-carries data; a few followers of those stop fetching and are shrunk. Kafka's rules decide the shrinks
+batches (`isr_change_propagated`); a `watermark` every 200 ms per broker, as the agent's timer sends them
+(the agent's clock less its 100 ms slack: its held repeats are the one exception). A share of the partitions takes
+writes, so each fetch of theirs carries data; a few followers of those stop fetching and are shrunk. Kafka's rules decide the shrinks
 and batches here, so the model (run with `--profile agent`: the ticks are the checks) agrees with them.
 """
 
@@ -20,6 +20,7 @@ from typing import Any
 from .synthetic import ClusterShape
 
 KAFKA_VERSION = "3.9.2"
+SLACK_MS = 100  # the agent's `watermark.slack.ms`
 
 
 @dataclass(frozen=True)
@@ -144,9 +145,14 @@ class _Agents:
         p.reported_leo = max(p.reported_leo, leader_leo)
 
     def leader_and_isr(self) -> None:
+        """Each partition's leader_and_isr, then each follower's first fetch after it: not a repeat (the agent holds
+        a caught-up fetch only after an earlier one of its partition since its last other event), so sent at once."""
         t0 = self.shape.start_ms
         for i, p in enumerate(self.partitions):
             ts = t0 + i % self.step
+            for f in p.followers:
+                if not p.written:
+                    self._fetch(ts + 1 + f.phase, p, f, ts + 1 + f.phase, p.leo)
             self.emit(
                 ts,
                 p.leader,
@@ -181,9 +187,9 @@ class _Agents:
                 self.isr_change_propagation(b, at)
 
     def watermark(self, b: _Broker, at: int) -> None:
-        """`b`'s agent says how far its stream has come: everything it emits later is at most one fetch interval old
-        (a held caught-up repeat, emitted by the next isr-expiration run)."""
-        self.emit(at, b.id, {"type": "watermark", "ts": at - self.step, "cluster": self.shape.cluster, "broker": b.id})
+        """`b`'s agent says how far its stream has come: everything it emits later is at or after its clock less the
+        slack, but the caught-up repeats it holds until its next isr-expiration run (agent/README.md, Watermark)."""
+        self.emit(at, b.id, {"type": "watermark", "ts": at - SLACK_MS, "cluster": self.shape.cluster, "broker": b.id})
 
     def isr_expiration(self, b: _Broker, at: int) -> None:
         """One isr-expiration run of `b` at `at`: the held repeats, the LEOs it read, its shrinks, its tick."""

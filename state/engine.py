@@ -39,6 +39,7 @@ from .partition import (
     Registration,
     append_to_leader,
     become_leader_or_follower,
+    caught_up_repeat,
     commit_isr_write,
     forget_partition,
     handle_alter_partition_response,
@@ -224,6 +225,17 @@ class PartitionEngine:
             self._run_checks_before(until, out)
         self.applied_until = until
         return out
+
+    def take_caught_up_repeat(self, ev: Fetch, out: Outputs) -> bool:
+        """Apply a fetch that arrived behind the frontier when it is a caught-up repeat (`caught_up_repeat`); with
+        scheduled checks (not the agent's explicit ticks) one may have read the follower meanwhile: never."""
+        p = self.partitions.get((ev.cluster, ev.topic, ev.partition))
+        if self.interval > 0 or not caught_up_repeat(p, ev):
+            return False
+        leader_config = self._leader_config(p) if self.kafka_versions or self.isr_protocols else self.config
+        update_follower_fetch_state(p, ev, leader_config, out, self.metadata_of(p))
+        self.stale = True
+        return True
 
     def _saw(self, cluster: str, broker: int, seq: int, ts: int) -> None:
         """A reporting broker's event: the first of a new run of it (`restarted`) forgets what its last run held."""

@@ -820,6 +820,27 @@ def update_follower_fetch_state(
         out.decide(p, t, DecisionKind.EXPAND, expanded, [f.replica])
 
 
+def caught_up_repeat(p: Partition | None, ev: Fetch) -> bool:
+    """Whether a fetch that arrives behind the stream's frontier is a caught-up repeat, which the stream still applies
+    (SPEC §6): its leader's follower, in the (maximal) ISR, already at the leader's LEO, fetching at that LEO under the
+    current leader epoch, after every fetch and reset of it the model applied. Applying it changes only the follower's
+    lastCaughtUpTimeMs and lastFetchTimeMs (Replica.updateFetchState, SPEC §4.2: no expand, no HW
+    move), and nothing reads those before the follower's next fetch or its leader's next isr-expiration tick. The
+    agent holds such repeats (coalescing, agent/README.md) and emits each before its partition's next event and its
+    broker's next isr-expiration tick, and its watermark does not wait for them: so nothing the repeat changes was read
+    in between, and applying it on arrival gives what a replay gave by applying it at its time."""
+    if p is None or ev.broker is None or p.leader != ev.broker:
+        return False
+    f = p.follower(ev.replica)
+    return (
+        f is not None
+        and ev.replica in maximal_isr(p)
+        and ev.current_leader_epoch in (None, p.leader_epoch)
+        and ev.fetch_offset == ev.leader_leo == p.leader_leo == f.leo == f.last_fetch_leader_leo
+        and max(f.last_fetch_ms, f.last_caught_up_ms) <= ev.ts
+    )
+
+
 def maybe_expand_isr(
     p: Partition, f: Follower, ev: Fetch, config: Config, out: Outputs, brokers: Metadata = NO_METADATA
 ) -> tuple[int, ...] | None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 from bisect import bisect_left, insort
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import pandas as pd
 
@@ -33,6 +33,7 @@ from isrwatch.state.events import (
     BrokerRegistration,
     DeadLetter,
     Event,
+    Fetch,
     LeaderAndIsr,
     PartitionEvent,
     Tick,
@@ -127,16 +128,18 @@ def classify(
     config: Config,
     first: bool,
     report: Report,
-) -> dict[str, list[Event]]:
+) -> tuple[dict[str, list[Event]], dict[str, list[Behind]]]:
     """Parse each line the key received: a valid, timely one moves its cluster's time (`held.newest`) and, unless a
     beacon, arrives; one that jumps more than `max_future` ahead of that time waits for corroboration (`Jumps`);
-    the others are dead letters, reported where the line is counted (its own event; a tick in the first bucket).
-    Every valid event a broker reported, refused, waiting or not, shows its clock (`report.clocks`). Returns the
-    arrived events by cluster."""
+    a broker's fetch behind the frontier may be a caught-up repeat the engine still takes (`Behind`); the others are
+    dead letters, reported where the line is counted (its own event; a tick in the first bucket). Every valid event
+    a broker reported, refused, waiting or not, shows its clock (`report.clocks`). Returns the arrived events and
+    the fetches behind the frontier, by cluster."""
     newest, lateness, max_future = held.newest, config.allowed_lateness_ms, config.max_future_ms
     # A line is late against what earlier calls knew (a batch arrives as a whole): at or behind these.
     late_at = {cluster: frontier_of(held, cluster, config) for cluster in newest}
     arrived: dict[str, list[Event]] = defaultdict(list)
+    behind: dict[str, list[Behind]] = defaultdict(list)
     jumps = Jumps(held, max_future, first, arrived, report)
     fresh: dict[str, list[tuple[Event, bytes, int]]] = defaultdict(list)  # clusters this key has no time of yet
     witnessed, lowest, unbounded = held.brokers, jumps.lowest, held.unbounded
@@ -178,6 +181,9 @@ def classify(
                     if lowest and lowest.get(cluster, INF) <= newest[cluster] + max_future:
                         jumps.release(cluster)
                     continue
+                if type(ev) is Fetch and role == event and ev.broker is not None:
+                    behind[cluster].append(Behind(ev, raw, bound))
+                    continue
                 dead = _late(ev, raw, bound, lateness)
         if role == event or (role == tick and first):  # a line counts where it is counted
             report.dead.append(dead)
@@ -194,7 +200,16 @@ def classify(
                     jumps.release(cluster)
     jumps.expire()
     report.clocks = clocks.samples()
-    return arrived
+    return arrived, behind
+
+
+class Behind(NamedTuple):
+    """A broker's fetch that arrived at or behind its cluster's frontier (`bound`): applied if it is a caught-up repeat
+    (`PartitionEngine.take_caught_up_repeat`), else late."""
+
+    event: Fetch
+    raw: bytes
+    bound: int
 
 
 class Jumps:
@@ -335,17 +350,21 @@ def split_due(
 
 
 def run_engine(
-    config: Config, held: BucketState, cluster: str, due: list[Event], frontier: int, first: bool
-) -> tuple[PartitionEngine, Outputs]:
-    """Apply the cluster's due events and scheduled checks up to its frontier; the engine goes back into `held`."""
+    config: Config, held: BucketState, cluster: str, due: list[Event], frontier: int, first: bool, behind: list[Behind]
+) -> tuple[PartitionEngine, Outputs, list[Behind]]:
+    """Apply the fetches behind the frontier that are caught-up repeats (before anything of this call: each comes
+    before its partition's next event), then the cluster's due events and scheduled checks up to its frontier; the
+    engine goes back into `held`. Returns the fetches behind the frontier it refused: they are late."""
     engine = PartitionEngine(config, held.engines.get(cluster), owns_ticks=first)
+    out = Outputs()
+    refused = [b for b in behind if not engine.take_caught_up_repeat(b.event, out)]
     engine.add(due)
-    out = engine.advance(frontier)
+    engine.advance(frontier, out)
     held.engines[cluster] = engine.to_bytes()
     held.applied[cluster] = frontier
     if engine.partitions:
         held.holding.add(cluster)
-    return engine, out
+    return engine, out, refused
 
 
 def absorb(report: Report, engine: PartitionEngine, out: Outputs, due: list[Event], frontier: int) -> None:
@@ -379,7 +398,7 @@ def state_function(
         first = bucket == bucket_ids[0]
         held = decode_bucket(state.get[0]) if state.exists else BucketState(BUCKET_STATE_VERSION)
         report = Report(bucket)
-        arrived = classify(_lines(frames), held, config, first, report)
+        arrived, behind = classify(_lines(frames), held, config, first, report)
         report.events, report.max_ts = count_events([ev for evs in arrived.values() for ev in evs], first)
         if first:
             held.ticked |= {ev.cluster for evs in arrived.values() for ev in evs if type(ev) is Tick}
@@ -391,9 +410,15 @@ def state_function(
                 fresh = [ev for ev in fresh if type(ev) is not Watermark]
             due, rest = split_due(held, cluster, fresh, frontier)
             pending += rest
-            if due is not None:
-                engine, out = run_engine(config, held, cluster, due, frontier, first)
-                absorb(report, engine, out, due, frontier)
+            late = behind.get(cluster, [])
+            if due is not None or late:
+                engine, out, refused = run_engine(config, held, cluster, due or [], frontier, first, late)
+                report.dead += [_late(b.event, b.raw, b.bound, config.allowed_lateness_ms) for b in refused]
+                kept = {id(b) for b in refused}
+                taken = [b.event for b in late if id(b) not in kept]
+                report.events += len(taken)
+                report.max_ts = max([report.max_ts, *(ev.ts for ev in taken)])
+                absorb(report, engine, out, [*(due or []), *taken], frontier)
         held.pending = pending
         # What this key may still change: clusters it holds partitions or pending events of, and (the first
         # key) those whose propagation ticks it passes on. The sink settles no cluster beyond these.
