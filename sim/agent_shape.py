@@ -5,9 +5,10 @@ runs (every 2.5 s) as ticks; every follower fetch that moves something; a caught
 coalesced into the one fetch the agent emits before its leader's next isr-expiration run; the LEO a
 run read, as an `append` when it moved; the leader's ISR writes (`isr_updated`) and propagation
 batches (`isr_change_propagated`); a `watermark` every 200 ms per broker, as the agent's timer sends them
-(the agent's clock less its 100 ms slack: its held repeats are the one exception). A share of the partitions takes
-writes, so each fetch of theirs carries data; a few followers of those stop fetching and are shrunk. Kafka's rules decide the shrinks
-and batches here, so the model (run with `--profile agent`: the ticks are the checks) agrees with them.
+(the agent's clock less its 100 ms slack: its held repeats are the one exception). A share of the partitions
+takes writes, so each fetch of theirs carries data; a few followers of those stop fetching and are shrunk. Kafka's
+rules decide the shrinks and batches here, so the model (run with `--profile agent`: the ticks are the checks)
+agrees with them.
 """
 
 from __future__ import annotations
