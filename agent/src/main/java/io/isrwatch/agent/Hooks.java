@@ -225,11 +225,13 @@ public final class Hooks {
 
     /** ReplicaManager#applyDelta entry (KRaft). */
     public static void applyDeltaBegin(Object newImage) {
-        if (recorder == null) {
+        Recorder r = recorder;
+        if (r == null) {
             return;
         }
         try {
             APPLYING.set((MetadataImage) newImage);
+            r.beginSpan(Recorder.Span.METADATA); // ended by applyDeltaEnd, which sees APPLYING set
         } catch (Throwable t) {
             error(t);
         }
@@ -237,6 +239,10 @@ public final class Hooks {
 
     /** ReplicaManager#applyDelta exit. */
     public static void applyDeltaEnd() {
+        Recorder r = recorder;
+        if (APPLYING.get() != null && r != null) {
+            r.endSpan(Recorder.Span.METADATA);
+        }
         APPLYING.remove();
     }
 

@@ -25,6 +25,20 @@ public final class Recorder {
     /** When the timer's next watermark is due (read and written on the timer thread only). */
     private long nextWatermarkAt;
     private long watermarks;
+    /** Per {@link Span}: how many are open, and when the earliest still open began (Long.MAX_VALUE: none). */
+    private final int[] spanDepth = new int[Span.values().length];
+    private final long[] spanStart = new long[Span.values().length];
+
+    /**
+     * Kafka operations that read their clock once and report what they did later, each event carrying that read: a
+     * propagation run (its tick and batch carry the run's {@code now}, reported after the ZooKeeper write), a
+     * LeaderAndIsr request (ZooKeeper mode) and a metadata delta (KRaft), whose leader_and_isr events carry the time
+     * the request or delta began. While one is open the watermark stays at or below its start, as for an open
+     * isr-expiration run, and the events it covers do not count as capture delay (they would swell the slack).
+     */
+    public enum Span {
+        PROPAGATION, LEADER_AND_ISR, METADATA
+    }
 
     /** A recorder that emits no watermarks (tests and benchmarks of the capture path). */
     public Recorder(Sink main, Sink raw, boolean coalesce, long seqBase) {
@@ -50,6 +64,34 @@ public final class Recorder {
         this.watermarkIntervalMs = watermarkIntervalMs;
         this.nextWatermarkAt = now + watermarkIntervalMs;
         this.coalescer = new Coalescer(coalesce, this::emit);
+        java.util.Arrays.fill(spanStart, Long.MAX_VALUE);
+    }
+
+    /** A {@link Span} begins now: until it ends, no watermark passes its start. */
+    public void beginSpan(Span span) {
+        synchronized (lock) {
+            if (spanDepth[span.ordinal()]++ == 0) {
+                spanStart[span.ordinal()] = clock.getAsLong();
+            }
+        }
+    }
+
+    /** The {@link Span} ends (after what it reports was recorded). */
+    public void endSpan(Span span) {
+        synchronized (lock) {
+            if (spanDepth[span.ordinal()] > 0 && --spanDepth[span.ordinal()] == 0) {
+                spanStart[span.ordinal()] = Long.MAX_VALUE;
+            }
+        }
+    }
+
+    /** The earliest start of what is open (an isr-expiration run, a span), Long.MAX_VALUE when nothing is. */
+    private long openSince() {
+        long since = coalescer.expirationOpen() ? coalescer.expirationTs() : Long.MAX_VALUE;
+        for (long start : spanStart) {
+            since = Math.min(since, start);
+        }
+        return since;
     }
 
     /**
@@ -67,7 +109,9 @@ public final class Recorder {
 
     private void captured(Event e) {
         captured.incrementAndGet();
-        time.captured(clock.getAsLong(), e.sortTs());
+        if (e.ts() < openSince()) { // an event an open span covers waits for no slack: the span holds W back
+            time.captured(clock.getAsLong(), e.sortTs());
+        }
         if (raw != null) {
             raw.offer(++rawSeq, e);
         }
@@ -179,8 +223,7 @@ public final class Recorder {
         }
         nextWatermarkAt = due + watermarkIntervalMs;
         synchronized (lock) {
-            long openRunTs = coalescer.expirationOpen() ? coalescer.expirationTs() : Long.MAX_VALUE;
-            long w = time.next(clock.getAsLong(), openRunTs);
+            long w = time.next(clock.getAsLong(), openSince());
             if (w == StreamTime.NONE) {
                 return;
             }

@@ -56,6 +56,7 @@ public final class ZkHooks {
             return;
         }
         try {
+            r.beginSpan(Recorder.Span.LEADER_AND_ISR);
             Hooks.CONTROLLER.get()[0] = request.controllerId();
             if (request.controllerEpoch() < rm.controllerEpoch()) {
                 return;
@@ -81,10 +82,12 @@ public final class ZkHooks {
     }
 
     public static void leaderAndIsrRequestEnd() {
-        if (Hooks.recorder == null) {
+        Recorder r = Hooks.recorder;
+        if (r == null) {
             return;
         }
         try {
+            r.endSpan(Recorder.Span.LEADER_AND_ISR);
             Hooks.CONTROLLER.get()[0] = -1;
         } catch (Throwable t) {
             Hooks.error(t);
@@ -124,6 +127,11 @@ public final class ZkHooks {
 
     /** Replaces {@code time.milliseconds()} inside maybePropagateIsrChanges: the run's {@code now}. */
     public static long propagationClock(Time time) {
+        Recorder r = Hooks.recorder;
+        boolean first = PROPAGATION_NOW.get()[0] == Event.UNKNOWN;
+        if (r != null && first) {
+            r.beginSpan(Recorder.Span.PROPAGATION); // before Kafka's read: the span starts at or before its now
+        }
         long now = time.milliseconds();
         try {
             PROPAGATION_NOW.get()[0] = now;
@@ -164,15 +172,21 @@ public final class ZkHooks {
             long[] now = PROPAGATION_NOW.get();
             long ts = now[0] != Event.UNKNOWN ? now[0] : System.currentTimeMillis();
             List<Event.TopicPartitionRef> list = PROPAGATED.get();
+            boolean open = now[0] != Event.UNKNOWN;
             now[0] = Event.UNKNOWN;
             PROPAGATED.remove();
-            if (r == null || Hooks.brokerId() < 0) {
+            if (r == null) {
                 return;
             }
-            r.other(new Event.Tick(ts, Event.Tick.ISR_CHANGE_PROPAGATION, Hooks.kafkaVersion, lastIsrChangeMs,
-                lastIsrPropagationMs));
-            if (list != null && !list.isEmpty()) {
-                r.other(new Event.IsrChangePropagated(ts, list));
+            if (Hooks.brokerId() >= 0) {
+                r.other(new Event.Tick(ts, Event.Tick.ISR_CHANGE_PROPAGATION, Hooks.kafkaVersion, lastIsrChangeMs,
+                    lastIsrPropagationMs));
+                if (list != null && !list.isEmpty()) {
+                    r.other(new Event.IsrChangePropagated(ts, list));
+                }
+            }
+            if (open) {
+                r.endSpan(Recorder.Span.PROPAGATION);
             }
         } catch (Throwable t) {
             Hooks.error(t);

@@ -124,6 +124,41 @@ class WatermarkTest {
     }
 
     @Test
+    void anOpenSpanBoundsWAndWhatItCoversDoesNotSwellTheSlack() {
+        // A propagation run reads its clock at T0 + 300, writes to ZooKeeper for 900 ms, then reports its tick and
+        // batch at that clock: W waits at the span's start meanwhile, and the 900 ms are no capture delay.
+        Recorder r = recorder(100);
+        clock.now = T0 + 300;
+        r.beginSpan(Recorder.Span.PROPAGATION);
+        timer(r, clock, T0 + 600);
+        timer(r, clock, T0 + 1000);
+        clock.now = T0 + 1200;
+        r.other(new Event.Tick(T0 + 300, Event.Tick.ISR_CHANGE_PROPAGATION, "3.9.2", T0, T0));
+        r.endSpan(Recorder.Span.PROPAGATION);
+        timer(r, clock, T0 + 1400);
+        assertEquals(List.of(T0 + 300, T0 + 1300), watermarks());
+        assertEquals(0, violations(r));
+    }
+
+    @Test
+    void spansNestAndTheEarliestOpenOneBoundsW() {
+        Recorder r = recorder(100);
+        clock.now = T0 + 300;
+        r.beginSpan(Recorder.Span.LEADER_AND_ISR);
+        clock.now = T0 + 500;
+        r.beginSpan(Recorder.Span.METADATA);
+        r.beginSpan(Recorder.Span.LEADER_AND_ISR); // a second request while the first runs
+        r.endSpan(Recorder.Span.LEADER_AND_ISR);
+        timer(r, clock, T0 + 800);
+        r.endSpan(Recorder.Span.LEADER_AND_ISR);
+        timer(r, clock, T0 + 1000);
+        r.endSpan(Recorder.Span.METADATA);
+        r.endSpan(Recorder.Span.METADATA); // an end without a begin changes nothing
+        timer(r, clock, T0 + 1200);
+        assertEquals(List.of(T0 + 300, T0 + 500, T0 + 1100), watermarks());
+    }
+
+    @Test
     void theSlackGrowsAfterADelayedCaptureAndFallsBackTwoWindowsLater() {
         Recorder r = recorder(100);
         clock.now = T0 + 1000;
