@@ -207,6 +207,7 @@ public final class Agent {
                     Thread.sleep(period);
                     long now = System.currentTimeMillis();
                     if (Hooks.recorder() == recorder) {
+                        recorder.timerTurn();
                         recorder.flushHeldBefore(now - options.coalesceMaxHoldMs);
                         if (Hooks.brokerId() >= 0) { // a line needs its broker, known once the broker starts
                             recorder.watermarkIfDue();

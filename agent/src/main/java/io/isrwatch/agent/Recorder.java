@@ -85,9 +85,10 @@ public final class Recorder {
         }
     }
 
-    /** The earliest start of what is open (an isr-expiration run, a span), Long.MAX_VALUE when nothing is. */
+    /** The earliest start of what is open (an isr-expiration run, a span, a pause), Long.MAX_VALUE when nothing is. */
     private long openSince() {
-        long since = coalescer.expirationOpen() ? coalescer.expirationTs() : Long.MAX_VALUE;
+        long since = Math.min(coalescer.expirationOpen() ? coalescer.expirationTs() : Long.MAX_VALUE,
+            time.pausedSince(clock.getAsLong()));
         for (long start : spanStart) {
             since = Math.min(since, start);
         }
@@ -234,6 +235,13 @@ public final class Recorder {
             if (raw != null) {
                 raw.offer(++rawSeq, wm);
             }
+        }
+    }
+
+    /** The agent's timer turns (every 100 ms): a longer gap between two is a pause of the JVM ({@link StreamTime}). */
+    public void timerTurn() {
+        synchronized (lock) {
+            time.turn(clock.getAsLong());
         }
     }
 

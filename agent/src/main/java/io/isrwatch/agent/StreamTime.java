@@ -12,7 +12,11 @@ package io.isrwatch.agent;
  * <p>The slack covers <em>capture delay</em>: a Kafka thread reads its clock (a fetch's fetchTimeMs before the log
  * read), may be descheduled, and reaches the hook later; the watermark must not pass it meanwhile. So the slack is
  * {@code watermark.slack.ms}, or twice the largest capture delay seen in the last two {@link #WINDOW_MS} windows when
- * that is more, up to {@link #MAX_ADAPTIVE_SLACK_MS}. An event other than a held repeat that still enters the stream
+ * that is more, up to {@link #MAX_ADAPTIVE_SLACK_MS}. A delay over {@link #PAUSE_MS} is a <em>pause</em> (the JVM
+ * stopped: SIGSTOP, a long GC; or a thread starved that long), not a pace to keep: every clock read before it may
+ * still be on its way, so W stays at the pause's start until {@link #RECOVERY_MS} after it ended, and then goes on at
+ * the usual slack (a slack swollen to the pause's length would hold the broker's stream back for two windows after
+ * every stall). The timer sees a pause as a gap between its turns; a capture, as its own delay. An event other than a held repeat that still enters the stream
  * below the last watermark is a violation: counted and logged (rate-limited), and emitted all the same (the consumer
  * decides).
  */
@@ -20,8 +24,12 @@ final class StreamTime {
 
     /** Capture delays are remembered for two windows of this length (5-10 s). */
     static final long WINDOW_MS = 5_000;
-    /** The adaptive slack stops growing here (a clock step or a stalled JVM must not stop stream time for long). */
-    static final long MAX_ADAPTIVE_SLACK_MS = 5_000;
+    /** A capture delay or a gap between the timer's turns longer than this is a pause. */
+    static final long PAUSE_MS = 500;
+    /** After a pause, W stays at its start this long: the threads it stopped capture what they had read. */
+    static final long RECOVERY_MS = 500;
+    /** The adaptive slack stops growing here: twice the longest delay that is not a pause. */
+    static final long MAX_ADAPTIVE_SLACK_MS = 2 * PAUSE_MS;
     /** After the first violation, at most one log line per this period. */
     static final long VIOLATION_LOG_MS = 60_000;
     /** What {@link #next} returns when W would not advance. */
@@ -32,6 +40,10 @@ final class StreamTime {
     private long windowMaxDelay;
     private long previousMaxDelay;
     private long last = Long.MIN_VALUE;
+    /** The open pause: W stays at {@code pauseSince} until {@code pauseUntil} (Long.MAX_VALUE: none). */
+    private long pauseSince = Long.MAX_VALUE;
+    private long pauseUntil = Long.MIN_VALUE;
+    private long lastTurn = Long.MIN_VALUE;
     private long violations;
     private long violationLoggedAt;
 
@@ -44,15 +56,36 @@ final class StreamTime {
     void captured(long now, long sortTs) {
         roll(now);
         long delay = now - sortTs;
-        if (delay > windowMaxDelay) {
-            windowMaxDelay = Math.min(delay, MAX_ADAPTIVE_SLACK_MS);
+        if (delay > PAUSE_MS) {
+            pause(sortTs, now);
+        } else if (delay > windowMaxDelay) {
+            windowMaxDelay = delay;
         }
+    }
+
+    /** The timer's turn at {@code now}: a gap since its last turn longer than {@link #PAUSE_MS} is a pause. */
+    void turn(long now) {
+        if (lastTurn != Long.MIN_VALUE && now - lastTurn > PAUSE_MS) {
+            pause(lastTurn, now);
+        }
+        lastTurn = now;
+    }
+
+    /** Clock reads from {@code since} on may still be on their way; the pause ends {@link #RECOVERY_MS} after now. */
+    private void pause(long since, long now) {
+        pauseSince = pauseUntil > now ? Math.min(pauseSince, since) : since;
+        pauseUntil = now + RECOVERY_MS;
+    }
+
+    /** The open pause's start at {@code now}, Long.MAX_VALUE when none is open. */
+    long pausedSince(long now) {
+        return now < pauseUntil ? pauseSince : Long.MAX_VALUE;
     }
 
     /** The effective slack at {@code now}: the floor, or twice the recent largest capture delay (capped) if more. */
     long slackMs(long now) {
         roll(now);
-        long adaptive = Math.min(MAX_ADAPTIVE_SLACK_MS, 2 * Math.max(windowMaxDelay, previousMaxDelay));
+        long adaptive = 2 * Math.max(windowMaxDelay, previousMaxDelay); // at most MAX_ADAPTIVE_SLACK_MS
         return Math.max(slackFloorMs, adaptive);
     }
 

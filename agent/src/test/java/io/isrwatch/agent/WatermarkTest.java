@@ -183,12 +183,40 @@ class WatermarkTest {
     }
 
     @Test
-    void theSlackStopsGrowingAtItsCapAndNeverGoesBelowTheFloor() {
+    void aCaptureDelayedPastAPauseHoldsWAtItsClockForTheRecoveryAndDoesNotSwellTheSlack() {
+        // A fetch read its clock, then the JVM stopped 10 s (SIGSTOP): captured on resuming, it is a pause, not a
+        // pace. W stays at its clock until RECOVERY_MS after, then goes on at the floor slack, not 2 x 10 s.
+        Recorder r = recorder(300);
+        clock.now = T0 + 10_600;
+        r.fetch(new Event.Fetch(T0 + 600, "t", 0, 2, 0, 5, 0, 1, true));
+        timer(r, clock, T0 + 10_800);
+        timer(r, clock, T0 + 11_000);
+        timer(r, clock, T0 + 11_200);
+        assertEquals(List.of(T0 + 600, T0 + 11_200 - 300), watermarks());
+    }
+
+    @Test
+    void aGapBetweenTheTimersTurnsIsAPauseToo() {
+        Recorder r = recorder(100);
+        clock.now = T0 + 100;
+        r.timerTurn();
+        clock.now = T0 + 5_100; // the timer's next turn, 5 s on: the JVM stopped; reads from T0 + 100 may come
+        r.timerTurn();
+        timer(r, clock, T0 + 5_200);
+        clock.now = T0 + 5_400;
+        r.timerTurn();
+        timer(r, clock, T0 + 5_700);
+        assertEquals(List.of(T0 + 100, T0 + 5_600), watermarks());
+    }
+
+    @Test
+    void theSlackStopsGrowingAtTwiceThePauseAndNeverGoesBelowTheFloor() {
         Recorder r = recorder(300);
         clock.now = T0 + 4000;
-        r.partitionEvent(new Event.Append(T0 + 1000, "t", 0, 5, T0 + 1000)); // 3 s late: 6 s, capped at 5 s
+        r.partitionEvent(new Event.Append(T0 + 3550, "t", 0, 5, T0 + 3550)); // 450 ms late: no pause, 900 ms
         timer(r, clock, T0 + 6200);
-        assertEquals(List.of(T0 + 6200 - StreamTime.MAX_ADAPTIVE_SLACK_MS), watermarks());
+        assertEquals(List.of(T0 + 6200 - 900), watermarks());
+        assertTrue(2 * 450 <= StreamTime.MAX_ADAPTIVE_SLACK_MS);
         Recorder floor = new Recorder(new QueueOnly("other", 10), null, true, 0, 200, 300, clock);
         clock.now = T0 + 6300;
         floor.fetch(new Event.Fetch(T0 + 6250, "t", 0, 2, 0, 5, 0, 1, true)); // 50 ms: twice is below the floor
