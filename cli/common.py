@@ -22,7 +22,7 @@ CONFIG_HELP = """configuration keys (SPEC §2; --config FILE.json and/or --set K
   min_insync_replicas            1      under-min-ISR: |ISR| < it; at-min-ISR: |ISR| = it
   min_insync_replicas_by_topic   {}     per-topic overrides, e.g. --set 'min_insync_replicas_by_topic={"orders":2}'
   allowed_lateness_ms            5000   streaming only: how far behind its cluster's newest event an event may arrive
-  broker_rejoin_margin_ms        500    streaming only, brokers sending watermarks: how far the frontier stays behind
+  broker_rejoin_margin_ms        250    streaming only, brokers sending watermarks: how far the frontier stays behind
                                         their streams while one of the cluster's brokers is away (SPEC §6)
   max_future_ms                  60000  an event dated more than this ahead of its arrival is refused (ts_in_future);
                                         streaming always, replay with --now
