@@ -103,6 +103,14 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--lag-ms", type=int, default=5000, help="replica.lag.time.max.ms of brokers and model (5000)")
     p.add_argument("--poll-ms", type=int, default=50, help="API poll interval while a write is pending (50)")
     p.add_argument(
+        "--watermark-interval-ms",
+        type=int,
+        default=200,
+        metavar="MS",
+        help="the agents' watermark.interval.ms (default 200); 0: no watermarks, so the stream keeps the lateness "
+        "wait alone, as before each broker had its own stream time (a baseline on the same build)",
+    )
+    p.add_argument(
         "--dir",
         type=Path,
         help="work directory, kept: lab/ (lab.json, broker logs) and trigger-T/ (store, job.log, api.log); "
@@ -130,6 +138,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         p.error(f"--stall {args.stall:g}: must be <= 12 s: a longer stop may expire the broker's ZooKeeper session")
     if args.poll_ms < 1:
         p.error(f"--poll-ms {args.poll_ms}: must be >= 1")
+    if not 0 <= args.watermark_interval_ms <= 60_000:
+        p.error(f"--watermark-interval-ms {args.watermark_interval_ms}: must be 0..60000 (the agent's range)")
     if len(set(args.trigger)) != len(args.trigger):
         p.error(f"--trigger: a value is given twice ({' '.join(f'{t:g}s' for t in args.trigger)})")
     return args
@@ -582,7 +592,13 @@ def main(argv: list[str] | None = None) -> int:
     reports = []
     ran = "no lab"
     try:
-        spec = LabSpec(brokers=args.brokers, lag_ms=args.lag_ms, agent=str(default_agent()), kafka=args.kafka)
+        spec = LabSpec(
+            brokers=args.brokers,
+            lag_ms=args.lag_ms,
+            agent=str(default_agent()),
+            kafka=args.kafka,
+            agent_options=(("watermark.interval.ms", str(args.watermark_interval_ms)),),
+        )
         lab = up(lab_dir, spec, log)
         ran = f"Kafka {lab.kafka_version}, {'KRaft' if lab.mode == KRAFT else 'ZooKeeper mode'}, isrwatch-agent"
         for trigger_s in args.trigger:
@@ -605,6 +621,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"{args.brokers} brokers ({ran}), replica.lag.time.max.ms "
         f"{args.lag_ms}, {args.faults} stalls of {args.stall:g} s per trigger, allowed_lateness_ms {LATENESS_MS}, "
+        f"watermark.interval.ms {args.watermark_interval_ms}, "
         f"API polled every {args.poll_ms} ms; load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}"
     )
     for r in reports:

@@ -64,6 +64,7 @@ def test_defaults_and_options() -> None:
         ["--trigger", "1s", "5s", "--faults", "4", "--dir", "/tmp/x", "--brokers", "4", "--lag-ms", "6000"]
     )
     assert (args.trigger, args.faults, args.dir, args.brokers, args.lag_ms) == ([1.0, 5.0], 4, Path("/tmp/x"), 4, 6000)
+    assert args.watermark_interval_ms == 200 and parse_args(["--watermark-interval-ms", "0"]).watermark_interval_ms == 0
 
 
 @pytest.mark.parametrize(
@@ -77,6 +78,7 @@ def test_defaults_and_options() -> None:
         (["--stall", "13"], "--stall 13: must be <= 12 s"),
         (["--trigger", "1s", "1000ms"], "--trigger: a value is given twice"),
         (["--trigger", "fast"], "'fast': expected a positive duration"),
+        (["--watermark-interval-ms", "-1"], "--watermark-interval-ms -1: must be 0..60000"),
     ],
 )
 def test_bad_options_are_named(argv: list[str], says: str, capsys: pytest.CaptureFixture[str]) -> None:
