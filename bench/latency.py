@@ -321,8 +321,9 @@ class Report:
             behind = percentile(trails, 99)
             poll = max([self.poll_ms, *self.sweeps_ms]) / 1000  # a poll round may take longer than the interval
             out.append(
-                f"  bounded by: the frontier (a decision settles once every broker's stream has passed it: each "
-                f"batch's frontier trailed its start by p50 {percentile(trails, 50):.2f} s, p99 {behind:.2f} s, max "
+                f"  bounded by: the frontier (a decision settles once it passed it: where every broker's stream has "
+                f"passed, or without watermarks the newest event time - allowed_lateness_ms; each batch's frontier "
+                f"trailed its start by p50 {percentile(trails, 50):.2f} s, p99 {behind:.2f} s, max "
                 f"{max(trails):.2f} s) + the wait for the next batch (<= the trigger, {self.trigger_s:g} s, or the "
                 f"running batch if longer) + the batch (p50 {p50:.2f} s, max {top:.2f} s over {len(durations)} "
                 f"batches) + the poll (<= {poll * 1000:.0f} ms): at most "
