@@ -65,8 +65,13 @@ class Frontiers(msgspec.Struct, array_like=True):
         return cls() if blob is None else _frontiers.decode(blob)
 
     def report(self, bucket: int, frontiers: dict[str, int]) -> None:
+        """A key's report lists every cluster it can still change: one it no longer lists holds nothing back (a key
+        whose only pending events of a cluster were applied would otherwise keep that cluster at its last frontier
+        until it next had one pending: with each broker's own stream time, most calls have none)."""
         if frontiers:
-            self.by_bucket.setdefault(bucket, {}).update(frontiers)
+            self.by_bucket[bucket] = dict(frontiers)
+        else:
+            self.by_bucket.pop(bucket, None)
 
     def settled(self) -> dict[str, int]:
         """Each cluster's settled time; a cluster some key has not yet applied at all is not settled anywhere."""

@@ -22,6 +22,7 @@ from isrwatch.state.config import Config
 from isrwatch.state.events import parse_event, sorts_at
 from isrwatch.state.frontier import brokers_frontier, cluster_frontier
 from isrwatch.state.replay import ReplayResult, replay
+from isrwatch.streaming.sink import Frontiers
 from isrwatch.streaming.testing import run_stateful
 
 AGENT_DATA = Path(__file__).parents[1] / "agent"
@@ -139,8 +140,9 @@ def test_brokers_at_random_paces_and_any_cut_give_the_replay(mode: str, seed: in
     assert len(replayed.decisions) >= 5
 
 
+@pytest.mark.parametrize("buckets", [4, 16])
 @pytest.mark.parametrize("mode", sorted(RECORDINGS))
-def test_watermarks_settle_what_the_lateness_wait_held_back(mode: str) -> None:
+def test_watermarks_settle_what_the_lateness_wait_held_back(mode: str, buckets: int) -> None:
     """Live (no end of input to apply what waits): with the brokers' watermarks the micro-batches settle up to where
     every broker's stream has passed, well past `allowed_lateness_ms` behind the newest event, where the same stream
     without watermarks stops; and what they settled is the replay's, up to there."""
@@ -148,8 +150,9 @@ def test_watermarks_settle_what_the_lateness_wait_held_back(mode: str) -> None:
     events = interleaved(broker_streams(data), seed=5)
     plain = [ev for ev in events if ev["type"] != "watermark"]
     at = cuts(len(events), 5)
-    marked = run_stateful(encoded(events), at, config, finish=False)
-    fallback = run_stateful(encoded(plain), [round(c * len(plain) / len(events)) for c in at], config, finish=False)
+    marked = run_stateful(encoded(events), at, config, buckets=buckets, finish=False)
+    plain_at = [round(c * len(plain) / len(events)) for c in at]
+    fallback = run_stateful(encoded(plain), plain_at, config, buckets=buckets, finish=False)
     newest = max(ev["ts"] for ev in plain)
     assert fallback.watermark is not None and fallback.watermark <= newest - config.allowed_lateness_ms + 1
     assert marked.watermark is not None and marked.watermark > newest - config.allowed_lateness_ms + 1000
@@ -212,3 +215,17 @@ def test_held_repeats_behind_the_frontier_are_applied_as_the_replay_applied_them
     streamed = run_stateful(lines, cuts(len(lines), 8), config)
     assert streamed.dead_letters == []
     assert outputs(streamed) == outputs(replay([lines], config))
+
+
+def test_a_key_that_no_longer_lists_a_cluster_holds_it_back_no_more() -> None:
+    """A key with no partitions of a cluster lists it only while it has that cluster's events pending; once applied,
+    its last frontier must not hold the cluster back (with each broker's own stream time most calls have none)."""
+    frontiers = Frontiers()
+    frontiers.report(0, {"lab": 1_000})
+    frontiers.report(13, {"lab": 700, "other": 50})
+    assert frontiers.settled() == {"lab": 700, "other": 50}
+    frontiers.report(0, {"lab": 2_000})
+    frontiers.report(13, {"other": 60})  # its "lab" events applied: it can no longer change "lab"
+    assert frontiers.settled() == {"lab": 2_000, "other": 60}
+    frontiers.report(13, {})
+    assert frontiers.settled() == {"lab": 2_000}
