@@ -22,8 +22,11 @@ package io.isrwatch.agent;
  */
 final class StreamTime {
 
-    /** Capture delays are remembered for two windows of this length (5-10 s). */
-    static final long WINDOW_MS = 5_000;
+    /**
+     * Capture delays are remembered for two windows of this length (1-2 s): long enough to span the bursts a loaded
+     * broker has, short enough that one burst (a resumed broker catching up) does not hold its stream back for long.
+     */
+    static final long WINDOW_MS = 1_000;
     /** A capture delay or a gap between the timer's turns longer than this is a pause. */
     static final long PAUSE_MS = 500;
     /** After a pause, W stays at its start this long: the threads it stopped capture what they had read. */
