@@ -123,13 +123,19 @@ class WatermarkTest {
         assertEquals(0, violations(r));
     }
 
+    /** A recorder (slack 100 ms) with {@code span} begun at {@code t}. */
+    private Recorder spanFrom(long t, Recorder.Span span) {
+        Recorder r = recorder(100);
+        clock.now = t;
+        r.beginSpan(span);
+        return r;
+    }
+
     @Test
     void anOpenSpanBoundsWAndWhatItCoversDoesNotSwellTheSlack() {
         // A propagation run reads its clock at T0 + 300, writes to ZooKeeper for 900 ms, then reports its tick and
         // batch at that clock: W waits at the span's start meanwhile, and the 900 ms are no capture delay.
-        Recorder r = recorder(100);
-        clock.now = T0 + 300;
-        r.beginSpan(Recorder.Span.PROPAGATION);
+        Recorder r = spanFrom(T0 + 300, Recorder.Span.PROPAGATION);
         timer(r, clock, T0 + 600);
         timer(r, clock, T0 + 1000);
         clock.now = T0 + 1200;
@@ -142,9 +148,7 @@ class WatermarkTest {
 
     @Test
     void spansNestAndTheEarliestOpenOneBoundsW() {
-        Recorder r = recorder(100);
-        clock.now = T0 + 300;
-        r.beginSpan(Recorder.Span.LEADER_AND_ISR);
+        Recorder r = spanFrom(T0 + 300, Recorder.Span.LEADER_AND_ISR);
         clock.now = T0 + 500;
         r.beginSpan(Recorder.Span.METADATA);
         r.beginSpan(Recorder.Span.LEADER_AND_ISR); // a second request while the first runs
