@@ -351,20 +351,26 @@ def split_due(
 
 def run_engine(
     config: Config, held: BucketState, cluster: str, due: list[Event], frontier: int, first: bool, behind: list[Behind]
-) -> tuple[PartitionEngine, Outputs, list[Behind]]:
+) -> tuple[PartitionEngine, Outputs, list[Fetch], list[Behind]]:
     """Apply the fetches behind the frontier that are caught-up repeats (before anything of this call: each comes
     before its partition's next event), then the cluster's due events and scheduled checks up to its frontier; the
-    engine goes back into `held`. Returns the fetches behind the frontier it refused: they are late."""
+    engine goes back into `held`. Returns the fetches behind the frontier it took, and those it refused (late)."""
     engine = PartitionEngine(config, held.engines.get(cluster), owns_ticks=first)
     out = Outputs()
-    refused = [b for b in behind if not engine.take_caught_up_repeat(b.event, out)]
+    taken: list[Fetch] = []
+    refused: list[Behind] = []
+    for b in behind:
+        if engine.take_caught_up_repeat(b.event, out):
+            taken.append(b.event)
+        else:
+            refused.append(b)
     engine.add(due)
     engine.advance(frontier, out)
     held.engines[cluster] = engine.to_bytes()
     held.applied[cluster] = frontier
     if engine.partitions:
         held.holding.add(cluster)
-    return engine, out, refused
+    return engine, out, taken, refused
 
 
 def absorb(report: Report, engine: PartitionEngine, out: Outputs, due: list[Event], frontier: int) -> None:
@@ -412,10 +418,8 @@ def state_function(
             pending += rest
             late = behind.get(cluster, [])
             if due is not None or late:
-                engine, out, refused = run_engine(config, held, cluster, due or [], frontier, first, late)
+                engine, out, taken, refused = run_engine(config, held, cluster, due or [], frontier, first, late)
                 report.dead += [_late(b.event, b.raw, b.bound, config.allowed_lateness_ms) for b in refused]
-                kept = {id(b) for b in refused}
-                taken = [b.event for b in late if id(b) not in kept]
                 report.events += len(taken)
                 report.max_ts = max([report.max_ts, *(ev.ts for ev in taken)])
                 absorb(report, engine, out, [*(due or []), *taken], frontier)

@@ -86,9 +86,9 @@ public final class Recorder {
     }
 
     /** The earliest start of what is open (an isr-expiration run, a span, a pause), Long.MAX_VALUE when nothing is. */
-    private long openSince() {
+    private long openSince(long now) {
         long since = Math.min(coalescer.expirationOpen() ? coalescer.expirationTs() : Long.MAX_VALUE,
-            time.pausedSince(clock.getAsLong()));
+            time.pausedSince(now));
         for (long start : spanStart) {
             since = Math.min(since, start);
         }
@@ -110,8 +110,9 @@ public final class Recorder {
 
     private void captured(Event e) {
         captured.incrementAndGet();
-        if (e.ts() < openSince()) { // an event an open span covers waits for no slack: the span holds W back
-            time.captured(clock.getAsLong(), e.sortTs());
+        long now = clock.getAsLong(); // one read per capture: this is Kafka's thread
+        if (e.ts() < openSince(now)) { // an event an open span covers waits for no slack: the span holds W back
+            time.captured(now, e.sortTs());
         }
         if (raw != null) {
             raw.offer(++rawSeq, e);
@@ -224,7 +225,8 @@ public final class Recorder {
         }
         nextWatermarkAt = due + watermarkIntervalMs;
         synchronized (lock) {
-            long w = time.next(clock.getAsLong(), openSince());
+            long now = clock.getAsLong();
+            long w = time.next(now, openSince(now));
             if (w == StreamTime.NONE) {
                 return;
             }
