@@ -210,8 +210,8 @@ public final class Recorder {
     }
 
     /**
-     * The agent's timer, on each turn: when a watermark is due, emits W = min(now - slack, the open isr-expiration
-     * run's ts) to the main stream (held repeats may follow it below W: the watermark's exception, see
+     * The agent's timer, on each turn: when a watermark is due, emits W = min(now - slack, the start of an open
+     * isr-expiration run, span or pause: {@link #openSince}) to the main stream (held repeats may follow it below W: the watermark's exception, see
      * {@link StreamTime}), and the same to the raw one (valid there without exception: raw holds nothing back, and a
      * replay of both streams then takes the same path) — unless W would not advance.
      */
