@@ -126,42 +126,76 @@ public final class Recorder {
         }
     }
 
-    /** leader_and_isr, isr_updated and alter_partition_response. */
+    /** leader_and_isr, isr_updated and alter_partition_response: a pending check of the partition goes first. */
     public void partitionEvent(Event.PartitionEvent e) {
         synchronized (lock) {
+            if (pendingCheck != null && pendingCheck.of(e.topic(), e.partition())) {
+                reportCheck(false);
+            }
             captured(e);
             coalescer.partitionEvent(e);
         }
     }
 
     /**
-     * A partition's isr-expiration check read the leader's LEO {@code leo} at {@code checkMs}: emits an append
-     * (at the open tick's ts) when the LEO moved since the partition's last event. Outside a run it does nothing.
+     * A partition's isr-expiration check read the leader's LEO {@code leo} at {@code checkMs} (once per follower it
+     * checks). The check that decides is the partition's last in the run: Partition.maybeShrinkIsr checks under the
+     * read lock ({@code needsShrinkIsr}) and, when that finds a follower out of sync, checks again under the write lock,
+     * at a later clock, after the fetches applied meanwhile (Partition.scala 3.9.0-rc3 L1243-1253, L1309-1317; the
+     * same in 4.x). So the check waits ({@link #pendingCheck}) until the run moves to another partition, shrinks this
+     * one, or ends: then its append (at the open tick's ts) is emitted when the LEO moved since the partition's last
+     * event, after those fetches. Outside a run it does nothing.
      */
     public void expirationCheck(String topic, int partition, long leo, long checkMs) {
         synchronized (lock) {
-            if (coalescer.expirationOpen() && coalescer.leoChanged(topic, partition, leo)) {
-                emitCheck(topic, partition, leo, checkMs);
+            if (coalescer.expirationOpen()) {
+                checkNext(new Check(topic, partition, leo, checkMs));
             }
         }
     }
 
     /**
-     * The open run's check of a partition found replicas out of sync: emits its append (the LEO and clock the check
-     * read) if the run has not yet, so the model checks the partition at that clock, not at the run's end.
+     * The open run's check of a partition found replicas out of sync and shrinks it: emits its append (the LEO and
+     * clock the deciding check read) if the run has not yet, so the model checks the partition at that clock, not at
+     * the run's end.
      */
     public void expirationShrink(String topic, int partition, long leo, long checkMs) {
         synchronized (lock) {
-            if (coalescer.expirationOpen() && !coalescer.checkedThisRun(topic, partition)) {
-                emitCheck(topic, partition, leo, checkMs);
+            if (coalescer.expirationOpen()) {
+                checkNext(new Check(topic, partition, leo, checkMs));
+                reportCheck(true);
             }
         }
     }
 
-    private void emitCheck(String topic, int partition, long leo, long checkMs) {
-        Event.Append a = new Event.Append(coalescer.expirationTs(), topic, partition, leo, checkMs);
-        captured(a);
-        coalescer.partitionEvent(a);
+    /** A partition's check, as its last call read it, not reported yet. */
+    private record Check(String topic, int partition, long leo, long checkMs) {
+        boolean of(String t, int p) {
+            return partition == p && topic.equals(t);
+        }
+    }
+
+    /** The open run's latest check, reported when the run moves on ({@link #expirationCheck}); null: none. */
+    private Check pendingCheck;
+
+    /** {@code next} is the run's latest check: a check of another partition reports the one before it. */
+    private void checkNext(Check next) {
+        if (pendingCheck != null && !pendingCheck.of(next.topic(), next.partition())) {
+            reportCheck(false);
+        }
+        pendingCheck = next;
+    }
+
+    /** Reports the pending check as an append when its LEO moved, or when it shrinks and the run has not yet. */
+    private void reportCheck(boolean shrinks) {
+        Check c = pendingCheck;
+        pendingCheck = null;
+        if (c != null && (coalescer.leoChanged(c.topic(), c.partition(), c.leo())
+            || shrinks && !coalescer.checkedThisRun(c.topic(), c.partition()))) {
+            Event.Append a = new Event.Append(coalescer.expirationTs(), c.topic(), c.partition(), c.leo(), c.checkMs());
+            captured(a);
+            coalescer.partitionEvent(a);
+        }
     }
 
     /** An isr-expiration run starts at {@code ts}: its appends and tick will carry it, so the watermark waits. */
@@ -181,6 +215,7 @@ public final class Recorder {
     public void endExpiration(long endMs, String kafkaVersion, String isrProtocol) {
         synchronized (lock) {
             if (coalescer.expirationOpen()) {
+                reportCheck(false);
                 Event.Tick t = Event.Tick.expiration(coalescer.expirationTs(), endMs, kafkaVersion, isrProtocol);
                 captured(t);
                 coalescer.endExpiration(t);
@@ -198,6 +233,9 @@ public final class Recorder {
 
     public void forget(String topic, int partition) {
         synchronized (lock) {
+            if (pendingCheck != null && pendingCheck.of(topic, partition)) {
+                pendingCheck = null; // the partition is gone: its check tells the model nothing
+            }
             coalescer.forget(topic, partition);
         }
     }

@@ -52,6 +52,45 @@ class RecorderTest {
         assertEquals(List.of("1:fetch@1", "2:append@10", "3:tick@10", "4:append@20", "5:tick@20"), main.lines());
     }
 
+    /** What main holds, as {@code type@ts} with an append's check clock: {@code append@ts/check}. */
+    private static List<String> checks(QueueOnly main) {
+        return main.queuedEvents().stream().map(s -> s.event() instanceof Event.Append a
+            ? "append@" + a.ts() + "/" + a.checkMs() : s.event().type() + "@" + s.event().ts()).toList();
+    }
+
+    @Test
+    void theCheckUnderTheWriteLockDecidesAfterTheFetchesAppliedSinceTheFirst() {
+        // Partition.maybeShrinkIsr: needsShrinkIsr found follower 2 out of sync at 11; before the check under the
+        // write lock (at 14) the follower's queued fetch caught it up (12), so Kafka kept it. The model must check at
+        // 14, after that fetch (CI on 58ecf9f: an append at the first check's clock made the model shrink alone).
+        QueueOnly main = new QueueOnly("main", 100);
+        Recorder r = new Recorder(main, null, true, 0);
+        r.beginExpiration(10);
+        r.expirationCheck("t", 0, 8, 11);
+        r.fetch(f(12, 8, 8));
+        r.expirationCheck("t", 0, 9, 14); // the same partition again: the later check replaces the first
+        r.fetch(f(15, 8, 10)); // captured before the report, but its clock is later: the model sorts it after
+        r.expirationCheck("u", 0, 3, 16); // the run moves on: t-0's check is reported
+        r.expirationCheck("u", 0, 3, 16);
+        r.endExpiration(17, "3.9.2"); // u-0's check is reported before the tick
+        assertEquals(List.of("fetch@12", "fetch@15", "append@10/14", "append@10/16", "tick@10"), checks(main));
+    }
+
+    @Test
+    void aPendingCheckGoesBeforeItsPartitionsNextEventAndAShrinkReportsItAtOnce() {
+        QueueOnly main = new QueueOnly("main", 100);
+        Recorder r = new Recorder(main, null, true, 0);
+        r.beginExpiration(10);
+        r.expirationCheck("t", 0, 8, 11);
+        r.partitionEvent(new Event.LeaderAndIsr(12, "t", 0, 1, 0, 1, 2, new int[] {1, 2}, new int[] {1, 2}, 9, 8, 8, 1, null));
+        r.expirationCheck("u", 0, 3, 13);
+        r.expirationShrink("u", 0, 3, 14); // the write-locked check shrinks: its clock, reported now
+        r.expirationCheck("v", 0, 4, 15);
+        r.forget("v", 0); // a deleted partition's check tells nothing
+        r.endExpiration(16, "3.9.2");
+        assertEquals(List.of("append@10/11", "leader_and_isr@12", "append@10/14", "tick@10"), checks(main));
+    }
+
     @Test
     void seqStartsAfterTheBase() {
         QueueOnly main = new QueueOnly("main", 10);
