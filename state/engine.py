@@ -43,6 +43,7 @@ from .partition import (
     commit_isr_write,
     forget_partition,
     handle_alter_partition_response,
+    leader_reports_writes,
     maybe_shrink_isr,
     next_shrink_eligible_at,
     observe_alter_partition_sent,
@@ -193,6 +194,8 @@ class PartitionEngine:
                 broker_config = self._broker_config(ev.cluster, broker) if versions or protocols else config
                 before = (p.leader, p.leader_epoch, p.isr, p.isr_state, p.proposed_isr, p.partition_epoch)
                 become_leader_or_follower(p, ev, broker_config, out, self.metadata_of(p, ev.leader))
+                if (p.cluster, p.leader) in protocols:
+                    leader_reports_writes(p)
                 for replica in removed_by_controller(p, *before):
                     self._fence_in_metadata_of(p.cluster, ev.leader, replica)
             elif type(ev) is Tick:
@@ -359,6 +362,10 @@ class PartitionEngine:
         except ConfigError:
             out.count(IGNORED_TICKS, "unsupported_isr_protocol")
             return
+        if (tick.cluster, tick.broker) not in self.isr_protocols:
+            for p in self.partitions.values():
+                if p.cluster == tick.cluster and p.leader == tick.broker:
+                    leader_reports_writes(p)
         self.isr_protocols[(tick.cluster, tick.broker)] = protocol
 
     def _tick(self, tick: Tick, out: Outputs) -> None:

@@ -113,7 +113,9 @@ class Partition(Struct, array_like=True, gc=False):
     last_known_elr: tuple[int, ...] | None = None
     leader_recovery_state: str | None = None
     alter_partition: bool = False  # its leader proposes with AlterPartition (for its record)
-    writes_reported: bool = False  # its leader has reported one of its ISR writes (`isr_updated`, the agent)
+    # Its leader reports its ISR writes (the agent): it reported one (`isr_updated`), or its ticks name its ISR
+    # protocol (`leader_reports_writes`).
+    writes_reported: bool = False
     # The controller committed the proposal in flight (a success answer) and the leader's Partition has not applied
     # it yet: it will, by the response path (`isr_updated`) or the metadata path (`leader_and_isr`): `applies_answer`.
     answered: bool = False
@@ -342,10 +344,19 @@ def is_replica_isr_eligible(f: Follower, brokers: Metadata) -> bool:
     )
 
 
+def leader_reports_writes(p: Partition) -> None:
+    """`p`'s leader names its ISR protocol on its ticks: an agent that does reports every ISR write (`isr_updated`),
+    so from the first one the model holds a ZooKeeper write in flight until it commits. Knowing it only from the
+    partition's first report missed that first write: on the lab a resumed leader's first shrink of a partition took
+    1.9 s to reach ZooKeeper (its session reconnecting), and the model expanded meanwhile where Kafka could not
+    (the partition was pending, Partition@3.9.0-rc3 L1023)."""
+    p.writes_reported = True
+
+
 def writes_in_flight(p: Partition, config: Config) -> bool:
     """Whether `p`'s ISR changes stay pending until they commit (SPEC §4.9): every AlterPartition proposal until its
     response; in ZooKeeper mode 3.1+'s write outside the partition's lock (`isr_write_in_flight`) until the leader
-    reports its commit (`isr_updated`), once it has reported one of the partition's writes: the model then knows it
+    reports its commit (`isr_updated`), once the model knows the leader reports its writes (`writes_reported`): then it
     will hear of the commit. Without the agent a write takes no time."""
     return config.alter_partition or (config.rules.isr_write_in_flight and p.audited and p.writes_reported)
 

@@ -134,7 +134,22 @@ def test_a_restart_brings_leader_and_isr_from_the_new_leaders_and_after_catch_up
         for d in run.decisions("expand")
         if d["replicas_changed"] == [run.restarted] and killed_ms <= d["ts"] <= healthy_ms
     }
-    assert decided == rejoined, (sorted(decided), sorted(rejoined))
+    differ = decided ^ rejoined
+    assert decided == rejoined, (
+        sorted(decided),
+        sorted(rejoined),
+        [  # what the brokers and the model did with those partitions from the kill on, to tell why
+            (e["ts"], e["broker"], e["type"], e.get("kind"), e.get("isr_before"), e.get("isr"), e.get("leader_epoch"))
+            for e in events
+            if (e.get("topic"), e.get("partition")) in differ and e["type"] in ("isr_updated", "leader_and_isr")
+        ],
+        [
+            (d["ts"], d["kind"], d.get("isr_before"), d.get("isr_after"), d.get("replicas_changed"))
+            for kind in ("shrink", "expand", "leader_and_isr")
+            for d in run.decisions(kind)
+            if (d["topic"], d["partition"]) in differ and killed_ms <= d["ts"] <= healthy_ms
+        ],
+    )
     accepted = [d for d in run.decisions("leader_and_isr") if killed_ms <= d["ts"] <= healthy_ms]
     assert set(restarted_led) <= {(d["topic"], d["partition"]) for d in accepted if d["leader"] != run.restarted}
 
