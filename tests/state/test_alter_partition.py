@@ -8,6 +8,8 @@ tests/scenarios (09-19) restate Kafka's own tests of this path.
 
 from __future__ import annotations
 
+import pytest
+
 from isrwatch.state.alter_partition import HANDLING_BOUND_MS, AlterPartitionBook
 from isrwatch.state.config import Config
 from isrwatch.state.engine import PartitionEngine
@@ -66,6 +68,23 @@ def test_a_3x_write_stays_in_flight_until_the_broker_reports_its_commit(run: Run
     decided = [(d["ts"] - T, d["kind"], d["isr_after"]) for d in outcome.decisions if d["kind"] != "leader_and_isr"]
     assert decided == [(15_000, "expand", [1, 2, 3]), (20_000, "shrink", [1])]  # none at 15000
     assert outcome.decisions[-1]["isr_before"] == [1, 2, 3]  # decided on the ISR the broker committed at 15057
+    state = state_of(outcome, "ledger")
+    assert (state["isr"], state["partition_epoch"], state["isr_state"]) == ([1, 2, 3], 5, "pending_shrink")
+
+
+@pytest.mark.parametrize("named_at", [T - 1, T + 1], ids=["before-its-leader-and-isr", "after-it"])
+def test_a_leader_whose_ticks_name_its_isr_protocol_holds_its_first_write_in_flight(run: Run, named_at: int) -> None:
+    """An agent that names its broker's ISR protocol on its ticks reports every ISR write, so the partition's first
+    one is in flight too (`leader_reports_writes`), where the model used to wait for the partition's first report.
+    On the lab a resumed leader's first shrink of payments-1 reached ZooKeeper 1.9 s after its check; Kafka kept the
+    partition pending (Partition L1023) and the model, which took that write as instantaneous, expanded twice. Here
+    ledger-0 without the earlier report: the same outcome as with it, whether the protocol is named before the
+    partition's LeaderAndIsr (taken then) or after it (taken by the tick)."""
+    events = [e for e in ledger_0(reports_writes=True) if e["ts"] != T + 50]  # no earlier write reported
+    events.insert(1 if named_at > T else 0, tick(named_at, "isr-expiration", broker=1, isr_protocol="zookeeper"))
+    outcome = run(events, replica_lag_time_max_ms=LAG, isr_expiration_interval_ms=0)
+    decided = [(d["ts"] - T, d["kind"], d["isr_after"]) for d in outcome.decisions if d["kind"] != "leader_and_isr"]
+    assert decided == [(15_000, "expand", [1, 2, 3]), (20_000, "shrink", [1])]  # none at 15000: the expand pending
     state = state_of(outcome, "ledger")
     assert (state["isr"], state["partition_epoch"], state["isr_state"]) == ([1, 2, 3], 5, "pending_shrink")
 
