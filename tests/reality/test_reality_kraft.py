@@ -44,11 +44,14 @@ def replayed(kraft_reality: Reality) -> ReplayResult:
 
 @pytest.mark.xfail(
     strict=False,
-    reason="known model gaps on real KRaft 4.4.0 under load, both ms-level thread timing the agent does not report "
-    "(docs/SPEC.md §4.9): which items share an AlterPartition request around a failover or a restart (a live run: 281 "
-    "of the brokers' requests, 267 of isrwatch's), and a follower fetch captured 3 ms before the metadata that "
-    "committed the same ISR but applied after it in Kafka (a live run: the model re-proposed [2, 3] from epoch 1, "
-    "then missed the broker's [1, 2, 3] from epoch 2). Other recent runs pass",
+    reason="known gaps on real KRaft 4.4.0 under load (docs/SPEC.md §4.9), two of ms-level thread timing the agent "
+    "does not report: which items share an AlterPartition request around a failover or a restart (a live run: 281 "
+    "of the brokers' requests, 267 of isrwatch's); a follower fetch captured 3 ms before the metadata that committed "
+    "the same ISR but applied after it in Kafka (the model re-proposed [2, 3] from epoch 1, then missed the broker's "
+    "[1, 2, 3] from epoch 2); and a leader's re-proposal from an epoch before the model's (payments-0 [1, 3] from "
+    "epoch 3 after the metadata committed it as epoch 4, refused INVALID_UPDATE_VERSION) that the audit, which keeps "
+    "no ISR of past epochs, took for a shrink: different_isr (1 of 5 runs in session 27, where requests and commits "
+    "matched one to one). Other recent runs pass",
 )
 def test_kraft_isrwatch_proposed_requested_and_committed_what_the_brokers_did(
     kraft_reality: Reality, replayed: ReplayResult
@@ -113,13 +116,6 @@ def _history(reality: Reality, keys: set[tuple[int, str, int, tuple[int, ...]]])
     return "\n".join(lines)
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="the same family of gaps as above, shrink proposals repeated from one epoch: a clean CI run (aacafdf) had "
-    "broker 1 log `Shrinking ISR` for payments-2 to [1] twice where isrwatch proposed it once, the run before the "
-    "reverse; the helper's five live runs before it passed. The failure message lists the partition's requests, "
-    "answers and metadata",
-)
 def test_kraft_the_brokers_shrink_lines_match_isrwatchs_shrink_proposals_one_to_one(kraft_reality: Reality) -> None:
     logged: Counter[tuple[int, str, int, tuple[int, ...]]] = Counter()
     for (broker, topic, partition, _, after), n in shrink_lines(kraft_reality).items():
@@ -138,6 +134,6 @@ def test_kraft_the_brokers_shrink_lines_match_isrwatchs_shrink_proposals_one_to_
     )
     print(f"reality: KRaft shrink lines {sum(logged.values())}, isrwatch's {sum(ours.values())}", file=sys.stderr)
     assert sum(logged.values()) > 0
-    expected = ours | deposed
+    expected = ours + deposed  # a sum: a partition may have both (Counter's `|` keeps the larger count)
     differing = {k for k in logged.keys() | expected.keys() if logged[k] != expected[k]}
     assert logged == expected, _history(kraft_reality, differing)
