@@ -124,6 +124,9 @@ class Partition(Struct, array_like=True, gc=False):
     sent_item: tuple[int, int, int, tuple[int, ...]] | None = None
     # Its leader hosts it: False from the leader's restart until it applies its metadata again (`forget_partition`).
     hosted: bool = True
+    # The committed ISR the current partition epoch replaced, with its epoch (`commit_isr`): what a leader's proposal
+    # from that epoch was based on (`observe_alter_partition_sent`).
+    previous_isr: tuple[int, tuple[int, ...]] | None = None
 
     def follower(self, replica: int) -> Follower | None:
         for f in self.followers:
@@ -235,8 +238,8 @@ def observe_alter_partition_sent(
 ) -> None:
     """A leader's AlterPartition request (SPEC §7): recorded as it came (`record`: by one state key only, as every
     key gets it), and the proposal of each partition held here observed for the audit as the broker's decision, with
-    the model's committed state: its kind against the committed ISR it is based on (the model's, at the request's
-    base partition epoch; else the model's current one)."""
+    the model's committed state: its kind against the committed ISR it is based on (the model's at the request's
+    base partition epoch, `based_on_isr`; else the model's current one)."""
     if record:
         out.observed.append(replace(ev, arrival=0))  # its input position is no part of the record
         out.alter_partition.append(AlterPartitionSendSeen(*Order.of_event(ev), ev.cluster, ev.broker))
@@ -244,7 +247,7 @@ def observe_alter_partition_sent(
         p = None if proposed.topic is None else partitions.get((ev.cluster, proposed.topic, proposed.partition))
         if p is None:  # another key's partition, or one the broker could not name
             continue
-        based_on = p.isr if p.partition_epoch == proposed.partition_epoch else None
+        based_on = based_on_isr(p, proposed.partition_epoch)
         isr = sorted(set(proposed.isr))
         # Against the ISR it is based on; when the model is at another epoch, against its current ISR, but a
         # proposal of every replica can only add one (a shrink removes at least one): the KRaft lab's leader
@@ -259,6 +262,18 @@ def observe_alter_partition_sent(
         out.observe(
             p, proposal, audited=not resends_item(p, ev.broker, proposed.leader_epoch, proposed.partition_epoch, isr)
         )
+
+
+def based_on_isr(p: Partition, partition_epoch: int) -> tuple[int, ...] | None:
+    """The committed ISR at `partition_epoch` as the model knows it: the current one, or the one the current epoch
+    replaced. A KRaft leader may propose from the epoch before the model's: on the lab it re-proposed payments-0
+    [1, 3] from epoch 3 after the metadata committed that ISR as epoch 4 (the controller refused it,
+    INVALID_UPDATE_VERSION); judged against the current [1, 3] it looked like a shrink (different_isr)."""
+    if p.partition_epoch == partition_epoch:
+        return p.isr
+    if p.previous_isr is not None and p.previous_isr[0] == partition_epoch:
+        return p.previous_isr[1]
+    return None
 
 
 def resends_item(p: Partition, broker: int, leader_epoch: int, partition_epoch: int, isr: list[int]) -> bool:
@@ -386,12 +401,20 @@ def is_under_min_isr(p: Partition, config: Config) -> bool:
     return len(p.isr) < min_isr(p, config)
 
 
+def commit_isr(p: Partition, isr: tuple[int, ...], partition_epoch: int) -> None:
+    """The committed ISR and partition epoch become `isr` at `partition_epoch`; a new epoch keeps the one it replaced
+    (`previous_isr`)."""
+    if partition_epoch != p.partition_epoch:
+        p.previous_isr = (p.partition_epoch, p.isr)
+    p.isr = isr
+    p.partition_epoch = partition_epoch
+
+
 def update_isr(p: Partition, isr: tuple[int, ...], now: int, at: Order, out: Outputs) -> None:
     """Partition.updateIsr (ZooKeeper mode): the leader writes the new ISR, decided at `now`, the write bumps the
     zkVersion (`partition_epoch`), and ReplicaManager.recordIsrChange puts the partition in the leader's pending set
     (from `at`)."""
-    p.isr = isr
-    p.partition_epoch += 1
+    commit_isr(p, isr, p.partition_epoch + 1)
     record_isr_change(p, now, at, out)
 
 
@@ -453,8 +476,7 @@ def commit_isr_change(
     """Partition.handleAlterPartitionUpdate (Partition@3.9.0-rc3 L1972-1980): the ISR and partition epoch commit,
     then the HW rule runs (the maximal ISR is the committed one again)."""
     revert_isr_change(p)
-    p.isr = isr
-    p.partition_epoch = partition_epoch
+    commit_isr(p, isr, partition_epoch)
     maybe_increment_leader_hw(p, now, config, brokers)
 
 
@@ -715,9 +737,8 @@ def make_leader(p: Partition, ev: LeaderAndIsr, config: Config, out: Outputs, br
     isr = tuple(sorted(set(ev.isr)))
     p.leader = ev.leader
     p.leader_epoch = ev.leader_epoch
-    p.partition_epoch = ev.partition_epoch
+    commit_isr(p, isr, ev.partition_epoch)
     p.replicas = tuple(ev.replicas)
-    p.isr = isr
     revert_isr_change(p)
     p.elr = None if ev.elr is None else tuple(sorted(set(ev.elr)))
     p.last_known_elr = None if ev.last_known_elr is None else tuple(sorted(set(ev.last_known_elr)))

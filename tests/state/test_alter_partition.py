@@ -542,3 +542,26 @@ def test_a_proposal_of_every_replica_from_an_older_epoch_is_an_expand() -> None:
     observe_alter_partition_sent({p.key: p}, AlterPartitionSent(ts=T, broker=1, partitions=[item]), out)
     (observed,) = [o for o in out.observed if not isinstance(o, AlterPartitionSent)]
     assert (observed.event.kind, observed.event.partition_epoch) == ("expand", 2)
+
+
+def test_a_proposal_from_the_epoch_before_the_models_is_judged_against_that_epochs_isr() -> None:
+    """KRaft 4.4.0 lab (session 27): leader 3's expand of payments-0 to [1, 3] from epoch 3 was committed by the
+    metadata as epoch 4, then the broker proposed [1, 3] from epoch 3 again (refused INVALID_UPDATE_VERSION), as the
+    model did. Against the model's [1, 3] at epoch 4 it looked like a shrink (`different_isr`); the model keeps the
+    ISR the current epoch replaced (`commit_isr`, `based_on_isr`), so it is the expand from [3] it was."""
+    from isrwatch.state.events import AlterPartitionSent, ProposedPartition
+    from isrwatch.state.partition import Outputs, Partition, commit_isr, observe_alter_partition_sent
+
+    p = Partition("default", "payments", 0, leader=3, leader_epoch=0, partition_epoch=3, replicas=(3, 1, 2), isr=(3,))
+    commit_isr(p, (1, 3), 4)
+    item = ProposedPartition(topic="payments", partition=0, isr=[1, 3], leader_epoch=0, partition_epoch=3)
+    out = Outputs()
+    observe_alter_partition_sent({p.key: p}, AlterPartitionSent(ts=T, broker=3, partitions=[item]), out)
+    (observed,) = [o for o in out.observed if not isinstance(o, AlterPartitionSent)]
+    assert (observed.event.kind, observed.event.isr_before, observed.event.partition_epoch) == ("expand", [3], 4)
+    # Two epochs on, the model no longer knows that ISR: judged against the current one, as before.
+    commit_isr(p, (1, 2, 3), 5)
+    out = Outputs()
+    observe_alter_partition_sent({p.key: p}, AlterPartitionSent(ts=T, broker=3, partitions=[item]), out)
+    (observed,) = [o for o in out.observed if not isinstance(o, AlterPartitionSent)]
+    assert (observed.event.kind, observed.event.isr_before) == ("shrink", None)
