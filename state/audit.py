@@ -9,7 +9,8 @@ divergences.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from bisect import bisect_left, insort
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple, TypeVar
 
 import msgspec
@@ -29,7 +30,13 @@ from .records import (
     ReplicaView,
 )
 
-STATE_VERSION = 4  # 4: sides keyed by proposal (`Key`)
+STATE_VERSION = 5  # 4: sides keyed by proposal (`Key`); 5: the brokers' AlterPartition requests (`BrokerAudit.sends`)
+
+# How long a model proposal waits for its broker's next AlterPartition request before it is judged alone
+# (`settles_at`). Kafka bounds no such wait: a submit joins the queue while a request is in flight, and the manager
+# retries that request until the controller answers (DefaultAlterPartitionManager@4.4 L104-142; its channel's
+# retryTimeoutMs is Long.MAX_VALUE). Twice the longest the KRaft lab held a queue: 16 s, in a controller failover.
+SEND_HELD_MS = 30_000
 
 Epoch = tuple[int, int]  # (leader, partition epoch): an ISR write of a partition (the zkVersion it creates)
 # (leader, partition epoch, proposal): one side's write or proposal of a partition. A leader may propose several
@@ -100,6 +107,13 @@ class BrokerAudit(Struct, kw_only=True):
 
     batches: dict[int, Propagation] = {}
     propagated: dict[int, IsrChangePropagated] = {}
+    sends: list[int] = []  # when it sent each AlterPartition request (`alter_partition_sent`), in order
+    reports_sends: bool = False  # it reported one: its proposals go with its requests (`settles_at`)
+
+    def first_send(self, since: int) -> int | None:
+        """Its first AlterPartition request at or after `since`, of those reported (None: none yet)."""
+        i = bisect_left(self.sends, since)
+        return self.sends[i] if i < len(self.sends) else None
 
 
 class _AuditState(Struct, array_like=True):
@@ -299,21 +313,32 @@ def same_run(audit: Audit, w: IsrWrite, o: Observation) -> bool:
 def proposal_sent(audit: Audit, w: IsrWrite, ev: ProposedIsr) -> bool:
     """AlterPartition mode: the broker's request carrying the proposal left at or after the model decided it (Kafka
     submits at the decision and sends when no request of the broker is in flight, AlterPartitionManager@4.3.1
-    L104-142), within the audit window: while it is pending, the partition proposes nothing else (SPEC §4.9 rule 1),
-    so a request of the same epoch and ISR in that time is that decision's. The request carries no check clock, so
-    a shrink the broker decided a run later than the model shows only as a later request."""
-    return w.ts - audit.timing_ms <= ev.ts <= (w.run_end_ms or w.ts) + audit.window
+    L104-142), within the audit window of the decision or of the broker's first request after it (a queue held
+    behind a request in flight goes with the next one, however late: `settles_at`): while it is pending, the
+    partition proposes nothing else (SPEC §4.9 rule 1), so a request of the same epoch and ISR in that time is that
+    decision's. The request carries no check clock, so a shrink the broker decided a run later than the model shows
+    only as a later request."""
+    return w.ts - audit.timing_ms <= ev.ts <= audit.settles_at(w, w.run_end_ms or w.ts) + audit.window
 
 
-def _meet(epoch: Epoch, side: A, waiting: dict[Key, A], partners: dict[Key, B]) -> B | None:
-    """The other side's earliest proposal at the same epoch that agrees with `side` on kind and new ISR, taken out of
-    `partners`; without one, `side` waits (`_waits`): a partner that differs may be another epoch's, and is judged
-    when due."""
+def _meet(epoch: Epoch, side: A, waiting: dict[Key, A], partners: dict[Key, B], due: Callable[[B], int]) -> B | None:
+    """The other side's earliest proposal at the same epoch that agrees with `side` on kind and new ISR and was still
+    waiting at `side`'s time (`waited_for`), taken out of `partners`; without one, `side` waits (`_waits`): a partner
+    that differs may be another epoch's, and is judged when due."""
     for key in sorted(partners):
-        if key[:2] == epoch and _side(partners[key])[:2] == _side(side)[:2]:
+        partner = partners[key]
+        if key[:2] == epoch and _side(partner)[:2] == _side(side)[:2] and waited_for(due(partner), side):
             return partners.pop(key)
     _waits(epoch, side, waiting)
     return None
+
+
+def waited_for(due: int, side: IsrWrite | Observation) -> bool:
+    """Whether a side due at `due` (judged alone once its cluster's time passes it) waited for `side`: only a side
+    that came by then. A side that came later finds it judged in a stream that advanced in between and waiting in a
+    one-pass replay, which advances once; that partner is no partner, in every cut. (A KRaft request held 16 s behind
+    one in flight paired with the model's proposal in a replay and was judged apart in the stream.)"""
+    return _side(side)[2] <= due
 
 
 def _waits(epoch: Epoch, side: A, waiting: dict[Key, A]) -> None:
@@ -408,9 +433,10 @@ class Audit:
         # Kafka runs isr-change-propagation every 2.5 s (ReplicaManager.scala, ZooKeeper mode); the agent profile
         # sets no period of the model's own.
         self.propagation_period = config.isr_change_check_interval_ms or 2500
-        # A batch carries a change at most the max delay after it; the batch is judged a window later.
+        # A batch carries a change at most the max delay after it; the batch is judged a window later. A proposal
+        # waits for its broker's request at most SEND_HELD_MS.
         self.max_delay = config.isr_change_max_delay_ms
-        self.kept = self.max_delay + self.window
+        self.kept = max(self.max_delay, SEND_HELD_MS) + self.window
         self.state = _AuditState(STATE_VERSION) if blob is None else _decode(blob)
         self.partitions = self.state.partitions
         self.brokers = self.state.brokers  # the brokers that report: their writes and batches are audited
@@ -430,10 +456,24 @@ class Audit:
     def _broker(self, cluster: str, broker: int) -> BrokerAudit:
         return self.brokers.setdefault((cluster, broker), BrokerAudit())
 
+    def settles_at(self, w: IsrWrite, decided: int) -> int:
+        """When the model's write was made, as far as its broker's requests show: its decision (`decided`); for the
+        proposal of a broker that reports its AlterPartition requests, its broker's first request at or after the
+        decision, which carries everything queued. A KRaft 4.4.0 broker decided five shrinks during a controller
+        failover and sent them 16 s later, when its request in flight was answered: judged at the decision's window,
+        each was unexplained_by_model and its request missed_by_model. The wait ends `SEND_HELD_MS` after the decision
+        if the broker sends nothing."""
+        broker = self.brokers.get((w.cluster, w.broker))
+        if broker is None or not broker.reports_sends:
+            return decided
+        first = broker.first_send(w.ts)
+        held = w.ts + SEND_HELD_MS
+        return max(decided, held if first is None else min(first, held))
+
     def add(
         self,
         writes: Iterable[IsrWrite] = (),
-        observed: Iterable[Observation | BrokerObserved] = (),
+        observed: Sequence[Observation | BrokerObserved] = (),
         batches: Iterable[Propagation] = (),
         resyncs: Iterable[tuple[str, str, int, int]] = (),
     ) -> list[Divergence]:
@@ -442,12 +482,17 @@ class Audit:
         report (whose writes are audited or who reported writes) are audited. `resyncs`: the (cluster, topic,
         partition, ts) of the model's LeaderAndIsr decisions."""
         out: list[Divergence] = []
+        for o in observed:  # first: a proposal in this call is judged against its broker's requests (`settles_at`)
+            if isinstance(o, AlterPartitionSent):
+                broker = self._broker(o.cluster, o.broker)
+                broker.reports_sends = True
+                insort(broker.sends, o.ts)
         for cluster, topic, partition, ts in resyncs:
             self._partition(cluster, topic, partition).joins.append(ts)
         for w in writes:
             self._broker(w.cluster, w.broker)
             p = self._partition(w.cluster, w.topic, w.partition)
-            partner = _meet((w.broker, w.partition_epoch), w, p.writes, p.observed)
+            partner = _meet((w.broker, w.partition_epoch), w, p.writes, p.observed, self.due)
             if partner is not None:
                 self._judge_pair(p, w, partner, out)
         for o in observed:
@@ -464,7 +509,7 @@ class Audit:
             ev = o.event
             self._broker(ev.cluster, ev.leader)
             p = self._partition(ev.cluster, ev.topic, ev.partition)
-            mine = _meet((ev.leader, ev.partition_epoch), o, p.observed, p.writes)
+            mine = _meet((ev.leader, ev.partition_epoch), o, p.observed, p.writes, self.due)
             if mine is not None:
                 self._judge_pair(p, mine, o, out)
         for b in batches:
@@ -489,7 +534,7 @@ class Audit:
         for key in sorted(self.partitions):  # sorted: the same order whatever the arrival
             at = frontier(key[0])
             if at is not None:
-                self._judge_due_writes(self.partitions[key], at - self.window, out)
+                self._judge_due_writes(self.partitions[key], at, out)
         for (cluster, who), broker in sorted(self.brokers.items()):
             at = frontier(cluster)
             for ts in sorted(set(broker.batches) | set(broker.propagated)):
@@ -503,22 +548,36 @@ class Audit:
                 p.prune(at - self.window - self.kept)
                 if p.is_empty():
                     del self.partitions[key]
+        for (cluster, _), broker in self.brokers.items():
+            at = frontier(cluster)
+            if at is not None:  # a write waits for a request at most SEND_HELD_MS (< kept)
+                del broker.sends[: bisect_left(broker.sends, at - self.window - self.kept)]
         return out
 
-    def _judge_due_writes(self, p: PartitionAudit, before: int, out: list[Divergence]) -> None:
-        """Judge the partition's sides older than `before`: the model's writes, then the brokers'."""
+    def due(self, side: IsrWrite | Observation) -> int:
+        """When a side waiting for its partner is judged alone, once its cluster's time has passed it: the window
+        after it was made (`settles_at`) or observed."""
+        if isinstance(side, IsrWrite):
+            return self.settles_at(side, side.ts) + self.window
+        return side.event.ts + self.window
+
+    def _judge_due_writes(self, p: PartitionAudit, at: int, out: list[Divergence]) -> None:
+        """Judge the partition's sides due before `at`: the model's writes, then the brokers', each with a partner
+        that came while it waited (`waited_for`)."""
         for key, w in sorted(p.writes.items()):
-            if w.ts < before:
+            if self.due(w) < at:
                 del p.writes[key]
-                partner = _partner(key, w, p.observed, p.writes, self.window)
+                came = {k: o for k, o in p.observed.items() if waited_for(self.due(w), o)}
+                partner = _partner(key, w, came, p.writes, self.window)
                 if partner is None:
                     self._judge_write_alone(p, w, out)
                 else:
                     self._judge_pair(p, w, p.observed.pop(partner), out)
         for key, o in sorted(p.observed.items()):
-            if o.event.ts < before:
+            if self.due(o) < at:
                 del p.observed[key]
-                mine = _partner(key, o, p.writes, p.observed, self.window)
+                came_w = {k: w for k, w in p.writes.items() if waited_for(self.due(o), w)}
+                mine = _partner(key, o, came_w, p.observed, self.window)
                 if mine is None:
                     self._judge_observed_alone(p, o, out)
                 else:

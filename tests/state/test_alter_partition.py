@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 
 from isrwatch.state.alter_partition import HANDLING_BOUND_MS, AlterPartitionBook
+from isrwatch.state.audit import SEND_HELD_MS
 from isrwatch.state.config import Config
 from isrwatch.state.engine import PartitionEngine
 from isrwatch.state.propagation import PropagationBook
@@ -565,3 +566,37 @@ def test_a_proposal_from_the_epoch_before_the_models_is_judged_against_that_epoc
     observe_alter_partition_sent({p.key: p}, AlterPartitionSent(ts=T, broker=3, partitions=[item]), out)
     (observed,) = [o for o in out.observed if not isinstance(o, AlterPartitionSent)]
     assert (observed.event.kind, observed.event.isr_before) == ("shrink", None)
+
+
+@pytest.mark.parametrize("held_ms", [16_000, 45_000])
+def test_a_proposal_held_behind_a_request_in_flight_pairs_with_the_brokers_next_request(run: Run, held_ms: int) -> None:
+    """KRaft 4.4.0 lab, controller failover: a leader decided five shrinks while its request was in flight to the
+    controller that had gone, and sent them 16 s later, when that request was answered (the manager retries it until
+    answered: DefaultAlterPartitionManager@4.4 L104-142). The model's proposal waits for the broker's first request
+    after it (`settles_at`) rather than the audit window (10 s here), so the two are one act; a request later than
+    SEND_HELD_MS (30 s) and the window is not that decision's send."""
+    t1 = {"topic": "t", "partition": 1}
+    events = [
+        *kraft_leader([1, 2, 3]),
+        lai(T, 1, [1, 2], [1, 2, 3], 0, leader_leo=10, hw=10, **KRAFT, partition=1),
+        fetch(T + 100, 2, 10, 10),
+        fetch(T + 100, 3, 10, 10),
+        fetch(T + 100, 3, 10, 10, partition=1),  # t-1: expand [1, 2, 3]; its request is answered only much later
+        {**sent(T + 101, [1, 2, 3], 0), "partitions": [{**t1, "isr": [1, 2, 3], "leader_epoch": 0,
+                                                         "partition_epoch": 0}]},
+        append(T + 200, 20),
+        fetch(T + 300, 2, 20, 20),  # 2 keeps up; 3 stops fetching t-0
+        tick(T + LAG + 400, "isr-expiration", broker=1, end_ms=T + LAG + 400),  # shrink t-0 to [1, 2]: queued
+        {**answer(T + LAG + held_ms, isr=[1, 2, 3], partition_epoch=1), **t1},
+        sent(T + LAG + held_ms + 2, [1, 2], 0),
+        answer(T + LAG + held_ms + 40, isr=[1, 2], partition_epoch=1),
+        isr_updated(T + LAG + held_ms + 45, [1, 2, 3], [1, 2], 1, "shrink", topic="t"),
+    ]  # fmt: skip
+    outcome = run(events, T + 120_000, **AP, isr_expiration_interval_ms=0)
+    went = [(r["sent_ms"] - T, [i["partition"] for i in r["partitions"]]) for r in outcome.alter_partitions]
+    assert went == [(100, [1]), (LAG + held_ms + 2, [0])]
+    found = sorted((d["kind"], d["ts"] - T) for d in outcome.divergences)
+    if held_ms < SEND_HELD_MS:
+        assert found == []
+    else:
+        assert found == [("missed_by_model", LAG + held_ms + 2), ("unexplained_by_model", LAG + 400)]
