@@ -28,7 +28,7 @@ from .records import (
 )
 from .schedule import INF
 
-STATE_VERSION = 2  # 2: resends, and the brokers' reported sends
+STATE_VERSION = 3  # 2: resends, and the brokers' reported sends; 3: what those carried
 
 Item = AlterPartitionSubmit | AlterPartitionAnswer | AlterPartitionSendSeen
 
@@ -110,7 +110,7 @@ class AlterPartitionBook:
                     else:
                         submit(manager, item)
                 elif isinstance(item, AlterPartitionSendSeen):
-                    send_when_handled(manager, item.ts)
+                    send_when_handled(manager, item)
                 else:
                     self._answer(manager, item, out)
                 done += 1
@@ -291,7 +291,36 @@ def wake(managers: ClusterManagers, until: int) -> None:
                 maybe_propagate_isr_changes(manager, bound)
 
 
-def send_when_handled(manager: Manager, now: int) -> None:
+# How recent a proposal the broker's observed request did not carry may be and still wait for the next request
+# (`not_carried_yet`): a proposal refused while the broker handled its partition's answer comes again at the
+# follower's next fetch, within replica.fetch.wait.max.ms (500 ms, Kafka's default and the lab's).
+NEXT_REQUEST_MS = 500
+
+
+def not_carried_yet(manager: Manager, seen: AlterPartitionSendSeen) -> list[AlterPartitionItem]:
+    """The queued items the broker's observed request did not carry that the model proposed within `NEXT_REQUEST_MS`
+    before it: they go with the next request. Two races, at the ms, put the broker's same proposal there:
+    - it was submitted after the request took the queue: a fetch's proposal is submitted after the fetch's state
+      update and the ISR check (Partition@4.4 updateFollowerFetchState L767-800; the agent reports the update), and
+      the sending thread copies the queue (`new ArrayList<>(unsentIsrUpdates.values())`,
+      DefaultAlterPartitionManager@4.4 L121) with no lock in common (the KRaft 4.4.0 lab: a fetch reported in the
+      request's ms made an expand that went in the next request);
+    - it was refused: a submit while the manager still holds the partition's answered item (it removes it inside
+      handleAlterPartitionResponse, L225-283, after the entry the agent stamps the answer at) fails
+      OPERATION_NOT_ATTEMPTED and the partition proposes again at the follower's next fetch (the lab: refused 3 ms
+      after the answer, proposed again 103 ms later, sent in the request after next).
+    One proposed earlier goes, carried or not: a request that differs from the broker's then shows it, and the audit
+    pairs proposals on their own."""
+    if seen.carried is None:
+        return []
+    carried = set(seen.carried)
+    return [
+        i for i in manager.queue
+        if (i.topic, i.partition) not in carried and seen.ts - i.submitted_ms <= NEXT_REQUEST_MS
+    ]  # fmt: skip
+
+
+def send_when_handled(manager: Manager, seen: AlterPartitionSendSeen) -> None:
     """The broker's manager sent a request (the agent's `alter_partition_sent`): the response before it has been
     handled. Kafka clears the in-flight flag only when handleAlterPartitionResponse returns, after every partition's
     callback ran (its `finally`, then maybePropagateIsrChanges: DefaultAlterPartitionManager@4.4 L157-172; the
@@ -304,15 +333,16 @@ def send_when_handled(manager: Manager, now: int) -> None:
     manager.handled_by = None
     if manager.handling:
         manager.handling = False
-        maybe_propagate_isr_changes(manager, now)
+        maybe_propagate_isr_changes(manager, seen.ts, not_carried_yet(manager, seen))
 
 
-def maybe_propagate_isr_changes(manager: Manager, now: int) -> None:
+def maybe_propagate_isr_changes(manager: Manager, now: int, later: list[AlterPartitionItem] | None = None) -> None:
     """DefaultAlterPartitionManager.maybePropagateIsrChanges (AlterPartitionManager@3.9.0-rc3 L172-180): if no
     request is in flight (nor its response still being handled: `send_when_handled`), every queued item goes in one
-    request, sent at `now`."""
-    if manager.in_flight is None and not manager.handling and manager.queue:
+    request, sent at `now`, but those the broker's request did not carry yet (`later`)."""
+    going = [i for i in manager.queue if not later or i not in later]
+    if manager.in_flight is None and not manager.handling and going:
         manager.in_flight = AlterPartitionRequest(
-            cluster=manager.cluster, broker=manager.broker, sent_ms=now, response_ms=None, partitions=manager.queue
+            cluster=manager.cluster, broker=manager.broker, sent_ms=now, response_ms=None, partitions=going
         )
-        manager.queue = []
+        manager.queue = [i for i in manager.queue if i not in going]

@@ -274,6 +274,26 @@ def applying(audit: Audit, p: PartitionAudit, case: Case) -> Excuse | None:
     return Excuse(Cause.APPLYING, max(close)) if close else None
 
 
+def fetch_order(audit: Audit, p: PartitionAudit, case: Case) -> Excuse | None:
+    """Kafka applies a follower's fetch on the request handler thread that read it (Partition@4.4 fetchRecords
+    L1278: the read, then updateFollowerFetchState and maybeExpandIsr), while the agent stamps the fetch with its
+    `fetchTimeMs`, read before the log read (ReplicaManager readFromLog). Two followers' fetches read on two threads
+    within ms of each other are applied in either order, so either may be the one taken back first: on the KRaft
+    4.4.0 lab the fetch stamped 2 ms later was applied first (the agent's `seq` says so) and the leader added its
+    follower, where the model, which orders by the stamps, added the other. Two expands from the same ISR that differ
+    in the follower they add, where the broker's follower's last fetch (the model's record) came within
+    `audit_timing_ms` of the model's decision, are timing. Margin: that fetch's time minus the decision's."""
+    w, o = case.write, case.observed
+    if w is None or o is None or w.kind is not DecisionKind.EXPAND or o.event.kind != "expand" or _agrees(w, o):
+        return None
+    if o.event.isr_before is None or sorted(o.event.isr_before) != sorted(w.isr_before):
+        return None
+    added = set(o.event.isr) - set(o.event.isr_before)
+    close = [r.last_fetch_ms - w.ts for r in o.evidence if r.replica in added]
+    close = [m for m in close if abs(m) <= audit.timing_ms]
+    return Excuse(Cause.FETCH_ORDER, min(close, key=abs)) if close else None
+
+
 def split(audit: Audit, p: PartitionAudit, case: Case) -> Excuse | None:
     """After a timing divergence the two sides' views of the partition's ISR may follow different followers (a write
     in flight for a second after a broker resumed: the model re-added one follower, the broker another after its
@@ -285,7 +305,9 @@ def split(audit: Audit, p: PartitionAudit, case: Case) -> Excuse | None:
 
 
 Rule = Callable[["Audit", PartitionAudit, Case], Excuse | None]
-RULES: tuple[Rule, ...] = (in_flight, both_expand, margin, shifted, displaced, deposed, applying, split)
+RULES: tuple[Rule, ...] = (
+    in_flight, both_expand, margin, shifted, displaced, deposed, applying, fetch_order, split
+)  # fmt: skip
 
 
 def excuse(audit: Audit, p: PartitionAudit, case: Case) -> Excuse | None:
@@ -484,9 +506,9 @@ class Audit:
         out: list[Divergence] = []
         for o in observed:  # first: a proposal in this call is judged against its broker's requests (`settles_at`)
             if isinstance(o, AlterPartitionSent):
-                broker = self._broker(o.cluster, o.broker)
-                broker.reports_sends = True
-                insort(broker.sends, o.ts)
+                sender = self._broker(o.cluster, o.broker)
+                sender.reports_sends = True
+                insort(sender.sends, o.ts)
         for cluster, topic, partition, ts in resyncs:
             self._partition(cluster, topic, partition).joins.append(ts)
         for w in writes:

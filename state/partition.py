@@ -242,7 +242,9 @@ def observe_alter_partition_sent(
     base partition epoch, `based_on_isr`; else the model's current one)."""
     if record:
         out.observed.append(replace(ev, arrival=0))  # its input position is no part of the record
-        out.alter_partition.append(AlterPartitionSendSeen(*Order.of_event(ev), ev.cluster, ev.broker))
+        named = [(proposed.topic, proposed.partition) for proposed in ev.partitions if proposed.topic is not None]
+        carried = tuple(named) if len(named) == len(ev.partitions) else None
+        out.alter_partition.append(AlterPartitionSendSeen(*Order.of_event(ev), ev.cluster, ev.broker, carried=carried))
     for proposed in ev.partitions:
         p = None if proposed.topic is None else partitions.get((ev.cluster, proposed.topic, proposed.partition))
         if p is None:  # another key's partition, or one the broker could not name

@@ -228,6 +228,7 @@ class Cause(StrEnum):
     DISPLACED = "displaced"  # the same change in another batch of the other side, within the max delay
     DEPOSED = "deposed"  # a leader proposed from metadata older than the model's: its leadership had moved on
     APPLYING = "applying"  # an expand by a fetch just before the leader reported applying its previous commit
+    FETCH_ORDER = "fetch_order"  # two expands adding followers whose fetches came within ms: applied in either order
     SPLIT = "split"  # the sides' views of the ISR were split by an earlier timing divergence
 
 
@@ -391,6 +392,7 @@ class AlterPartitionSendSeen(Ordered, frozen=True, tag="n"):
     broker: int
     topic: str = ""  # no partition's: sorts before a partition's item at the same order
     partition: int = -1
+    carried: tuple[tuple[str, int], ...] | None = None  # its partitions (None: one it could not name)
 
 
 class PropagationTick(Ordered, frozen=True, tag="t"):

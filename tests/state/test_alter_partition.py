@@ -600,3 +600,50 @@ def test_a_proposal_held_behind_a_request_in_flight_pairs_with_the_brokers_next_
         assert found == []
     else:
         assert found == [("missed_by_model", LAG + held_ms + 2), ("unexplained_by_model", LAG + 400)]
+
+
+@pytest.mark.parametrize(("gap_ms", "kind"), [(2, "timing"), (150, "different_isr")])
+def test_two_followers_fetching_within_ms_may_be_taken_back_in_either_order(run: Run, gap_ms: int, kind: str) -> None:
+    """KRaft 4.4.0 lab (s28 run 2): followers 1 and 3 of payments-2 fetched on two handler threads; 3's fetch was
+    stamped 2 ms earlier but applied later (the agent's `seq` has 1's first), so the leader proposed [1, 2] where the
+    model, which orders by the stamps, proposed [2, 3]. Within `audit_timing_ms` that is `fetch_order` timing; further
+    apart it counts."""
+    events = [
+        *kraft_leader([1]),
+        fetch(T + 1000 + gap_ms, 2, 10, 10),  # applied first: its seq is the lower
+        fetch(T + 1000, 3, 10, 10),
+        sent(T + 1000 + gap_ms + 5, [1, 2], 0),
+        answer(T + 1000 + gap_ms + 40, isr=[1, 2], partition_epoch=1),
+        isr_updated(T + 1000 + gap_ms + 45, [1], [1, 2], 1, "expand", topic="t"),
+    ]
+    outcome = run(events, T + 60_000, **AP, isr_expiration_interval_ms=0)
+    found = [(d["kind"], d["cause"], d["margin_ms"]) for d in outcome.divergences]
+    assert found == [(kind, "fetch_order", gap_ms) if kind == "timing" else (kind, None, None)]
+
+
+def test_a_proposal_the_brokers_request_did_not_carry_yet_waits_for_the_next_request(run: Run) -> None:
+    """KRaft 4.4.0 lab (s28 run 2): broker 3's answer was handled, then a follower's fetch reported in the same ms as
+    the next request made an expand that the request did not carry: the manager copied its queue before the submit
+    (DefaultAlterPartitionManager@4.4 L121). The model, which saw the fetch first, holds the proposal for the next
+    request (`not_carried_yet`) instead of sending it with the items the broker's request did carry."""
+
+    def item(partition: int) -> dict:
+        return {"topic": "t", "partition": partition, "isr": [1, 2, 3], "leader_epoch": 0, "partition_epoch": 0}
+
+    events = [
+        *kraft_leader([1, 2]),
+        *(lai(T, 1, [1, 2], [1, 2, 3], 0, leader_leo=10, hw=10, **KRAFT, partition=p) for p in (1, 2)),
+        fetch(T + 100, 3, 10, 10),  # t-0: expand, sent at once
+        sent(T + 101, [1, 2, 3], 0),
+        fetch(T + 120, 3, 10, 10, partition=2),  # t-2: expand, queued behind t-0's request
+        answer(T + 150, isr=[1, 2, 3], partition_epoch=1),
+        fetch(T + 152, 3, 10, 10, partition=1),  # t-1: expand, reported just before the request that lacks it
+        {"type": "alter_partition_sent", "ts": T + 152, "broker": 1, "partitions": [item(2)]},
+        {**answer(T + 190, isr=[1, 2, 3], partition_epoch=1), "partition": 2},
+        {"type": "alter_partition_sent", "ts": T + 191, "broker": 1, "partitions": [item(1)]},
+        {**answer(T + 230, isr=[1, 2, 3], partition_epoch=1), "partition": 1},
+    ]  # fmt: skip
+    outcome = run(events, T + 60_000, **AP, isr_expiration_interval_ms=0)
+    went = [(r["sent_ms"] - T, [i["partition"] for i in r["partitions"]]) for r in outcome.alter_partitions]
+    assert went == [(100, [0]), (152, [2]), (191, [1])]
+    assert outcome.divergences == []
