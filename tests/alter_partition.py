@@ -14,8 +14,15 @@ from collections.abc import Iterable
 Request = tuple[int, tuple[tuple[str, int, tuple[int, ...], int], ...]]
 
 
-def brokers_requests(events: Iterable[dict], deposed: set[tuple[int, int]] = frozenset()) -> Counter[Request]:
-    """Every `alter_partition_sent` as a request, but those (broker, ts) the audit called `deposed`."""
+# A proposal's partition at its base epoch: (broker, topic, partition, base partition epoch).
+Proposal = tuple[int, str, int, int]
+
+
+def brokers_requests(
+    events: Iterable[dict], deposed: set[tuple[int, int]] = frozenset(), aside: set[Proposal] = frozenset()
+) -> Counter[Request]:
+    """Every `alter_partition_sent` as a request, but those (broker, ts) the audit called `deposed` and those carrying
+    a proposal of `aside`."""
     return Counter(
         (
             e["broker"],
@@ -27,13 +34,16 @@ def brokers_requests(events: Iterable[dict], deposed: set[tuple[int, int]] = fro
             ),
         )
         for e in events
-        if e["type"] == "alter_partition_sent" and (e["broker"], e["ts"]) not in deposed
-    )
+        if e["type"] == "alter_partition_sent"
+        and (e["broker"], e["ts"]) not in deposed
+        and not any((e["broker"], p.get("topic", ""), p["partition"], p["partition_epoch"]) in aside
+                    for p in e["partitions"])
+    )  # fmt: skip
 
 
-def models_requests(requests: Iterable[dict], aside: set[tuple[int, str, int, int]] = frozenset()) -> Counter[Request]:
+def models_requests(requests: Iterable[dict], aside: set[Proposal] = frozenset()) -> Counter[Request]:
     """The model's AlterPartition requests (`alter_partitions`, as JSON objects) in the same shape, but those carrying
-    an item of `aside` (broker, topic, partition, submitted_ms)."""
+    a proposal of `aside`."""
     return Counter(
         (
             r["broker"],
@@ -45,14 +55,16 @@ def models_requests(requests: Iterable[dict], aside: set[tuple[int, str, int, in
             ),
         )
         for r in requests
-        if not any((r["broker"], i["topic"], i["partition"], i["submitted_ms"]) in aside for i in r["partitions"])
+        if not any((r["broker"], i["topic"], i["partition"], i["partition_epoch"]) in aside for i in r["partitions"])
     )
 
 
-def timing_pairs(divergences: Iterable[dict]) -> tuple[set[tuple[int, int]], set[tuple[int, str, int, int]]]:
-    """The requests of each side of a proposal pair the audit called `timing` (which follower rejoined first after a
-    commit, `both_expand` or `applying`: the requests carrying the pair differ by the same timing): the brokers' by
-    (broker, ts), the model's by (broker, topic, partition, submitted_ms)."""
+def timing_pairs(divergences: Iterable[dict]) -> set[Proposal]:
+    """The partitions, at their base epochs, of each proposal pair the audit called `timing` (which follower rejoined
+    first, `both_expand`, `applying` or `fetch_order`): the requests of both sides carrying that partition from that
+    epoch differ by the same timing, the pair's and any later proposal of it from that epoch (a KRaft leader proposed
+    [1, 3] twice from one epoch where the model proposed [2, 3], then [1, 3]: which of the two pairs with the model's
+    [2, 3] is arbitrary)."""
     pairs = [
         d
         for d in divergences
@@ -60,9 +72,10 @@ def timing_pairs(divergences: Iterable[dict]) -> tuple[set[tuple[int, int]], set
         and d.get("model")
         and (d.get("observed") or {}).get("type") == "alter_partition_proposal"
     ]
-    theirs = {(d["broker"], d["observed"]["ts"]) for d in pairs}
-    ours = {(d["model"]["broker"], d["model"]["topic"], d["model"]["partition"], d["model"]["ts"]) for d in pairs}
-    return theirs, ours
+    # A side's `partition_epoch` is the epoch its commit would create: the base epoch + 1.
+    theirs = {(d["broker"], d["topic"], d["partition"], d["observed"]["partition_epoch"] - 1) for d in pairs}
+    ours = {(d["model"]["broker"], d["topic"], d["partition"], d["model"]["partition_epoch"] - 1) for d in pairs}
+    return theirs | ours
 
 
 def deposed_requests(divergences: Iterable[dict]) -> set[tuple[int, int]]:

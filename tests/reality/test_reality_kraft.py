@@ -73,9 +73,9 @@ def test_kraft_isrwatch_proposed_requested_and_committed_what_the_brokers_did(
     # The requests, one to one (a deposed leader's aside, and both sides' of a pair that differs by timing: the audit
     # named them).
     requests = msgspec.to_builtins(replayed.alter_partitions)
-    brokers_aside, models_aside = ap.timing_pairs(divergences)
-    theirs = ap.brokers_requests(kraft_reality.events, ap.deposed_requests(divergences) | brokers_aside)
-    ours = ap.models_requests(requests, models_aside)
+    aside = ap.timing_pairs(divergences)
+    theirs = ap.brokers_requests(kraft_reality.events, ap.deposed_requests(divergences), aside)
+    ours = ap.models_requests(requests, aside)
     say(f"KRaft requests: {sum(theirs.values())} of the brokers', {sum(ours.values())} of isrwatch's")
     assert theirs == ours and sum(theirs.values()) >= 10
     # Every commit isrwatch took is one the brokers applied, on either path.
