@@ -44,14 +44,11 @@ def replayed(kraft_reality: Reality) -> ReplayResult:
 
 @pytest.mark.xfail(
     strict=False,
-    reason="known gaps on real KRaft 4.4.0 under load (docs/SPEC.md §4.9), two of ms-level thread timing the agent "
-    "does not report: which items share an AlterPartition request around a failover or a restart (a live run: 281 "
-    "of the brokers' requests, 267 of isrwatch's); a follower fetch captured 3 ms before the metadata that committed "
-    "the same ISR but applied after it in Kafka (the model re-proposed [2, 3] from epoch 1, then missed the broker's "
-    "[1, 2, 3] from epoch 2); and a leader's re-proposal from an epoch before the model's (payments-0 [1, 3] from "
-    "epoch 3 after the metadata committed it as epoch 4, refused INVALID_UPDATE_VERSION) that the audit, which keeps "
-    "no ISR of past epochs, took for a shrink: different_isr (1 of 5 runs in session 27, where requests and commits "
-    "matched one to one). Other recent runs pass",
+    reason="one known gap on real KRaft 4.4.0 under load (docs/SPEC.md §4.9): a follower's fetch whose clock Kafka read "
+    "before the metadata (makeLeader) that committed the same ISR, and applied after it (the agent's seq says so), is "
+    "ordered by its clock: the model re-proposed [2, 3] from epoch 1, then missed the broker's [1, 2, 3] from epoch 2 "
+    "(1 of 16 kept recordings; 15 pass, s28 runs 1-6 all; the agent would have to stamp a fetch where Kafka applies "
+    "it, and carry fetchTimeMs apart)",
 )
 def test_kraft_isrwatch_proposed_requested_and_committed_what_the_brokers_did(
     kraft_reality: Reality, replayed: ReplayResult

@@ -160,11 +160,11 @@ final class Advices {
         }
     }
 
-    /** BrokerMetadataPublisher#onMetadataUpdate (KRaft): broker registrations the delta changed. */
+    /** BrokerMetadataPublisher#onMetadataUpdate (KRaft): broker registrations the delta changes. */
     static final class MetadataUpdate {
-        @Advice.OnMethodExit(suppress = Throwable.class)
-        static void exit(@Advice.Argument(0) Object delta, @Advice.Argument(1) Object newImage) {
-            Hooks.metadataUpdated(delta, newImage);
+        @Advice.OnMethodEnter(suppress = Throwable.class)
+        static void enter(@Advice.Argument(0) Object delta, @Advice.Argument(1) Object newImage) {
+            Hooks.metadataUpdating(delta, newImage);
         }
     }
 

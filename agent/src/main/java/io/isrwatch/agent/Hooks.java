@@ -658,8 +658,15 @@ public final class Hooks {
 
     // ---- broker_registration: BrokerMetadataPublisher#onMetadataUpdate (KRaft) ------------------------------------
 
-    /** onMetadataUpdate returned: the registrations the delta changed, as the broker's new image has them. */
-    public static void metadataUpdated(Object delta, Object newImage) {
+    /**
+     * onMetadataUpdate begins: the registrations the delta changes, as the broker's new image has them. The method
+     * publishes that image to the metadata cache first (BrokerMetadataPublisher.scala 3.9 L116, 4.4 L130, before
+     * applyDelta), and a leader judges a follower's ISR eligibility on the cache (Partition isReplicaIsrEligible), so
+     * a fetch handled while the delta's partitions are applied is judged on the new registration. Reported at the
+     * method's exit, after every partition's makeLeader, the registration came after such a fetch (the KRaft 4.4.0
+     * lab: a restarted follower was taken back into the ISR by the fetch reported just before its unfencing).
+     */
+    public static void metadataUpdating(Object delta, Object newImage) {
         Recorder r = recorder;
         if (r == null) {
             return;

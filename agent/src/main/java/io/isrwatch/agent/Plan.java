@@ -244,7 +244,8 @@ final class Plan {
                 "(Lorg/apache/kafka/image/MetadataDelta;Lorg/apache/kafka/image/MetadataImage;"
                     + "Lorg/apache/kafka/image/loader/LoaderManifest;)V",
                 Advices.MetadataUpdate.class, METADATA_LOADER,
-                "BrokerMetadataPublisher.scala onMetadataUpdate (3.9 L98, 4.4 L112): broker registrations of each delta"));
+                "BrokerMetadataPublisher.scala onMetadataUpdate (3.9 L98, 4.4 L112) entry: broker registrations of each delta, "
+                    + "as its first statement publishes them to the metadata cache (3.9 L116, 4.4 L130)"));
         }
         return h;
     }
