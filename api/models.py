@@ -474,7 +474,7 @@ Divergence = _from_struct(
         "both acted, differently; timing: it hinges on the broker's clock reads or its ZooKeeper write's latency, "
         "not on the rules (see cause)",
         "cause": "timing: the rule that called it so (SPEC §7): in_flight, both_expand, margin, shifted, displaced, "
-        "deposed, applying, fetch_order, split; null for every other kind",
+        "deposed, applying, fetch_order, reproposed, split; null for every other kind",
         "subject": "isr: a partition's ISR write; propagation: a batch (/isr_change_notification)",
         "model": "the model's side: its ISR write with evidence, or its propagation batch (null: none)",
         "observed": "the broker's side: its isr_updated or isr_change_propagated event, or in AlterPartition mode "

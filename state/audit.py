@@ -30,7 +30,9 @@ from .records import (
     ReplicaView,
 )
 
-STATE_VERSION = 5  # 4: sides keyed by proposal (`Key`); 5: the brokers' AlterPartition requests (`BrokerAudit.sends`)
+# 4: sides keyed by proposal (`Key`); 5: the brokers' AlterPartition requests (`BrokerAudit.sends`) and proposals
+# (`PartitionAudit.proposed`)
+STATE_VERSION = 5
 
 # How long a model proposal waits for its broker's next AlterPartition request before it is judged alone
 # (`settles_at`). Kafka bounds no such wait: a submit joins the queue while a request is in flight, and the manager
@@ -66,6 +68,15 @@ class Send(Struct, array_like=True, frozen=True):
     by_broker: bool
 
 
+class Proposed(Struct, array_like=True, frozen=True):
+    """A leader's AlterPartition proposal of the partition as its request carried it: see `reproposed`."""
+
+    leader: int
+    partition_epoch: int  # the epoch its commit would create
+    isr: tuple[int, ...]
+    ts: int
+
+
 class PartitionAudit(Struct, kw_only=True):
     """All the audit keeps of one partition: the sides waiting for a partner, and the times its rules look back on."""
 
@@ -76,6 +87,7 @@ class PartitionAudit(Struct, kw_only=True):
     sent: list[Send] = []  # see `displaced`
     splits: list[int] = []  # when a timing divergence split the two sides' views of the ISR: see `split`
     joins: list[int] = []  # when they joined again: a LeaderAndIsr, or a pair of writes that agreed
+    proposed: list[Proposed] = []  # the brokers' recent proposals: see `reproposed`
 
     def split_since(self, ts: int) -> int | None:
         """When the views were split as of `ts`: the last split at or before it, if no join followed it by `ts`."""
@@ -95,10 +107,18 @@ class PartitionAudit(Struct, kw_only=True):
         self.commits = {epoch: ts for epoch, ts in self.commits.items() if ts >= horizon}
         self.spans = [s for s in self.spans if s.hi >= horizon]
         self.sent = [s for s in self.sent if s.ts >= horizon]
+        self.proposed = [q for q in self.proposed if q.ts >= horizon]
 
     def is_empty(self) -> bool:
         return not (
-            self.writes or self.observed or self.commits or self.spans or self.sent or self.splits or self.joins
+            self.writes
+            or self.observed
+            or self.commits
+            or self.spans
+            or self.sent
+            or self.splits
+            or self.joins
+            or self.proposed
         )
 
 
@@ -276,13 +296,14 @@ def applying(audit: Audit, p: PartitionAudit, case: Case) -> Excuse | None:
 
 def fetch_order(audit: Audit, p: PartitionAudit, case: Case) -> Excuse | None:
     """Kafka applies a follower's fetch on the request handler thread that read it (Partition@4.4 fetchRecords
-    L1278: the read, then updateFollowerFetchState and maybeExpandIsr), while the agent stamps the fetch with its
-    `fetchTimeMs`, read before the log read (ReplicaManager readFromLog). Two followers' fetches read on two threads
-    within ms of each other are applied in either order, so either may be the one taken back first: on the KRaft
-    4.4.0 lab the fetch stamped 2 ms later was applied first (the agent's `seq` says so) and the leader added its
-    follower, where the model, which orders by the stamps, added the other. Two expands from the same ISR that differ
-    in the follower they add, where the broker's follower's last fetch (the model's record) came within
-    `audit_timing_ms` of the model's decision, are timing. Margin: that fetch's time minus the decision's."""
+    L1278: the read, then updateFollowerFetchState and maybeExpandIsr). Two followers' fetches on two threads within
+    ms of each other are applied in either order, so either may be the one taken back first: on the KRaft 4.4.0 lab,
+    with fetches stamped with `fetchTimeMs` (read before the log read), the fetch stamped 2 ms later was applied
+    first (the agent's `seq` says so) and the leader added its follower, where the model, which orders by the stamps,
+    added the other. An agent that stamps a fetch where it was applied (`fetch_ms` apart) leaves ties within a ms.
+    Two expands from the same ISR that differ in the follower they add, where the broker's follower's last fetch (the
+    model's record) came within `audit_timing_ms` of the model's decision, are timing. Margin: that fetch's time
+    minus the decision's."""
     w, o = case.write, case.observed
     if w is None or o is None or w.kind is not DecisionKind.EXPAND or o.event.kind != "expand" or _agrees(w, o):
         return None
@@ -292,6 +313,26 @@ def fetch_order(audit: Audit, p: PartitionAudit, case: Case) -> Excuse | None:
     close = [r.last_fetch_ms - w.ts for r in o.evidence if r.replica in added]
     close = [m for m in close if abs(m) <= audit.timing_ms]
     return Excuse(Cause.FETCH_ORDER, min(close, key=abs)) if close else None
+
+
+def reproposed(audit: Audit, p: PartitionAudit, case: Case) -> Excuse | None:
+    """AlterPartition: a leader proposes a change again only when its first proposal's answer was not applied: the
+    metadata committed or reset the partition after the proposal and before the answer, so the callback ignored the
+    answer ("Ignoring failed ISR update … since we have already updated state", Partition@4.4 submitAlterPartition)
+    and the next fetch or check proposed the same ISR again, which the controller refused (INVALID_UPDATE_VERSION). On
+    the KRaft 4.4.0 lab the leader's first proposal came from a fetch that raced the commit of the epoch before
+    (`applying`) and so preceded the metadata; the model's, made after the metadata, had its answer applied and no
+    second. A broker proposal with no partner of the model that repeats the same leader's proposal of the partition
+    (same base epoch and ISR) within the audit window is timing. Margin: how long after the first."""
+    o = case.observed
+    if case.write is not None or o is None or not isinstance(o.event, ProposedIsr):
+        return None
+    ev = o.event
+    same = (ev.leader, ev.partition_epoch, tuple(sorted(ev.isr)))
+    first = [
+        q.ts for q in p.proposed if (q.leader, q.partition_epoch, q.isr) == same and 0 < ev.ts - q.ts <= audit.window
+    ]
+    return Excuse(Cause.REPROPOSED, ev.ts - min(first)) if first else None
 
 
 def split(audit: Audit, p: PartitionAudit, case: Case) -> Excuse | None:
@@ -306,7 +347,7 @@ def split(audit: Audit, p: PartitionAudit, case: Case) -> Excuse | None:
 
 Rule = Callable[["Audit", PartitionAudit, Case], Excuse | None]
 RULES: tuple[Rule, ...] = (
-    in_flight, both_expand, margin, shifted, displaced, deposed, applying, fetch_order, split
+    in_flight, both_expand, margin, shifted, displaced, deposed, applying, fetch_order, reproposed, split
 )  # fmt: skip
 
 
@@ -531,6 +572,8 @@ class Audit:
             ev = o.event
             self._broker(ev.cluster, ev.leader)
             p = self._partition(ev.cluster, ev.topic, ev.partition)
+            if isinstance(ev, ProposedIsr):
+                p.proposed.append(Proposed(ev.leader, ev.partition_epoch, tuple(sorted(ev.isr)), ev.ts))
             mine = _meet((ev.leader, ev.partition_epoch), o, p.observed, p.writes, self.due)
             if mine is not None:
                 self._judge_pair(p, mine, o, out)

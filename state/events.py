@@ -79,6 +79,14 @@ class Fetch(PartitionEvent, kw_only=True, tag="fetch"):
     current_leader_epoch: Annotated[int, Meta(ge=-1, le=MAX_MS)] | None = None
     # KRaft: the follower's broker epoch as its fetch carries it (-1: unknown); KIP-903's eligibility test.
     broker_epoch: Annotated[int, Meta(ge=-1, le=MAX_MS)] | None = None
+    # Kafka's fetchTimeMs when the agent stamps `ts` where the leader applied the fetch (absent: `ts` is both):
+    # the clock the follower's lastFetchTimeMs and lastCaughtUpTimeMs take (SPEC §4.2).
+    fetch_ms: NonNegative | None = None
+
+    @property
+    def clock(self) -> int:
+        """Kafka's fetchTimeMs: the follower's times and the HW rule's now (`ts` orders the fetch)."""
+        return self.ts if self.fetch_ms is None else self.fetch_ms
 
 
 class Append(PartitionEvent, kw_only=True, tag="append"):

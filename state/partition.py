@@ -825,7 +825,7 @@ def update_follower_fetch_state(
     if offset > leader_leo:
         out.count(IGNORED_FETCHES, "offset_out_of_range")
         return
-    t = ev.ts
+    t = ev.clock  # Kafka's fetchTimeMs; the fetch took effect at `ev.ts`, where the model orders it and decides
     if leader_leo > p.leader_leo:
         p.leader_leo = leader_leo
         if p.audited:
@@ -851,7 +851,7 @@ def update_follower_fetch_state(
     if leo_changed:
         maybe_increment_leader_hw(p, t, config, brokers)
     if expanded is not None:
-        out.decide(p, t, DecisionKind.EXPAND, expanded, [f.replica])
+        out.decide(p, ev.ts, DecisionKind.EXPAND, expanded, [f.replica])
 
 
 def caught_up_repeat(p: Partition | None, ev: Fetch) -> bool:
@@ -871,7 +871,7 @@ def caught_up_repeat(p: Partition | None, ev: Fetch) -> bool:
         and ev.replica in maximal_isr(p)
         and ev.current_leader_epoch in (None, p.leader_epoch)
         and ev.fetch_offset == ev.leader_leo == p.leader_leo == f.leo == f.last_fetch_leader_leo
-        and max(f.last_fetch_ms, f.last_caught_up_ms) <= ev.ts
+        and max(f.last_fetch_ms, f.last_caught_up_ms) <= ev.clock
     )
 
 

@@ -229,6 +229,7 @@ class Cause(StrEnum):
     DEPOSED = "deposed"  # a leader proposed from metadata older than the model's: its leadership had moved on
     APPLYING = "applying"  # an expand by a fetch just before the leader reported applying its previous commit
     FETCH_ORDER = "fetch_order"  # two expands adding followers whose fetches came within ms: applied in either order
+    REPROPOSED = "reproposed"  # a leader proposed again what it had proposed: its first answer was not applied
     SPLIT = "split"  # the sides' views of the ISR were split by an earlier timing divergence
 
 

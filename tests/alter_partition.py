@@ -18,63 +18,64 @@ Request = tuple[int, tuple[tuple[str, int, tuple[int, ...], int], ...]]
 Proposal = tuple[int, str, int, int]
 
 
+def _request(broker: int, items: Iterable[tuple[str, int, tuple[int, ...], int]], aside: set[Proposal]) -> Request:
+    """A request's key: its broker and its items (topic, partition, proposed ISR sorted, base epoch), sorted, but the
+    items of `aside`."""
+    return broker, tuple(sorted(i for i in items if (broker, i[0], i[1], i[3]) not in aside))
+
+
 def brokers_requests(
     events: Iterable[dict], deposed: set[tuple[int, int]] = frozenset(), aside: set[Proposal] = frozenset()
 ) -> Counter[Request]:
-    """Every `alter_partition_sent` as a request, but those (broker, ts) the audit called `deposed` and those carrying
-    a proposal of `aside`."""
-    return Counter(
-        (
+    """Every `alter_partition_sent` as a request, but those (broker, ts) the audit called `deposed`, and without the
+    items of `aside` (a request left with none is not counted)."""
+    requests = (
+        _request(
             e["broker"],
-            tuple(
-                sorted(
-                    (p.get("topic", ""), p["partition"], tuple(sorted(p["isr"])), p["partition_epoch"])
-                    for p in e["partitions"]
-                )
+            (
+                (p.get("topic", ""), p["partition"], tuple(sorted(p["isr"])), p["partition_epoch"])
+                for p in e["partitions"]
             ),
+            aside,
         )
         for e in events
-        if e["type"] == "alter_partition_sent"
-        and (e["broker"], e["ts"]) not in deposed
-        and not any((e["broker"], p.get("topic", ""), p["partition"], p["partition_epoch"]) in aside
-                    for p in e["partitions"])
-    )  # fmt: skip
+        if e["type"] == "alter_partition_sent" and (e["broker"], e["ts"]) not in deposed
+    )
+    return Counter(r for r in requests if r[1])
 
 
 def models_requests(requests: Iterable[dict], aside: set[Proposal] = frozenset()) -> Counter[Request]:
-    """The model's AlterPartition requests (`alter_partitions`, as JSON objects) in the same shape, but those carrying
-    a proposal of `aside`."""
-    return Counter(
-        (
+    """The model's AlterPartition requests (`alter_partitions`, as JSON objects) in the same shape, without the items
+    of `aside`."""
+    keys = (
+        _request(
             r["broker"],
-            tuple(
-                sorted(
-                    (i["topic"], i["partition"], tuple(i["proposed_isr"]), i["partition_epoch"])
-                    for i in r["partitions"]
-                )
-            ),
+            ((i["topic"], i["partition"], tuple(i["proposed_isr"]), i["partition_epoch"]) for i in r["partitions"]),
+            aside,
         )
         for r in requests
-        if not any((r["broker"], i["topic"], i["partition"], i["partition_epoch"]) in aside for i in r["partitions"])
     )
+    return Counter(k for k in keys if k[1])
 
 
 def timing_pairs(divergences: Iterable[dict]) -> set[Proposal]:
-    """The partitions, at their base epochs, of each proposal pair the audit called `timing` (which follower rejoined
-    first, `both_expand`, `applying` or `fetch_order`): the requests of both sides carrying that partition from that
-    epoch differ by the same timing, the pair's and any later proposal of it from that epoch (a KRaft leader proposed
-    [1, 3] twice from one epoch where the model proposed [2, 3], then [1, 3]: which of the two pairs with the model's
-    [2, 3] is arbitrary)."""
-    pairs = [
-        d
-        for d in divergences
-        if d["kind"] == "timing"
-        and d.get("model")
-        and (d.get("observed") or {}).get("type") == "alter_partition_proposal"
-    ]
+    """The partitions, at their base epochs, of each broker proposal the audit called `timing`, with the model's
+    proposal it was paired with if any (which follower rejoined first: `both_expand`, `applying`, `fetch_order`; a
+    proposal made again after its answer was ignored: `reproposed`): both sides' items of that partition from that
+    epoch differ by the same timing, the pair's and any later proposal of it from that epoch, and the requests are
+    compared without them (a KRaft leader proposed [1, 3] twice from one epoch where the model proposed [2, 3], then
+    [1, 3]: which of the two pairs with the model's [2, 3] is arbitrary)."""
+    timed = [
+        d for d in divergences
+        if d["kind"] == "timing" and (d.get("observed") or {}).get("type") == "alter_partition_proposal"
+    ]  # fmt: skip
     # A side's `partition_epoch` is the epoch its commit would create: the base epoch + 1.
-    theirs = {(d["broker"], d["topic"], d["partition"], d["observed"]["partition_epoch"] - 1) for d in pairs}
-    ours = {(d["model"]["broker"], d["topic"], d["partition"], d["model"]["partition_epoch"] - 1) for d in pairs}
+    theirs = {(d["broker"], d["topic"], d["partition"], d["observed"]["partition_epoch"] - 1) for d in timed}
+    ours = {
+        (d["model"]["broker"], d["topic"], d["partition"], d["model"]["partition_epoch"] - 1)
+        for d in timed
+        if d.get("model")
+    }
     return theirs | ours
 
 

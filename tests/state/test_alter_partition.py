@@ -16,7 +16,7 @@ from isrwatch.state.config import Config
 from isrwatch.state.engine import PartitionEngine
 from isrwatch.state.propagation import PropagationBook
 from isrwatch.state.step import settle
-from tests.state.helpers import Run, append, fetch, kinds, lai, parse_all, state_of, tick
+from tests.state.helpers import Run, append, fetch, follower, kinds, lai, parse_all, state_of, tick
 
 T = 1_000_000
 LAG = 10_000
@@ -647,3 +647,46 @@ def test_a_proposal_the_brokers_request_did_not_carry_yet_waits_for_the_next_req
     went = [(r["sent_ms"] - T, [i["partition"] for i in r["partitions"]]) for r in outcome.alter_partitions]
     assert went == [(100, [0]), (152, [2]), (191, [1])]
     assert outcome.divergences == []
+
+
+@pytest.mark.parametrize("stamped_where_applied", [True, False])
+def test_a_fetch_applied_after_the_metadata_it_was_clocked_before_comes_after_it(
+    run: Run, stamped_where_applied: bool
+) -> None:
+    """KRaft 4.4.0 lab (session 26, base12): follower 3's fetch read Kafka's clock (fetchTimeMs) 3 ms before the
+    leader applied the metadata that committed [1, 3], and took effect after it (updateFollowerFetchState waits for
+    makeLeader's write lock; the agent's `seq` has it after). Stamped with fetchTimeMs, the model applied it first and
+    proposed [1, 3] from the old epoch, which the leader never did. The agent stamps a fetch where it took effect and
+    carries fetchTimeMs as `fetch_ms`: the follower's lastCaughtUpTimeMs is that clock, the order the stamp's."""
+    clocked = T + 97
+    stamp = {"ts": T + 101, "fetch_ms": clocked} if stamped_where_applied else {"ts": clocked}
+    events = [
+        lai(T, 1, [1], [1, 2, 3], 0, leader_leo=10, hw=10, partition_epoch=1, **KRAFT),
+        tick(T + 1, broker=1, kafka_version="4.4.0", isr_protocol="alter_partition"),
+        lai(T + 100, 1, [1, 3], [1, 2, 3], 0, leader_leo=10, hw=10, partition_epoch=2, **KRAFT),
+        {**fetch(0, 3, 10, 10), **stamp},
+    ]
+    outcome = run(events, T + 60_000, **AP, isr_expiration_interval_ms=0)
+    proposed = [(d["ts"] - T, d["kind"], d["isr_after"]) for d in outcome.decisions if d["kind"] == "expand"]
+    assert proposed == ([] if stamped_where_applied else [(97, "expand", [1, 3])])
+    assert follower(state_of(outcome), 3)["last_caught_up_ms"] == clocked
+
+
+def test_a_leader_proposing_again_what_its_ignored_answer_committed_is_timing(run: Run) -> None:
+    """KRaft 4.4.0 lab (s28 run 7): the leader proposed [1, 2] from epoch 0, the metadata then reset the partition to
+    that epoch, so the callback ignored the answer that committed [1, 2] and the next fetch proposed [1, 2] from
+    epoch 0 again (refused INVALID_UPDATE_VERSION). The model, whose proposal came after that metadata, had its answer
+    applied and proposed once: the second request is `reproposed` timing, not missed_by_model."""
+    events = [
+        *kraft_leader([1]),
+        lai(T + 90, 1, [1], [1, 2, 3], 0, leader_leo=10, hw=10, **KRAFT),  # the metadata of epoch 0 again
+        fetch(T + 100, 2, 10, 10),  # the model proposes here, after the metadata
+        sent(T + 101, [1, 2], 0),  # the leader's proposal, made before the metadata (a fetch racing a commit)
+        answer(T + 140, isr=[1, 2], partition_epoch=1),
+        sent(T + 190, [1, 2], 0),  # its answer ignored, the leader proposes again
+        answer(T + 230, "INVALID_UPDATE_VERSION"),
+        lai(T + 240, 1, [1, 2], [1, 2, 3], 0, leader_leo=10, hw=10, partition_epoch=1, **KRAFT),
+    ]
+    outcome = run(events, T + 60_000, **AP, isr_expiration_interval_ms=0)
+    found = [(d["kind"], d["cause"], d["margin_ms"], d["observed"]["ts"] - T) for d in outcome.divergences]
+    assert found == [("timing", "reproposed", 89, 190)]

@@ -458,6 +458,7 @@ def test_the_timing_rules_are_one_ordered_table_named_as_the_causes() -> None:
         "deposed",
         "applying",
         "fetch_order",
+        "reproposed",
         "split",
     ]
 
