@@ -50,11 +50,22 @@ public sealed interface Event {
     }
 
     /**
-     * The leader recorded a follower fetch: Replica.updateFetchStateOrThrow returned. {@code brokerEpoch} is the
-     * follower's broker epoch the fetch carried (-1: none, as in ZooKeeper mode and FETCH before v15).
+     * The leader recorded a follower fetch: Replica.updateFetchStateOrThrow returned, at {@code ts}. {@code fetchMs}
+     * is Kafka's fetchTimeMs, the clock it read before the log read and gives the follower's lastFetchTimeMs and
+     * lastCaughtUpTimeMs; the fetch took effect at {@code ts}, which orders it among the leader's other events (a
+     * makeLeader or an isr-expiration check that took the partition's lock between the two came before it).
+     * {@code brokerEpoch} is the follower's broker epoch the fetch carried (-1: none, as in ZooKeeper mode and FETCH
+     * before v15).
      */
     record Fetch(long ts, String topic, int partition, int replica, long fetchOffset, long leaderLeo,
-                 long logStartOffset, int currentLeaderEpoch, boolean inIsr, long brokerEpoch) implements PartitionEvent {
+                 long logStartOffset, int currentLeaderEpoch, boolean inIsr, long brokerEpoch, long fetchMs)
+        implements PartitionEvent {
+        public Fetch(long ts, String topic, int partition, int replica, long fetchOffset, long leaderLeo,
+                     long logStartOffset, int currentLeaderEpoch, boolean inIsr, long brokerEpoch) {
+            this(ts, topic, partition, replica, fetchOffset, leaderLeo, logStartOffset, currentLeaderEpoch, inIsr,
+                brokerEpoch, ts);
+        }
+
         public Fetch(long ts, String topic, int partition, int replica, long fetchOffset, long leaderLeo,
                      long logStartOffset, int currentLeaderEpoch, boolean inIsr) {
             this(ts, topic, partition, replica, fetchOffset, leaderLeo, logStartOffset, currentLeaderEpoch, inIsr, -1);
@@ -65,7 +76,8 @@ public sealed interface Event {
             w.field("replica", replica).field("fetch_offset", fetchOffset).field("leader_leo", leaderLeo)
                 .field("log_start_offset", logStartOffset)
                 .fieldIf(currentLeaderEpoch >= 0, "current_leader_epoch", currentLeaderEpoch)
-                .fieldIf(brokerEpoch >= 0, "broker_epoch", brokerEpoch);
+                .fieldIf(brokerEpoch >= 0, "broker_epoch", brokerEpoch)
+                .fieldIf(fetchMs != ts, "fetch_ms", fetchMs);
         }
     }
 

@@ -194,8 +194,10 @@ public final class Hooks {
                 return;
             }
             boolean inIsr = p.inSyncReplicaIds().contains(replicaId);
-            r.fetch(new Event.Fetch(fetchTimeMs, tp.topic(), tp.partition(), replicaId, fetchOffset,
-                leaderEndOffset, logStartOffset, c.currentLeaderEpoch, inIsr, brokerEpoch));
+            // Stamped now, where the fetch took effect; Kafka's clock for it (fetchTimeMs) goes apart.
+            long applied = Math.max(System.currentTimeMillis(), fetchTimeMs);
+            r.fetch(new Event.Fetch(applied, tp.topic(), tp.partition(), replicaId, fetchOffset,
+                leaderEndOffset, logStartOffset, c.currentLeaderEpoch, inIsr, brokerEpoch, fetchTimeMs));
         } catch (Throwable t) {
             error(t);
         }

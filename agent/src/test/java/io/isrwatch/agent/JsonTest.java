@@ -20,6 +20,14 @@ class JsonTest {
     }
 
     @Test
+    void fetchAppliedAfterItsClockReadCarriesThatClock() {
+        assertEquals("{\"type\":\"fetch\",\"ts\":1004,\"cluster\":\"prod-eu\",\"broker\":1,\"seq\":7,\"topic\":\"orders\","
+                + "\"partition\":3,\"replica\":2,\"fetch_offset\":10,\"leader_leo\":12,\"log_start_offset\":0,"
+                + "\"current_leader_epoch\":5,\"broker_epoch\":8,\"fetch_ms\":1000}",
+            enc(new Event.Fetch(1004, "orders", 3, 2, 10, 12, 0, 5, true, 8, 1000)));
+    }
+
+    @Test
     void fetchWithoutLeaderEpochOmitsIt() {
         assertEquals("{\"type\":\"fetch\",\"ts\":1,\"cluster\":\"prod-eu\",\"broker\":1,\"seq\":7,\"topic\":\"t\","
                 + "\"partition\":0,\"replica\":2,\"fetch_offset\":0,\"leader_leo\":0,\"log_start_offset\":-1}",

@@ -113,24 +113,25 @@ final class MiniModel {
             }
             long o = f.fetchOffset();
             long l = f.leaderLeo();
+            long clock = f.fetchMs(); // Kafka's fetchTimeMs: the follower's times and the HW rule's now
             if (o >= l) {
-                x.lcu = Math.max(x.lcu, f.ts());
+                x.lcu = Math.max(x.lcu, clock);
             } else if (o >= x.lfl) {
                 x.lcu = Math.max(x.lcu, x.lfm);
             }
             boolean leoChanged = x.leo != o;
             x.leo = o;
             x.lfl = Math.max(l, x.lfl);
-            x.lfm = f.ts();
+            x.lfm = clock;
             p.leaderLeo = Math.max(p.leaderLeo, l);
             String key = f.topic() + "-" + f.partition();
             if (!p.isr.contains(f.replica()) && x.leo >= p.hw && x.leo >= p.leoStart) {
                 p.isr.add(f.replica());
                 outputs.add("expand " + key + " r" + f.replica() + " @" + f.ts() + " isr=" + p.isr);
-                hwRule(key, p, f.ts());
+                hwRule(key, p, clock);
             }
             if (leoChanged) {
-                hwRule(key, p, f.ts());
+                hwRule(key, p, clock);
             }
         } else if (e instanceof Event.Append a) {
             Part p = part(a.topic(), a.partition());
