@@ -42,14 +42,6 @@ def replayed(kraft_reality: Reality) -> ReplayResult:
     return replay([lines], Config(replica_lag_time_max_ms=LAG_MS).with_profile("agent"))
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="one known gap on real KRaft 4.4.0 under load (docs/SPEC.md §4.9 rule 10): a follower's fetch whose "
-    "clock Kafka read before the metadata (makeLeader) that committed the same ISR, and applied after it (the agent's "
-    "seq says so), is ordered by its clock: the model re-proposed [2, 3] from epoch 1, then missed the broker's "
-    "[1, 2, 3] from epoch 2 (1 of 16 kept recordings; s28 runs 1-6 all pass; closing it needs the fetch stamped where "
-    "Kafka applies it, with fetchTimeMs carried apart)",
-)
 def test_kraft_isrwatch_proposed_requested_and_committed_what_the_brokers_did(
     kraft_reality: Reality, replayed: ReplayResult
 ) -> None:
