@@ -630,18 +630,20 @@ class Audit:
         """Judge the partition's sides due before `at`: the model's writes, then the brokers', each with a partner
         that came while it waited (`waited_for`)."""
         for key, w in sorted(p.writes.items()):
-            if self.due(w) < at:
+            due = self.due(w)
+            if due < at:
                 del p.writes[key]
-                came = {k: o for k, o in p.observed.items() if waited_for(self.due(w), o)}
+                came = {k: o for k, o in p.observed.items() if waited_for(due, o)}
                 partner = _partner(key, w, came, p.writes, self.window)
                 if partner is None:
                     self._judge_write_alone(p, w, out)
                 else:
                     self._judge_pair(p, w, p.observed.pop(partner), out)
         for key, o in sorted(p.observed.items()):
-            if self.due(o) < at:
+            due = self.due(o)
+            if due < at:
                 del p.observed[key]
-                came_w = {k: w for k, w in p.writes.items() if waited_for(self.due(o), w)}
+                came_w = {k: w for k, w in p.writes.items() if waited_for(due, w)}
                 mine = _partner(key, o, came_w, p.observed, self.window)
                 if mine is None:
                     self._judge_observed_alone(p, o, out)
