@@ -136,6 +136,10 @@ def _pause(directory: Path, kind: str, broker_id: int, seconds: float) -> tuple[
             )
         broker = _answering(lab, broker_id, kind)
         send(broker, signal.SIGSTOP)
+        # The kernel stops a JVM's threads one by one after the signal: the fault holds once the process shows
+        # stopped, so the next command finds it paused (a `lab fault slow` a ms later saw it running, and its admin
+        # request to the broker timed out).
+        wait_until(f"broker {broker_id} stopped by SIGSTOP", lambda: paused(broker), timeout=10, interval=0.01)
         ends = int((time.time() + seconds) * 1000)
         _helper(lab, kind, broker_id, ends, "end-stall", "--broker", str(broker_id), "--seconds", str(seconds))
     return lab, broker, ends
