@@ -58,7 +58,7 @@ def models_requests(requests: Iterable[dict], aside: set[Proposal] = frozenset()
     return Counter(k for k in keys if k[1])
 
 
-def timing_pairs(divergences: Iterable[dict]) -> set[Proposal]:
+def timing_proposals(divergences: Iterable[dict]) -> set[Proposal]:
     """The partitions, at their base epochs, of each broker proposal the audit called `timing`, with the model's
     proposal it was paired with if any (which follower rejoined first: `both_expand`, `applying`, `fetch_order`; a
     proposal made again after its answer was ignored: `reproposed`): both sides' items of that partition from that

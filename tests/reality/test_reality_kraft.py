@@ -59,10 +59,10 @@ def test_kraft_isrwatch_proposed_requested_and_committed_what_the_brokers_did(
     assert [d for d in divergences if (d["kind"] == "timing") != (d.get("cause") is not None)] == []
     wrong = [d for d in divergences if d["kind"] != "timing"]
     assert wrong == [], wrong[:5]
-    # The requests, one to one (a deposed leader's aside, and both sides' of a pair that differs by timing: the audit
-    # named them).
+    # The requests, one to one (a deposed leader's aside, and on both sides without the items of a partition whose
+    # proposal the audit called timing, from that proposal's base epoch).
     requests = msgspec.to_builtins(replayed.alter_partitions)
-    aside = ap.timing_pairs(divergences)
+    aside = ap.timing_proposals(divergences)
     theirs = ap.brokers_requests(kraft_reality.events, ap.deposed_requests(divergences), aside)
     ours = ap.models_requests(requests, aside)
     say(f"KRaft requests: {sum(theirs.values())} of the brokers', {sum(ours.values())} of isrwatch's")

@@ -11,8 +11,8 @@ package io.isrwatch.agent;
  *
  * <p>The slack covers <em>capture delay</em>: a Kafka thread reads its clock (an isr-expiration check's now, a
  * makeLeader's currentTimeMs), may be descheduled, and reaches the hook later; the watermark must not pass it
- * meanwhile. (A fetch is stamped at its hook, where it took effect; its fetchTimeMs rides along as {@code fetch_ms}.) So the slack is
- * {@code watermark.slack.ms}, or twice the largest capture delay seen in the last two {@link #WINDOW_MS} windows when
+ * meanwhile. (A fetch is stamped at its hook, where it took effect; its fetchTimeMs rides along as
+ * {@code fetch_ms}.) So the slack is {@code watermark.slack.ms}, or twice the largest capture delay seen in the last two {@link #WINDOW_MS} windows when
  * that is more, up to {@link #MAX_ADAPTIVE_SLACK_MS}. A delay over {@link #PAUSE_MS} is a <em>pause</em> (the JVM
  * stopped: SIGSTOP, a long GC; or a thread starved that long), not a pace to keep: every clock read before it may
  * still be on its way, so W stays at the pause's start until {@link #RECOVERY_MS} after it ended, and then goes on at
