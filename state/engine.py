@@ -8,6 +8,7 @@ before W. Whatever the cut, the outputs equal those of one pass over all events.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 
 import msgspec
 from msgspec import Struct
@@ -41,6 +42,7 @@ from .partition import (
     become_leader_or_follower,
     caught_up_repeat,
     commit_isr_write,
+    follower_copy,
     forget_partition,
     handle_alter_partition_response,
     leader_reports_writes,
@@ -162,10 +164,6 @@ class PartitionEngine:
             return out
         buf = self.buffer
         buf.sort(key=_order)
-        partitions = self.partitions
-        config = self.config
-        versions, protocols = self.kafka_versions, self.isr_protocols  # either: some broker has its own rules
-        registrations = self.registrations
         scheduled = self.interval > 0
         done = 0
         for ev in buf:
@@ -174,60 +172,126 @@ class PartitionEngine:
                 break
             if scheduled and self.next_check < ts:
                 self._run_checks_before(ts, out)
-            if ev.broker is not None and ev.seq is not None:
-                self._saw(ev.cluster, ev.broker, ev.seq, ev.ts)
-            if type(ev) is Fetch:
-                p = partitions.get((ev.cluster, ev.topic, ev.partition))
-                leader_config = self._leader_config(p) if versions or protocols else config
-                update_follower_fetch_state(p, ev, leader_config, out, self.metadata_of(p))
-            elif type(ev) is Append:
-                p = partitions.get((ev.cluster, ev.topic, ev.partition))
-                leader_config = self._leader_config(p) if versions or protocols else config
-                append_to_leader(p, ev, leader_config, out, self.metadata_of(p))
-            elif type(ev) is LeaderAndIsr:
-                key = (ev.cluster, ev.topic, ev.partition)
-                p = partitions.get(key)
-                if p is None:
-                    p = partitions[key] = Partition(sys.intern(ev.cluster), sys.intern(ev.topic), ev.partition)
-                # The rules of the broker that takes the state: the new leader (an offline state: who reported it).
-                broker = ev.leader if ev.leader >= 0 else ev.broker
-                broker_config = self._broker_config(ev.cluster, broker) if versions or protocols else config
-                before = (p.leader, p.leader_epoch, p.isr, p.isr_state, p.proposed_isr, p.partition_epoch)
-                become_leader_or_follower(p, ev, broker_config, out, self.metadata_of(p, ev.leader))
-                if (p.cluster, p.leader) in protocols:
-                    leader_reports_writes(p)
-                for replica in removed_by_controller(p, *before):
-                    self._fence_in_metadata_of(p.cluster, ev.leader, replica)
-            elif type(ev) is Tick:
-                self._tick(ev, out)
-            elif type(ev) is AlterPartitionResponse:
-                p = partitions.get((ev.cluster, ev.topic, ev.partition))
-                leader_config = self._leader_config(p) if versions or protocols else config
-                handle_alter_partition_response(p, ev, leader_config, out, self.metadata_of(p))
-            elif type(ev) is BrokerRegistration:
-                reporter = -1 if ev.broker is None else ev.broker
-                registrations.setdefault((ev.cluster, reporter), {})[ev.id] = Registration(
-                    ev.epoch, ev.fenced, ev.in_controlled_shutdown
-                )
-            elif type(ev) is IsrUpdated:
-                # What a broker did: recorded with the model's view, after it commits the model's write in flight.
-                p = partitions.get((ev.cluster, ev.topic, ev.partition))
-                leader_config = self._leader_config(p) if versions or protocols else config
-                commit_isr_write(p, ev, leader_config, self.metadata_of(p))
-                # An AlterPartition leader's write is a commit: the audit pairs its proposals (SPEC §7).
-                out.observe(p, replace(ev, arrival=0), audited=not leader_config.alter_partition)
-            elif type(ev) is AlterPartitionSent:
-                # Every state key gets it (its partitions' proposals); the first one records it.
-                observe_alter_partition_sent(partitions, ev, out, record=self.owns_ticks)
-            elif type(ev) is IsrChangePropagated:
-                out.observed.append(replace(ev, arrival=0))  # its input position is no part of the record
-            self.stale = True
+            self._apply(ev, out)
             done += 1
         del buf[:done]
         if scheduled:
             self._run_checks_before(until, out)
         self.applied_until = until
         return out
+
+    def advance_ahead(
+        self, frontier_of: Callable[[Partition], int], limit: int, out: Outputs
+    ) -> tuple[dict[PartitionKey, int], dict[PartitionKey, int]]:
+        """Past the cluster's frontier (`applied_until`), apply each partition's fetches and appends, in order, up to
+        its own frontier (`frontier_of`, SPEC §6), and nothing at or after `limit`: what a fetch or append reads is
+        its partition and its leader's rules and metadata, and any other event waits for the cluster's frontier,
+        holding back what it would change (`_holds_back`). A new run of a broker holds back everything: it forgets
+        what every partition held of it. Returns, per partition this applied, the time of its last event applied (at
+        or behind it, a later event of it is late: `frontier.behind_partition`) and the event time its state is exact
+        at."""
+        if self.interval > 0:
+            return {}, {}  # scheduled checks read every partition at once: the cluster's frontier alone
+        buf = self.buffer
+        buf.sort(key=_order)
+        partitions = self.partitions
+        waiting: dict[PartitionKey, int] = {}  # a partition's first event that waits, or its wait's cause, at
+        led: dict[tuple[str, int | None], int] = {}  # a broker whose partitions wait: its rules or metadata, at
+        frontiers: dict[PartitionKey, int] = {}
+        applied: dict[PartitionKey, int] = {}
+        kept: list[Event] = []
+        end = limit
+        for i, ev in enumerate(buf):
+            at = sorts_at(ev)
+            if at >= limit or self._restarts(ev):
+                kept += buf[i:]
+                end = min(end, at)
+                break
+            if type(ev) is Fetch or type(ev) is Append:
+                key = (ev.cluster, ev.topic, ev.partition)
+                p = partitions.get(key)
+                if p is not None and key not in waiting and (p.cluster, p.leader) not in led:
+                    f = frontiers.get(key)
+                    if f is None:
+                        f = frontiers[key] = frontier_of(p)
+                    if at < f:
+                        self._apply(ev, out)
+                        applied[key] = at
+                        del frontiers[key]  # the fetch may have changed who acts on it
+                        continue
+                waiting.setdefault(key, at)
+            else:
+                held = _holds_back(ev)
+                if held is None:
+                    kept += buf[i:]
+                    end = min(end, at)
+                    break
+                for key in held[0]:
+                    waiting.setdefault(key, at)
+                for broker in held[1]:
+                    led.setdefault(broker, at)
+            kept.append(ev)
+        self.buffer = kept
+        exact = {}
+        for key in applied:
+            p = partitions[key]
+            until = min(frontier_of(p), end, waiting.get(key, end), led.get((p.cluster, p.leader), end))
+            exact[key] = max(until, self.applied_until)
+        return applied, exact
+
+    def _apply(self, ev: Event, out: Outputs) -> None:
+        """Apply one input event (or explicit tick) at its place in event time."""
+        partitions = self.partitions
+        config = self.config
+        versions, protocols = self.kafka_versions, self.isr_protocols  # either: some broker has its own rules
+        if ev.broker is not None and ev.seq is not None:
+            self._saw(ev.cluster, ev.broker, ev.seq, ev.ts)
+        if type(ev) is Fetch:
+            p = partitions.get((ev.cluster, ev.topic, ev.partition))
+            leader_config = self._leader_config(p) if versions or protocols else config
+            update_follower_fetch_state(p, ev, leader_config, out, self.metadata_of(p))
+        elif type(ev) is Append:
+            p = partitions.get((ev.cluster, ev.topic, ev.partition))
+            leader_config = self._leader_config(p) if versions or protocols else config
+            append_to_leader(p, ev, leader_config, out, self.metadata_of(p))
+        elif type(ev) is LeaderAndIsr:
+            key = (ev.cluster, ev.topic, ev.partition)
+            p = partitions.get(key)
+            if p is None:
+                p = partitions[key] = Partition(sys.intern(ev.cluster), sys.intern(ev.topic), ev.partition)
+            # The rules of the broker that takes the state: the new leader (an offline state: who reported it).
+            broker = ev.leader if ev.leader >= 0 else ev.broker
+            broker_config = self._broker_config(ev.cluster, broker) if versions or protocols else config
+            before = (p.leader, p.leader_epoch, p.isr, p.isr_state, p.proposed_isr, p.partition_epoch)
+            become_leader_or_follower(p, ev, broker_config, out, self.metadata_of(p, ev.leader))
+            if (p.cluster, p.leader) in protocols:
+                leader_reports_writes(p)
+            for replica in removed_by_controller(p, *before):
+                self._fence_in_metadata_of(p.cluster, ev.leader, replica)
+        elif type(ev) is Tick:
+            self._tick(ev, out)
+        elif type(ev) is AlterPartitionResponse:
+            p = partitions.get((ev.cluster, ev.topic, ev.partition))
+            leader_config = self._leader_config(p) if versions or protocols else config
+            handle_alter_partition_response(p, ev, leader_config, out, self.metadata_of(p))
+        elif type(ev) is BrokerRegistration:
+            reporter = -1 if ev.broker is None else ev.broker
+            self.registrations.setdefault((ev.cluster, reporter), {})[ev.id] = Registration(
+                ev.epoch, ev.fenced, ev.in_controlled_shutdown
+            )
+        elif type(ev) is IsrUpdated:
+            # What a broker did: recorded with the model's view, after it commits the model's write in flight.
+            p = partitions.get((ev.cluster, ev.topic, ev.partition))
+            leader_config = self._leader_config(p) if versions or protocols else config
+            commit_isr_write(p, ev, leader_config, self.metadata_of(p))
+            # An AlterPartition leader's write is a commit: the audit pairs its proposals (SPEC §7).
+            out.observe(p, replace(ev, arrival=0), audited=not leader_config.alter_partition)
+        elif type(ev) is AlterPartitionSent:
+            # Every state key gets it (its partitions' proposals); the first one records it.
+            observe_alter_partition_sent(partitions, ev, out, record=self.owns_ticks)
+        elif type(ev) is IsrChangePropagated:
+            out.observed.append(replace(ev, arrival=0))  # its input position is no part of the record
+        self.stale = True
 
     def take_caught_up_repeat(self, ev: Fetch, out: Outputs) -> bool:
         """Apply a fetch that arrived behind the frontier when it is a caught-up repeat (`caught_up_repeat`); with
@@ -243,11 +307,17 @@ class PartitionEngine:
     def _saw(self, cluster: str, broker: int, seq: int, ts: int) -> None:
         """A reporting broker's event: the first of a new run of it (`restarted`) forgets what its last run held."""
         key = (cluster, broker)
-        if restarted(seq, self.last_seen.get(key)):
+        last = self.last_seen.get(key)
+        if restarted(seq, last):
             for p in self.partitions.values():
                 if p.cluster == cluster:
                     forget_partition(p, broker)
-        self.last_seen[key] = ts
+        if last is None or ts > last:  # an event applied ahead of its cluster's frontier may have come first
+            self.last_seen[key] = ts
+
+    def _restarts(self, ev: Event) -> bool:
+        """Whether `ev` is the first event of a new run of its broker (`restarted`)."""
+        return ev.broker is not None and restarted(ev.seq, self.last_seen.get((ev.cluster, ev.broker)))
 
     def _fence_in_metadata_of(self, cluster: str, leader: int, replica: int) -> None:
         """`removed_by_controller`: the leader's metadata has `replica` fenced until the leader reports it again."""
@@ -385,6 +455,28 @@ class PartitionEngine:
                     tick.last_propagation_ms,
                 )
             )
+
+
+def _holds_back(ev: Event) -> tuple[list[PartitionKey], list[tuple[str, int | None]]] | None:
+    """What an event other than a fetch or append changes, which waits for it (`PartitionEngine.advance_ahead`): the
+    partitions it changes, and the brokers whose rules or metadata it changes (the partitions they lead read them);
+    None: it may change any partition (an event without a reporting broker, a cluster-wide registration). A
+    follower's copy of a partition's state, and a propagation a broker reported, change nothing of the model."""
+    cluster = ev.cluster
+    if type(ev) is LeaderAndIsr:
+        if follower_copy(ev):
+            return [], []
+        # and its leader's metadata (`removed_by_controller`)
+        return [(cluster, ev.topic, ev.partition)], [(cluster, ev.leader)]
+    if type(ev) is IsrUpdated or type(ev) is AlterPartitionResponse:
+        return [(cluster, ev.topic, ev.partition)], []
+    if type(ev) is AlterPartitionSent:
+        return [(cluster, item.topic, item.partition) for item in ev.partitions if item.topic is not None], []
+    if type(ev) is IsrChangePropagated:
+        return [], []
+    if ev.broker is not None and (type(ev) is Tick or type(ev) is BrokerRegistration):
+        return [], [(cluster, ev.broker)]
+    return None
 
 
 def _modelled(version: str) -> bool:

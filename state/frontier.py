@@ -11,6 +11,11 @@ streams has passed (`brokers_frontier`), ahead of the fallback: a shrink is show
 has passed it, with no fixed lateness wait. A broker whose stream fell `allowed_lateness_ms` behind its cluster's
 time (dead, stopped, stalled) holds nothing back (`holds_back`), and while one is away the frontier keeps a margin
 for its return (`rejoin_margin`).
+
+Within a cluster, each partition may go further, to its own frontier (`partition_frontier`): where the streams of
+the brokers that can still change it (`partition.acting_brokers`: its leader, its ISR and ELR, the holders of its
+AlterPartition item) have passed. A follower that every leader shrank out of its ISRs, just resumed from a stall,
+then holds back only its own partitions, and the leaders' expands of it are shown as soon as their streams pass them.
 """
 
 from __future__ import annotations
@@ -66,6 +71,34 @@ def cluster_frontier(
     Only when every source bounds its own stream (every reporter sends watermarks, and no event comes without a
     broker) do the brokers' streams move the frontier past the fallback `newest - lateness`."""
     fallback = newest - lateness
+    passed = streams_passed(watermarks, reporters, unbounded)
+    return fallback if passed is None else brokers_frontier(passed, named, fallback, margin_ms)
+
+
+def streams_passed(
+    watermarks: Mapping[int, int] | None, reporters: Collection[int], unbounded: bool
+) -> dict[int, int] | None:
+    """How far each broker's stream has passed, when every source of the cluster bounds its own stream (every reporter
+    sends watermarks, and no event came without a broker); None: the cluster has only the fallback."""
     if unbounded or not watermarks or any(b not in watermarks for b in reporters):
-        return fallback
-    return brokers_frontier({b: broker_passed(w) for b, w in watermarks.items()}, named, fallback, margin_ms)
+        return None
+    return {b: broker_passed(w) for b, w in watermarks.items()}
+
+
+def partition_frontier(
+    acting: Collection[int], passed: Mapping[int, int], fallback: int, margin_ms: int, cluster: int
+) -> int:
+    """How far a partition may be applied: `brokers_frontier` over the brokers acting on it (`acting_brokers`), never
+    behind its cluster's frontier `cluster`. Another broker's stream cannot change it (a follower's copy of its state
+    only counts), so a broker away, or behind, that does not act on it holds it back no more than one that does."""
+    return max(cluster, brokers_frontier({b: passed[b] for b in acting if b in passed}, acting, fallback, margin_ms))
+
+
+def behind_partition(at: int, ahead: int | None) -> bool:
+    """Whether an event of a partition that sorts at `at` is late for it: at or behind the last event the partition
+    applied past its cluster's frontier (`ahead`). Only a broker that did not act on the partition can send one (the
+    acting brokers' streams had passed it): a deposed leader's last reports, or the new leader of an unclean election
+    (a replica outside the ISR and ELR; Kafka elects one only with unclean.leader.election.enable). Like any late
+    event it changes nothing and is a dead letter; a follower's copy of the partition's state is not one of these
+    (it changes nothing wherever it is applied)."""
+    return ahead is not None and at <= ahead

@@ -345,6 +345,23 @@ def maximal_isr(p: Partition) -> tuple[int, ...]:
     return p.proposed_isr if p.isr_state is IsrState.PENDING_EXPAND else p.isr
 
 
+def acting_brokers(p: Partition) -> frozenset[int]:
+    """The brokers whose own streams can still change `p` (SPEC §6, a partition's frontier): its leader, whose agent
+    reports its fetches, appends, writes and answers; the members of its (maximal) ISR and ELR, from which a clean
+    election picks the next leader, who reports its new state (ReplicationControlManager@4.4 / KafkaController's
+    PartitionLeaderElectionAlgorithms: the leader comes from the ISR, or the ELR); the brokers whose AlterPartition
+    managers hold its item, and the one whose request carried it (`forget_partition`: their restart changes `p`). A
+    partition without a leader (offline, or no state yet) may be reported by any of its replicas. Another replica
+    reports nothing of `p` that changes it: a follower's copy of its state only counts (`follower_copy`), and it
+    can lead `p` only through an unclean election (`frontier.behind_partition`)."""
+    if p.leader is None or p.leader < 0:
+        return frozenset(p.replicas)
+    acting = {p.leader, *p.isr, *maximal_isr(p), *p.held_by, *(p.elr or ()), *(p.last_known_elr or ())}
+    if p.sent_item is not None:
+        acting.add(p.sent_item[0])
+    return frozenset(acting)
+
+
 def is_replica_isr_eligible(f: Follower, brokers: Metadata) -> bool:
     """Partition.isReplicaIsrEligible (Partition@3.9.0-rc3 L1060-1093): with KRaft metadata, a replica may join the
     ISR only when its broker is not fenced, not in controlled shutdown, and the broker epoch its fetch carried is
@@ -610,7 +627,7 @@ def become_leader_or_follower(
     the same state again, are `duplicate`). Neither is a decision: one request must not become many.
     """
     if ev.broker is not None:
-        if ev.leader >= 0 and ev.broker != ev.leader:
+        if follower_copy(ev):
             out.count(IGNORED_LEADER_AND_ISR, "follower_copy")
             return
         if _same_state(p, ev) and not drops_pending(p, config) and not fresh_partition(p, ev):
@@ -632,6 +649,12 @@ def become_leader_or_follower(
         out.count(IGNORED_LEADER_AND_ISR, "stale_partition_epoch")
         return
     make_leader(p, ev, config, out, brokers)
+
+
+def follower_copy(ev: LeaderAndIsr) -> bool:
+    """A live partition's state as a replica other than its leader reported it: the leader's report counts, this one
+    only counts as `follower_copy`, wherever it is applied (it reads nothing of the partition)."""
+    return ev.broker is not None and ev.leader >= 0 and ev.broker != ev.leader
 
 
 def drops_pending(p: Partition, config: Config) -> bool:

@@ -23,8 +23,9 @@ from isrwatch.state.records import (
 REPORT_SCHEMA = "bucket int, report binary"
 STATE_SCHEMA = "blob binary"  # one msgpack blob (version inside): array fields crash PySpark's state schema
 # 4: jumps wait for corroboration (`Jump`, `BucketState.jumps`, `BucketState.brokers`); 5: brokers' own streams
-# (`BucketState.watermarks`, `BucketState.unbounded`)
-BUCKET_STATE_VERSION = 5
+# (`BucketState.watermarks`, `BucketState.unbounded`); 6: partitions applied past their cluster's frontier
+# (`BucketState.ahead`)
+BUCKET_STATE_VERSION = 6
 
 
 _CODEC = "zstd"  # pyarrow's: fast, and the JVM moves a fraction of the bytes (README.md, Performance)
@@ -76,6 +77,9 @@ class BucketState(Struct, array_like=True):
     watermarks: dict[str, dict[int, int]] = {}  # cluster -> broker -> its newest watermark this key has taken
     named: dict[str, set[int]] = {}  # cluster -> the brokers its partition states and registrations here name
     unbounded: set[str] = set()  # clusters this key has taken an event without a broker of (SPEC §6)
+    # cluster -> (topic, partition, sort time of its last event applied past the cluster's frontier): at or behind
+    # it, a later event of that partition is late (`frontier.behind_partition`)
+    ahead: dict[str, list[tuple[str, int, int]]] = {}
 
 
 class Report(Struct, array_like=True):

@@ -40,11 +40,12 @@ from isrwatch.state.events import (
     Watermark,
     in_future,
     parse_event,
+    sorts_at,
     uncorroborated,
     witnesses,
 )
-from isrwatch.state.frontier import cluster_frontier
-from isrwatch.state.partition import Outputs
+from isrwatch.state.frontier import behind_partition, cluster_frontier, partition_frontier, streams_passed
+from isrwatch.state.partition import Outputs, Partition, PartitionKey, acting_brokers, follower_copy
 from isrwatch.state.schedule import INF
 
 from .buckets import CONTROL_KEY
@@ -76,14 +77,23 @@ def count_events(events: list[Event], first: bool) -> tuple[int, int]:
     return len(events) - (0 if first else ticks), max((ev.ts for ev in events), default=-1)
 
 
-def _late(ev: Event, raw: bytes, frontier: int, lateness: int) -> DeadLetter:
-    return DeadLetter(
-        raw=raw.decode("utf-8", "replace"),
-        field="ts",
-        ts=ev.ts,
-        reason=f"late: at or behind its cluster's frontier {frontier} (allowed_lateness_ms {lateness}, or its "
-        "brokers' watermarks)",
+def _late(ev: Event, raw: bytes, frontier: int, lateness: int, partition: bool = False) -> DeadLetter:
+    where = (
+        f"where its partition was applied past its cluster's frontier ({frontier}): the brokers acting on the "
+        "partition had passed it"
+        if partition
+        else f"its cluster's frontier {frontier} (allowed_lateness_ms {lateness}, or its brokers' watermarks)"
     )
+    return DeadLetter(raw=raw.decode("utf-8", "replace"), field="ts", ts=ev.ts, reason=f"late: at or behind {where}")
+
+
+def _partition_bound(ev: Event, ahead: dict[tuple[str, int], int]) -> int | None:
+    """Where `ev`'s partition was applied past its cluster's frontier, if `ev` is late for it
+    (`frontier.behind_partition`); a follower's copy of its state never is."""
+    if not isinstance(ev, PartitionEvent) or (type(ev) is LeaderAndIsr and follower_copy(ev)):
+        return None
+    at = ahead.get((ev.topic, ev.partition))
+    return at if behind_partition(sorts_at(ev), at) else None
 
 
 def frontier_of(held: BucketState, cluster: str, config: Config) -> int:
@@ -98,6 +108,33 @@ def frontier_of(held: BucketState, cluster: str, config: Config) -> int:
         cluster in held.unbounded,
     )
     return max(rule, held.applied.get(cluster, rule))
+
+
+class Ahead(NamedTuple):
+    """How far past its cluster's frontier a key may apply each partition (SPEC §6, `frontier.partition_frontier`):
+    `of(p)` its own frontier, `limit` the furthest any can go (the most advanced broker's stream)."""
+
+    of: Callable[[Partition], int]
+    limit: int
+
+
+def ahead_of(held: BucketState, cluster: str, config: Config, frontier: int) -> Ahead | None:
+    """The partitions' own frontiers, when the brokers' streams set the cluster's (`frontier.streams_passed`) and one
+    is past it; None: the cluster's frontier is every partition's."""
+    passed = streams_passed(held.watermarks.get(cluster), held.brokers.get(cluster, ()), cluster in held.unbounded)
+    if passed is None or max(passed.values()) <= frontier:
+        return None
+    fallback, margin = held.newest[cluster] - config.allowed_lateness_ms, config.broker_rejoin_margin_ms
+    known: dict[frozenset[int], int] = {}
+
+    def of(p: Partition) -> int:
+        acting = acting_brokers(p)
+        f = known.get(acting)
+        if f is None:
+            f = known[acting] = partition_frontier(acting, passed, fallback, margin, frontier)
+        return f
+
+    return Ahead(of, max(passed.values()))
 
 
 def _emit(report: Report) -> Iterator[pd.DataFrame]:
@@ -138,6 +175,7 @@ def classify(
     newest, lateness, max_future = held.newest, config.allowed_lateness_ms, config.max_future_ms
     # A line is late against what earlier calls knew (a batch arrives as a whole): at or behind these.
     late_at = {cluster: frontier_of(held, cluster, config) for cluster in newest}
+    ahead = {cluster: {(t, p): at for t, p, at in applied} for cluster, applied in held.ahead.items() if applied}
     arrived: dict[str, list[Event]] = defaultdict(list)
     behind: dict[str, list[Behind]] = defaultdict(list)
     jumps = Jumps(held, max_future, first, arrived, report)
@@ -160,31 +198,36 @@ def classify(
                 if bound is None and cluster not in newest:
                     fresh[cluster].append((ev, raw, role))
                     continue
+                partition_bound = None
                 if bound is None or ev.ts > bound:
                     known = newest[cluster]
                     if ev.ts > known + max_future:
                         jumps.judge(ev, raw, role)
                         continue
-                    # Jumps.take, inline: this runs once per line
-                    if ev.ts > known:
-                        newest[cluster] = ev.ts
-                    if role != beacon:
-                        arrived[cluster].append(ev)
-                    broker = ev.broker
-                    if broker is None:
-                        if cluster not in unbounded:
-                            unbounded.add(cluster)
-                    elif broker not in witnessed.get(cluster, ()):
-                        jumps.witness(cluster, broker)
-                    if type(ev) in _NAMING:
-                        jumps.learn(ev)
-                    if lowest and lowest.get(cluster, INF) <= newest[cluster] + max_future:
-                        jumps.release(cluster)
-                    continue
+                    mine = ahead.get(cluster)
+                    partition_bound = None if mine is None else _partition_bound(ev, mine)
+                    if partition_bound is None:
+                        # Jumps.take, inline: this runs once per line
+                        if ev.ts > known:
+                            newest[cluster] = ev.ts
+                        if role != beacon:
+                            arrived[cluster].append(ev)
+                        broker = ev.broker
+                        if broker is None:
+                            if cluster not in unbounded:
+                                unbounded.add(cluster)
+                        elif broker not in witnessed.get(cluster, ()):
+                            jumps.witness(cluster, broker)
+                        if type(ev) in _NAMING:
+                            jumps.learn(ev)
+                        if lowest and lowest.get(cluster, INF) <= newest[cluster] + max_future:
+                            jumps.release(cluster)
+                        continue
+                    bound = partition_bound
                 if type(ev) is Fetch and role == event and ev.broker is not None:
-                    behind[cluster].append(Behind(ev, raw, bound))
+                    behind[cluster].append(Behind(ev, raw, bound, partition_bound is not None))
                     continue
-                dead = _late(ev, raw, bound, lateness)
+                dead = _late(ev, raw, bound, lateness, partition_bound is not None)
         if role == event or (role == tick and first):  # a line counts where it is counted
             report.dead.append(dead)
     for cluster, admitted in fresh.items():
@@ -210,6 +253,7 @@ class Behind(NamedTuple):
     event: Fetch
     raw: bytes
     bound: int
+    partition: bool = False  # behind where its partition was applied past its cluster's frontier
 
 
 class Jumps:
@@ -330,31 +374,41 @@ class Jumps:
 
 
 def split_due(
-    held: BucketState, cluster: str, fresh: list[Event], frontier: int
+    held: BucketState, cluster: str, fresh: list[Event], frontier: int, reach: int
 ) -> tuple[list[Event] | None, list[Chunk]]:
-    """The cluster's held chunks and fresh events split at its frontier: the events due (before it; None when the
-    frontier has not moved past what the engine applied, so nothing runs) and the chunks still pending. A chunk that
-    starts at or after the frontier passes through without being decompressed."""
+    """The cluster's held chunks and fresh events split at `reach` (its frontier, or how far its partitions may go
+    past it: `Ahead.limit`): the events the engine takes (before it; None when the frontier has not moved past what
+    the engine applied and no partition may go past it, so nothing runs) and the chunks still pending. A chunk that
+    starts at or after `reach` passes through without being decompressed."""
     mine = [c for c in held.pending if c.cluster == cluster]
-    if frontier <= held.applied.get(cluster, -INF):  # nothing due: pass the cluster through untouched
+    if reach <= held.applied.get(cluster, -INF):  # nothing due: pass the cluster through untouched
         return None, mine + ([Chunk.of(cluster, fresh)] if fresh else [])
     due: list[Event] = []
     rest: list[Event] = []
-    for events in [c.events() for c in mine if c.first < frontier] + [fresh]:
-        due += [ev for ev in events if ev.ts < frontier]
-        rest += [ev for ev in events if ev.ts >= frontier]
-    pending = [c for c in mine if c.first >= frontier]
+    for events in [c.events() for c in mine if c.first < reach] + [fresh]:
+        due += [ev for ev in events if ev.ts < reach]
+        rest += [ev for ev in events if ev.ts >= reach]
+    pending = [c for c in mine if c.first >= reach]
     if rest:
         pending.append(Chunk.of(cluster, rest))
     return due, pending
 
 
 def run_engine(
-    config: Config, held: BucketState, cluster: str, due: list[Event], frontier: int, first: bool, behind: list[Behind]
-) -> tuple[PartitionEngine, Outputs, list[Fetch], list[Behind]]:
+    config: Config,
+    held: BucketState,
+    cluster: str,
+    due: list[Event],
+    frontier: int,
+    first: bool,
+    behind: list[Behind],
+    ahead: Ahead | None,
+) -> tuple[PartitionEngine, Outputs, list[Fetch], list[Behind], dict[PartitionKey, int]]:
     """Apply the fetches behind the frontier that are caught-up repeats (before anything of this call: each comes
-    before its partition's next event), then the cluster's due events and scheduled checks up to its frontier; the
-    engine goes back into `held`. Returns the fetches behind the frontier it took, and those it refused (late)."""
+    before its partition's next event), then the cluster's due events and scheduled checks up to its frontier, then
+    each partition's fetches and appends up to its own frontier (`ahead`); the engine goes back into `held`. Returns
+    the fetches behind the frontier it took, those it refused (late), and where each partition applied past the
+    frontier is exact."""
     engine = PartitionEngine(config, held.engines.get(cluster), owns_ticks=first)
     out = Outputs()
     taken: list[Fetch] = []
@@ -366,21 +420,36 @@ def run_engine(
             refused.append(b)
     engine.add(due)
     engine.advance(frontier, out)
+    applied: dict[PartitionKey, int] = {}
+    exact: dict[PartitionKey, int] = {}
+    if ahead is not None:
+        applied, exact = engine.advance_ahead(ahead.of, ahead.limit, out)
+    bounds = {(t, p): at for t, p, at in held.ahead.get(cluster, ()) if at >= frontier}
+    bounds.update({(t, p): at for (_, t, p), at in applied.items()})
+    held.ahead[cluster] = [(t, p, at) for (t, p), at in bounds.items()]
     held.engines[cluster] = engine.to_bytes()
     held.applied[cluster] = frontier
     if engine.partitions:
         held.holding.add(cluster)
-    return engine, out, taken, refused
+    return engine, out, taken, refused, exact
 
 
-def absorb(report: Report, engine: PartitionEngine, out: Outputs, due: list[Event], frontier: int) -> None:
+def absorb(
+    report: Report,
+    engine: PartitionEngine,
+    out: Outputs,
+    due: list[Event],
+    frontier: int,
+    exact: dict[PartitionKey, int],
+) -> None:
     """Add what the engine produced to the report: the records of the partitions the due events or the outputs
-    touched (exact at the frontier), the decisions, ISR changes, ticks, writes, observations and counters."""
+    touched (exact at the frontier, or where a partition applied past it is: `exact`), the decisions, ISR changes,
+    ticks, writes, observations and counters."""
     changed = {(ev.cluster, ev.topic, ev.partition) for ev in due if isinstance(ev, PartitionEvent)} | out.touched
     for k in sorted(changed):
         if k in engine.partitions:
             report.records.append(engine.record(engine.partitions[k]))
-            report.as_of.append(frontier)
+            report.as_of.append(exact.get(k, frontier))
     report.decisions.extend(out.decisions)
     report.changes.extend(out.changes)
     report.ticks.extend(out.ticks)
@@ -414,15 +483,19 @@ def state_function(
             fresh = arrived.get(cluster, [])
             if cluster in held.watermarks:  # a watermark changes no state: the engine never sees one
                 fresh = [ev for ev in fresh if type(ev) is not Watermark]
-            due, rest = split_due(held, cluster, fresh, frontier)
+            ahead = ahead_of(held, cluster, config, frontier)
+            due, rest = split_due(held, cluster, fresh, frontier, frontier if ahead is None else ahead.limit)
             pending += rest
             late = behind.get(cluster, [])
             if due is not None or late:
-                engine, out, taken, refused = run_engine(config, held, cluster, due or [], frontier, first, late)
-                report.dead += [_late(b.event, b.raw, b.bound, config.allowed_lateness_ms) for b in refused]
+                engine, out, taken, refused, exact = run_engine(
+                    config, held, cluster, due or [], frontier, first, late, ahead
+                )
+                lateness = config.allowed_lateness_ms
+                report.dead += [_late(b.event, b.raw, b.bound, lateness, b.partition) for b in refused]
                 report.events += len(taken)
                 report.max_ts = max([report.max_ts, *(ev.ts for ev in taken)])
-                absorb(report, engine, out, [*(due or []), *taken], frontier)
+                absorb(report, engine, out, [*(due or []), *taken], frontier, exact)
         held.pending = pending
         # What this key may still change: clusters it holds partitions or pending events of, and (the first
         # key) those whose propagation ticks it passes on. The sink settles no cluster beyond these.

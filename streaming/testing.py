@@ -14,13 +14,14 @@ judge.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from itertools import pairwise
 
 import pandas as pd
 
 from isrwatch.state.config import Config
 from isrwatch.state.replay import ReplayResult
+from isrwatch.state.step import Settled
 
 from .collect import ReplayCollector
 from .framing import NOT_RECEIVED, Lines, Routed, pack, route
@@ -58,12 +59,14 @@ def run_stateful(
     received: int | None = None,
     aborts: Iterable[int] = (),
     finish: bool = True,
+    each_batch: Callable[[Settled], None] | None = None,
 ) -> ReplayResult:
     """Feed `lines` to the real state function in micro-batches cut before each index in `cuts`, each batch one
     file (a line without `seq` gets its number in that file), then finish at `until` as `isrwatch replay --engine
     spark` does. `received`: when every line arrived (None: trust the events' times). `aborts`: the micro-batches
     (0-based) that fail once after every key ran and the sink settled them, and run again from the prior state.
-    `finish=False`: only what the micro-batches settled by themselves, as a live stream has it (no summary)."""
+    `finish=False`: only what the micro-batches settled by themselves, as a live stream has it (no summary).
+    `each_batch`: sees what each micro-batch settled, as the store would take it."""
     raw_lines = list(lines)
     bucket_ids = list(range(buckets))
     step = state_function(config, bucket_ids, until, keep_blobs=True)
@@ -77,7 +80,9 @@ def run_stateful(
         batch = route(Lines(*(column[::-1] for column in framed)), bucket_ids, until)
         if batch_id in failing:  # the attempt that fails: everything it wrote is lost
             settle_reports(config, _call(step, batch, dict(blobs)), collector.sink_blobs)
-        collector.add(_call(step, batch, blobs))
+        settled = collector.add(_call(step, batch, blobs))
+        if each_batch is not None:
+            each_batch(settled)
     return collector.finish(until) if finish else ReplayResult(**vars(collector.total))
 
 

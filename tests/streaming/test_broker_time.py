@@ -22,6 +22,7 @@ from isrwatch.state.config import Config
 from isrwatch.state.events import parse_event, sorts_at
 from isrwatch.state.frontier import brokers_frontier, cluster_frontier
 from isrwatch.state.replay import ReplayResult, replay
+from isrwatch.state.step import Settled
 from isrwatch.streaming.sink import Frontiers
 from isrwatch.streaming.testing import run_stateful
 
@@ -229,3 +230,40 @@ def test_a_key_that_no_longer_lists_a_cluster_holds_it_back_no_more() -> None:
     assert frontiers.settled() == {"lab": 2_000, "other": 60}
     frontiers.report(13, {})
     assert frontiers.settled() == {"lab": 2_000}
+
+
+def delivered_behind(streams: dict[int, list[dict]], slow: int, delay_ms: int) -> list[dict]:
+    """The brokers' streams with their watermarks, delivered as emitted, but `slow`'s `delay_ms` behind the others (a
+    broker that just resumed, its agent catching up)."""
+    rng = random.Random(7)
+    delivered = [
+        (emitted + (delay_ms if broker == slow else 0), broker, i, ev)
+        for broker, stream in streams.items()
+        for i, (emitted, ev) in enumerate(with_watermarks(stream, rng))
+    ]
+    delivered.sort(key=lambda item: item[:3])
+    return [ev for *_, ev in delivered]
+
+
+@pytest.mark.parametrize("mode", sorted(RECORDINGS))
+def test_a_broker_behind_the_others_holds_back_only_the_partitions_it_acts_on(mode: str) -> None:
+    """Live, with one broker's stream 1.5 s behind the others': the partitions it does not act on (not their leader,
+    ISR or ELR: the leaders' expands of it, as it comes back) are applied past the cluster's frontier (the slow
+    stream's), so their decisions come out in a micro-batch whose frontier has not reached them; and the whole
+    stream, finished, is the replay, with nothing late."""
+    data, config = RECORDINGS[mode]
+    streams = broker_streams(data)
+    early: list[tuple[int, str, int]] = []
+
+    def before_the_frontier(settled: Settled) -> None:
+        frontier = settled.watermark if settled.watermark is not None else -1
+        early.extend((d.ts, str(d.kind), d.partition) for d in settled.decisions if d.ts >= frontier)
+
+    for slow in (1, 2, 3):
+        lines = encoded(delivered_behind(streams, slow, 1500))
+        at = list(range(40, len(lines), 40))
+        streamed = run_stateful(lines, at, config, each_batch=before_the_frontier)
+        replayed = replay([lines], config)
+        assert [d.to_record() for d in streamed.dead_letters] == []
+        assert outputs(streamed) == outputs(replayed)
+    assert early, "no partition went past its cluster's frontier"
