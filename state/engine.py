@@ -183,13 +183,14 @@ class PartitionEngine:
     def advance_ahead(
         self, frontier_of: Callable[[Partition], int], limit: int, out: Outputs
     ) -> tuple[dict[PartitionKey, int], dict[PartitionKey, int]]:
-        """Past the cluster's frontier (`applied_until`), apply each partition's fetches and appends, in order, up to
-        its own frontier (`frontier_of`, SPEC §6), and nothing at or after `limit`: what a fetch or append reads is
-        its partition and its leader's rules and metadata, and any other event waits for the cluster's frontier,
-        holding back what it would change (`_holds_back`). A new run of a broker holds back everything: it forgets
-        what every partition held of it. Returns, per partition this applied, the time of its last event applied (at
-        or behind it, a later event of it is late: `frontier.behind_partition`) and the event time its state is exact
-        at."""
+        """Past the cluster's frontier (`applied_until`), apply each partition's own events (`_PARTITION_LOCAL`), in
+        order, up to its own frontier (`frontier_of`, SPEC §6), and nothing at or after `limit`: such an event reads its
+        partition and its leader's rules and metadata and changes its partition only. A broker's tick goes once every
+        partition it leads does, unless a partition state that waits moves a leadership to or from it. Any other event
+        waits for the cluster's frontier, holding back what it would change (`_holds_back`). A new run of a broker holds
+        back everything: it forgets what every partition held of it. Returns, per partition this applied, the time of
+        its last event applied (at or behind it, a later event of it is late: `frontier.behind_partition`) and the event
+        time its state is exact at."""
         if self.interval > 0:
             return {}, {}  # scheduled checks read every partition at once: the cluster's frontier alone
         buf = self.buffer
@@ -197,29 +198,47 @@ class PartitionEngine:
         partitions = self.partitions
         waiting: dict[PartitionKey, int] = {}  # a partition's first event that waits, or its wait's cause, at
         led: dict[tuple[str, int | None], int] = {}  # a broker whose partitions wait: its rules or metadata, at
+        moving: set[tuple[str, int | None]] = set()  # the brokers a partition state that waits moves a leadership of
         frontiers: dict[PartitionKey, int] = {}
         applied: dict[PartitionKey, int] = {}
         kept: list[Event] = []
         end = limit
+
+        def goes(p: Partition, at: int) -> bool:
+            """Whether `p` takes an event at `at` now: nothing of it waits, and its own frontier is past `at`."""
+            if p.key in waiting or (p.cluster, p.leader) in led:
+                return False
+            f = frontiers.get(p.key)
+            if f is None:
+                f = frontiers[p.key] = frontier_of(p)
+            return at < f
+
         for i, ev in enumerate(buf):
             at = sorts_at(ev)
             if at >= limit or self._restarts(ev):
                 kept += buf[i:]
                 end = min(end, at)
                 break
-            if type(ev) is Fetch or type(ev) is Append:
-                key = (ev.cluster, ev.topic, ev.partition)
+            if type(ev) in _PARTITION_LOCAL:
+                key = (ev.cluster, ev.topic, ev.partition)  # type: ignore[union-attr]
                 p = partitions.get(key)
-                if p is not None and key not in waiting and (p.cluster, p.leader) not in led:
-                    f = frontiers.get(key)
-                    if f is None:
-                        f = frontiers[key] = frontier_of(p)
-                    if at < f:
-                        self._apply(ev, out)
-                        applied[key] = at
-                        del frontiers[key]  # the fetch may have changed who acts on it
-                        continue
+                if p is not None and goes(p, at):
+                    self._apply(ev, out)
+                    applied[key] = at
+                    frontiers.pop(key)  # it may have changed who acts on it
+                    continue
                 waiting.setdefault(key, at)
+            elif type(ev) is Tick and ev.broker is not None:
+                # A broker's tick reads the partitions it leads and changes its own rules: it goes with them all.
+                broker = (ev.cluster, ev.broker)
+                mine = [p for p in partitions.values() if p.cluster == ev.cluster and p.leader == ev.broker]
+                if broker not in moving and all(goes(p, at) for p in mine):
+                    self._apply(ev, out)
+                    for p in mine:
+                        applied[p.key] = at
+                        frontiers.pop(p.key)
+                    continue
+                led.setdefault(broker, at)
             else:
                 held = _holds_back(ev)
                 if held is None:
@@ -228,6 +247,9 @@ class PartitionEngine:
                     break
                 for key in held[0]:
                     waiting.setdefault(key, at)
+                if type(ev) is LeaderAndIsr:
+                    moved = partitions.get((ev.cluster, ev.topic, ev.partition))
+                    moving.update({(ev.cluster, ev.leader), (ev.cluster, None if moved is None else moved.leader)})
                 for broker in held[1]:
                     led.setdefault(broker, at)
             kept.append(ev)
@@ -457,8 +479,14 @@ class PartitionEngine:
             )
 
 
+# The events that read only their partition and its leader's rules and metadata, and change only their partition (and
+# outputs the sink orders): a fetch, an append (its check), an ISR write the leader reported, an AlterPartition answer.
+# A partition state may change its leader (whose ticks read it) and its leader's metadata: it is not one of them.
+_PARTITION_LOCAL = (Fetch, Append, IsrUpdated, AlterPartitionResponse)
+
+
 def _holds_back(ev: Event) -> tuple[list[PartitionKey], list[tuple[str, int | None]]] | None:
-    """What an event other than a fetch or append changes, which waits for it (`PartitionEngine.advance_ahead`): the
+    """What an event that is not `_PARTITION_LOCAL` changes, which waits for it (`PartitionEngine.advance_ahead`): the
     partitions it changes, and the brokers whose rules or metadata it changes (the partitions they lead read them);
     None: it may change any partition (an event without a reporting broker, a cluster-wide registration). A
     follower's copy of a partition's state, and a propagation a broker reported, change nothing of the model."""
@@ -468,8 +496,6 @@ def _holds_back(ev: Event) -> tuple[list[PartitionKey], list[tuple[str, int | No
             return [], []
         # and its leader's metadata (`removed_by_controller`)
         return [(cluster, ev.topic, ev.partition)], [(cluster, ev.leader)]
-    if type(ev) is IsrUpdated or type(ev) is AlterPartitionResponse:
-        return [(cluster, ev.topic, ev.partition)], []
     if type(ev) is AlterPartitionSent:
         return [(cluster, item.topic, item.partition) for item in ev.partitions if item.topic is not None], []
     if type(ev) is IsrChangePropagated:

@@ -88,13 +88,37 @@ def test_once_a_fetch_adds_the_lagging_broker_its_partition_waits_for_that_broke
     same_as_replay(events, engine, out)
 
 
-def test_an_event_of_the_leader_that_is_no_fetch_or_append_holds_back_what_it_leads() -> None:
-    """An isr-expiration tick of leader 1 before the fetch: it reads every partition 1 leads, and waits for the
-    cluster's frontier; the fetch after it waits too (applied first, it would change what the tick reads)."""
+def test_a_brokers_tick_goes_past_the_cluster_s_frontier_with_the_partitions_it_leads() -> None:
     events = [*start(), tick(1400, "isr-expiration", broker=1, seq=2), fetch(1500, 3, 10, 10, broker=1, seq=3)]
+    engine, out, applied, _ = ahead(events)
+    assert applied == {("default", "t", 0): 1500} and isr_changes(out) == [(0, "expand", [1, 2, 3])]
+    same_as_replay(events, engine, out)
+
+
+def test_a_tick_waits_while_a_partition_its_broker_leads_does_and_holds_back_all_it_leads() -> None:
+    """Broker 2's tick reads t-1 (whose ISR holds the lagging 3) as well as t-2: it waits for the cluster's
+    frontier, and t-2's fetch after it waits too (applied first, it would change what the tick reads)."""
+    events = [
+        *start(),
+        lai(100, 2, [1, 2], [1, 2, 3], 0, partition=2, leader_leo=10, broker=2, seq=2),
+        tick(1400, "isr-expiration", broker=2, seq=3),
+        fetch(1500, 3, 10, 10, partition=2, broker=2, seq=4),
+    ]
     engine, out, applied, _ = ahead(events)
     assert applied == {} and not isr_changes(out)
     assert [type(ev).__name__ for ev in engine.buffer] == ["Tick", "Fetch"]
+    same_as_replay(events, engine, out)
+
+
+def test_a_tick_waits_for_a_partition_state_that_moves_a_leadership_to_its_broker() -> None:
+    """t-1's new state makes 1 its leader: 1's tick after it must read t-1 too, so it waits with the state."""
+    events = [
+        *start(),
+        lai(1300, 1, [1, 2, 3], [1, 2, 3], 1, partition=1, leader_leo=10, broker=1, seq=2),
+        tick(1400, "isr-expiration", broker=1, seq=3),
+    ]
+    engine, out, applied, _ = ahead(events)
+    assert applied == {} and [type(ev).__name__ for ev in engine.buffer] == ["LeaderAndIsr", "Tick"]
     same_as_replay(events, engine, out)
 
 
