@@ -228,17 +228,30 @@ class PartitionEngine:
                     frontiers.pop(key)  # it may have changed who acts on it
                     continue
                 waiting.setdefault(key, at)
-            elif type(ev) is Tick and ev.broker is not None:
-                # A broker's tick reads the partitions it leads and changes its own rules: it goes with them all.
-                broker = (ev.cluster, ev.broker)
+            elif type(ev) is Tick and ev.broker is not None and (ev.cluster, ev.broker) not in moving | led.keys():
+                # A broker's tick reads the partitions it leads (an isr-expiration run) and tells its rules: it goes
+                # with them all; keeping its rules, each partition that goes takes its share of the run.
                 mine = [p for p in partitions.values() if p.cluster == ev.cluster and p.leader == ev.broker]
-                if broker not in moving and all(goes(p, at) for p in mine):
+                gone = [p for p in mine if goes(p, at)]
+                keeps = self._keeps_rules(ev)
+                if len(gone) == len(mine) or (keeps and ev.task == "isr-change-propagation"):
                     self._apply(ev, out)
                     for p in mine:
                         applied[p.key] = at
-                        frontiers.pop(p.key)
+                        frontiers.pop(p.key, None)
                     continue
-                led.setdefault(broker, at)
+                if not keeps:
+                    led.setdefault((ev.cluster, ev.broker), at)
+                    kept.append(ev)
+                    continue
+                took = {p.key for p in gone} if ev.task in (None, "isr-expiration") else set()
+                for p in mine:
+                    if p.key in took:
+                        self._check_ahead(p, ev, out)
+                        applied[p.key] = at
+                        frontiers.pop(p.key)
+                    else:
+                        waiting.setdefault(p.key, at)
             else:
                 held = _holds_back(ev)
                 if held is None:
@@ -421,18 +434,39 @@ class PartitionEngine:
     ) -> int:
         """The isr-expiration task at `now` over every partition (of `cluster`; with `broker`, only the ones it
         leads: that broker's own run, which ended at `run_end_ms`); returns the next eligible time."""
-        config = self.config
-        versions, protocols = self.kafka_versions, self.isr_protocols
         next_eligible = INF
         for p in self.partitions.values():
             if (cluster is None or p.cluster == cluster) and (broker is None or p.leader == broker) and p.hosted:
-                if broker is not None and p.checked_in_run == now:
-                    continue  # this run checked it already, at its append's check_ms
-                leader_config = self._leader_config(p) if versions or protocols else config
-                eligible = maybe_shrink_isr(p, now, leader_config, out, at, run_end_ms, self.metadata_of(p))
+                if broker is not None:
+                    if now in p.checked_ahead:  # its share of this run went past the cluster's frontier
+                        p.checked_ahead = tuple(t for t in p.checked_ahead if t != now)
+                        continue
+                    if p.checked_in_run == now:
+                        continue  # this run checked it already, at its append's check_ms
+                eligible = self._check_partition(p, now, out, at, run_end_ms)
                 if eligible < next_eligible:
                     next_eligible = eligible
         return next_eligible
+
+    def _check_partition(self, p: Partition, now: int, out: Outputs, at: Order, run_end_ms: int | None) -> int:
+        """One partition's isr-expiration check at `now` under its leader's rules; returns its next eligible time."""
+        config = self._leader_config(p) if self.kafka_versions or self.isr_protocols else self.config
+        return maybe_shrink_isr(p, now, config, out, at, run_end_ms, self.metadata_of(p))
+
+    def _check_ahead(self, p: Partition, tick: Tick, out: Outputs) -> None:
+        """`p`'s share of its leader's isr-expiration run (`tick`), past the cluster's frontier: the tick, applied to
+        the rest later, skips it (`Partition.checked_ahead`)."""
+        if p.hosted and p.checked_in_run != tick.ts:
+            self._check_partition(p, tick.ts, out, Order.of_event(tick), tick.end_ms)
+        p.checked_ahead = (*p.checked_ahead, tick.ts)
+
+    def _keeps_rules(self, tick: Tick) -> bool:
+        """Whether `tick` tells its broker's Kafka version and ISR protocol as they are (or not at all): then what
+        its partitions read of their leader does not change at it."""
+        key = (tick.cluster, tick.broker)
+        return (tick.kafka_version is None or self.kafka_versions.get(key) == tick.kafka_version) and (
+            tick.isr_protocol is None or self.isr_protocols.get(key) == tick.isr_protocol
+        )
 
     def _take_kafka_version(self, tick: Tick, version: str, out: Outputs) -> None:
         """A broker's tick tells its Kafka version: the partitions it leads follow that rule set from now on. A version

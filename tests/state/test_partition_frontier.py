@@ -6,6 +6,7 @@ others, holds back only what it acts on. Whatever it applied ahead, the outputs 
 from __future__ import annotations
 
 import msgspec
+import pytest
 
 from isrwatch.state.config import Config
 from isrwatch.state.engine import PartitionEngine
@@ -95,15 +96,31 @@ def test_a_brokers_tick_goes_past_the_cluster_s_frontier_with_the_partitions_it_
     same_as_replay(events, engine, out)
 
 
-def test_a_tick_waits_while_a_partition_its_broker_leads_does_and_holds_back_all_it_leads() -> None:
-    """Broker 2's tick reads t-1 (whose ISR holds the lagging 3) as well as t-2: it waits for the cluster's
-    frontier, and t-2's fetch after it waits too (applied first, it would change what the tick reads)."""
-    events = [
+def two_led_by_2(tick_fields: dict) -> list[dict]:
+    """Broker 2 leads t-1 (whose ISR holds the lagging 3) and t-2 (ISR 1, 2); its tick at 1400, a fetch of t-2 after."""
+    return [
         *start(),
         lai(100, 2, [1, 2], [1, 2, 3], 0, partition=2, leader_leo=10, broker=2, seq=2),
-        tick(1400, "isr-expiration", broker=2, seq=3),
+        tick(1400, "isr-expiration", broker=2, seq=3, **tick_fields),
         fetch(1500, 3, 10, 10, partition=2, broker=2, seq=4),
     ]
+
+
+def test_each_partition_that_goes_takes_its_share_of_its_leader_s_run() -> None:
+    """Broker 2's isr-expiration run reads t-1, which waits for the lagging 3, and t-2, which does not: t-2 takes its
+    share of the run and goes on; the tick waits for t-1, and then skips t-2 (`Partition.checked_ahead`)."""
+    events = two_led_by_2({})
+    engine, out, applied, _ = ahead(events)
+    assert applied == {("default", "t", 2): 1500} and isr_changes(out) == [(2, "expand", [1, 2, 3])]
+    assert engine.partitions["default", "t", 2].checked_ahead == (1400,)
+    assert [type(ev).__name__ for ev in engine.buffer] == ["Tick"]
+    same_as_replay(events, engine, out)
+    assert engine.partitions["default", "t", 2].checked_ahead == ()
+
+
+def test_a_tick_that_tells_new_rules_waits_and_holds_back_all_its_broker_leads() -> None:
+    """Its first Kafka version: every partition 2 leads reads it, so none goes past the tick before the tick goes."""
+    events = two_led_by_2({"kafka_version": "3.9.2"})
     engine, out, applied, _ = ahead(events)
     assert applied == {} and not isr_changes(out)
     assert [type(ev).__name__ for ev in engine.buffer] == ["Tick", "Fetch"]
@@ -141,3 +158,19 @@ def test_a_follower_copy_holds_nothing_back_and_is_never_late_for_its_partition(
 def test_an_event_at_or_behind_where_its_partition_was_applied_ahead_is_late() -> None:
     assert behind_partition(1500, 1500) and behind_partition(1400, 1500)
     assert not behind_partition(1501, 1500) and not behind_partition(1400, None)
+
+
+@pytest.mark.parametrize("learned", [False, True])
+def test_a_deposed_leader_acts_on_its_partition_until_it_reports_the_new_state(learned: bool) -> None:
+    """Broker 3 led t-0 until a new state made 1 its leader without 3 in the ISR: until 3 reports that state (a
+    follower's copy), it may still report as t-0's leader, so t-0 waits for 3's stream; after, it does not."""
+    events = [
+        lai(100, 3, [1, 2, 3], [1, 2, 3], 0, leader_leo=10, broker=3, seq=1),
+        lai(500, 1, [1, 2], [1, 2, 3], 1, leader_leo=10, broker=1, seq=1),
+        *([lai(600, 1, [1, 2], [1, 2, 3], 1, broker=3, seq=2)] if learned else []),
+        fetch(1500, 2, 10, 10, current_leader_epoch=1, broker=1, seq=2),
+    ]
+    engine, out, applied, _ = ahead(events)
+    assert engine.partitions["default", "t", 0].deposed == (() if learned else (3,))
+    assert applied == ({("default", "t", 0): 1500} if learned else {})
+    same_as_replay(events, engine, out)
