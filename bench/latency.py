@@ -19,10 +19,11 @@ unchanged: such a write counts as `superseded`) nor the partition epoch (the mod
 once it misses or adds a write) identifies a write.
 
 What bounds it, and what the run prints per trigger:
-  frontier   a decision settles only once its cluster's frontier has passed it: with the agent's watermarks, where
-             every broker's own stream has passed (docs/SPEC.md §6: about 0.3 s behind the brokers' clocks, 0.55 s
-             while one broker is away; the first allowed_lateness_ms, 5 s, of a stall, until the stalled broker
-             counts as behind); the run prints each batch's frontier against its start;
+  frontier   a decision settles only once its partition's frontier has passed it: with the agent's watermarks,
+             where the streams of the brokers acting on it (its leader, ISR, ELR) have passed (docs/SPEC.md §6:
+             about 0.3 s behind the brokers' clocks, 0.55 s while one is away; the first allowed_lateness_ms, 5 s,
+             of a stall of one of them, until it counts as behind); the run prints each batch's frontier (the
+             cluster's: the least of every broker's stream) against its start;
   trigger    then it waits for the next micro-batch: up to --trigger, or the running batch if batches take longer;
   batch      the batch's own duration (Spark, the model, the store commit), from the store's progress rows;
   poll       up to --poll-ms (or a poll round, if longer) for the poll to see the commit.
@@ -321,13 +322,14 @@ class Report:
             behind = percentile(trails, 99)
             poll = max([self.poll_ms, *self.sweeps_ms]) / 1000  # a poll round may take longer than the interval
             out.append(
-                f"  bounded by: the frontier (a decision settles once it passed it: where every broker's stream has "
-                f"passed, or without watermarks the newest event time - allowed_lateness_ms; each batch's frontier "
-                f"trailed its start by p50 {percentile(trails, 50):.2f} s, p99 {behind:.2f} s, max "
-                f"{max(trails):.2f} s) + the wait for the next batch (<= the trigger, {self.trigger_s:g} s, or the "
+                f"  bounded by: the frontier (a decision settles once it passed it: where the streams of the brokers "
+                f"acting on its partition have passed, or without watermarks the newest event time - "
+                f"allowed_lateness_ms; each batch's cluster frontier, the least of every broker's stream, trailed its "
+                f"start by p50 {percentile(trails, 50):.2f} s, p99 {behind:.2f} s, max {max(trails):.2f} s) + the "
+                f"wait for the next batch (<= the trigger, {self.trigger_s:g} s, or the "
                 f"running batch if longer) + the batch (p50 {p50:.2f} s, max {top:.2f} s over {len(durations)} "
                 f"batches) + the poll (<= {poll * 1000:.0f} ms): at most "
-                f"{behind + max(self.trigger_s, top) + top + poll:.1f} s at the frontier's p99"
+                f"{behind + max(self.trigger_s, top) + top + poll:.1f} s at the cluster frontier's p99"
             )
         return out
 

@@ -97,8 +97,8 @@ def partition_frontier(
 def behind_partition(at: int, ahead: int | None) -> bool:
     """Whether an event of a partition that sorts at `at` is late for it: at or behind the last event the partition
     applied past its cluster's frontier (`ahead`). Only a broker that did not act on the partition can send one (the
-    acting brokers' streams had passed it): a deposed leader's last reports, or the new leader of an unclean election
-    (a replica outside the ISR and ELR; Kafka elects one only with unclean.leader.election.enable). Like any late
-    event it changes nothing and is a dead letter; a follower's copy of the partition's state is not one of these
-    (it changes nothing wherever it is applied)."""
+    acting brokers' streams had passed it): the new leader of an unclean election (a replica outside the ISR and ELR;
+    Kafka elects one only with unclean.leader.election.enable), or a broker that came back from away more than
+    `broker_rejoin_margin_ms` late. Like any late event it changes nothing and is a dead letter; a follower's copy of
+    the partition's state is not one of these (it changes nothing wherever it is applied)."""
     return ahead is not None and at <= ahead

@@ -172,7 +172,7 @@ def test_report_lines() -> None:
     assert "batch start -> commit p50 0.45 s" in lines[3]
     # The frontier trailed the batch's start by 5 s (15.5 - 10.5): the bound is that + 1 s + 0.4 s + 0.05 s.
     assert "trailed its start by p50 5.00 s, p99 5.00 s, max 5.00 s" in lines[4]
-    assert "poll (<= 50 ms): at most 6.5 s at the frontier's p99" in lines[4]
+    assert "poll (<= 50 ms): at most 6.5 s at the cluster frontier's p99" in lines[4]
 
 
 def test_split_at_the_batch_that_committed_it() -> None:
@@ -193,4 +193,4 @@ def test_bound_when_batches_outlast_the_trigger() -> None:
     write = IsrWrite(1, "orders", 0, ts=10_000, partition_epoch=1, isr=(1, 2), kind="shrink")
     batches = [Batch(5, started_ms=15_000, duration_ms=3_000, committed_ms=17_900, watermark_ms=10_000)]
     line = Report(1.0, [Seen(write, "as_written", 17_950, -5)], batches, 50, [30.0, 80.0], {}).lines()[-1]
-    assert line.endswith("the poll (<= 80 ms): at most 11.1 s at the frontier's p99")
+    assert line.endswith("the poll (<= 80 ms): at most 11.1 s at the cluster frontier's p99")
