@@ -463,7 +463,7 @@ class PartitionEngine:
     def _keeps_rules(self, tick: Tick) -> bool:
         """Whether `tick` tells its broker's Kafka version and ISR protocol as they are (or not at all): then what
         its partitions read of their leader does not change at it."""
-        key = (tick.cluster, tick.broker)
+        key = (tick.cluster, -1 if tick.broker is None else tick.broker)
         return (tick.kafka_version is None or self.kafka_versions.get(key) == tick.kafka_version) and (
             tick.isr_protocol is None or self.isr_protocols.get(key) == tick.isr_protocol
         )
