@@ -2,7 +2,8 @@
 
 Events may arrive in any order and in any cut; the engine buffers them and applies, in
 (ts, seq, arrival) order with scheduled isr-expiration checks interleaved, everything strictly
-before W. Whatever the cut, the outputs equal those of one pass over all events.
+before W; then, past W, each partition up to its own frontier (`advance_ahead`). Whatever the cut, the
+outputs equal those of one pass over all events.
 """
 
 from __future__ import annotations
@@ -456,7 +457,9 @@ class PartitionEngine:
     def _check_ahead(self, p: Partition, tick: Tick, out: Outputs) -> None:
         """`p`'s share of its leader's isr-expiration run (`tick`), past the cluster's frontier: the tick, applied to
         the rest later, skips it (`Partition.checked_ahead`)."""
-        if p.hosted and p.checked_in_run != tick.ts:
+        if not p.hosted:
+            return  # the run skips it, here and when the tick comes
+        if p.checked_in_run != tick.ts:
             self._check_partition(p, tick.ts, out, Order.of_event(tick), tick.end_ms)
         p.checked_ahead = (*p.checked_ahead, tick.ts)
 

@@ -1,13 +1,14 @@
 """The `applyInPandasWithState` function: one bucket of partitions per state key, each cluster in its own time.
 
-Each call parses the lines the key received (with the replay's validator, so a line that is not an
-event never moves anything), learns from the valid ones how far each cluster's event time has come
-(`newest`) and how far each broker's own stream has (its watermarks), and applies every cluster's events and
-scheduled checks up to that cluster's frontier (`frontier_of`: where the slowest broker's stream has passed, or
-`newest - allowed_lateness_ms`), in (ts, seq) order; later events wait, compressed. An event at or
-behind its cluster's frontier when it arrives is late; one dated more than `max_future_ms` after
-it arrived is refused: neither changes anything, each is a dead letter with its reason. One more than
-`max_future_ms` ahead of its cluster's time waits for a witness before it moves that time (`Jumps`).
+Each call parses the lines the key received (with the replay's validator, so a line that is not an event never
+moves anything), learns from the valid ones how far each cluster's event time has come (`newest`) and how far each
+broker's own stream has (its watermarks), and applies every cluster's events and scheduled checks up to that
+cluster's frontier (`frontier_of`: where the slowest broker's stream has passed, or `newest -
+allowed_lateness_ms`), in (ts, seq) order, and each partition further, up to where the streams of the brokers
+acting on it have passed (`ahead_of`); later events wait, compressed. An event at or behind its cluster's frontier
+(or its partition's, `BucketState.ahead`) when it arrives is late; one dated more than `max_future_ms` after it
+arrived is refused: neither changes anything, each is a dead letter with its reason. One more than `max_future_ms`
+ahead of its cluster's time waits for a witness before it moves that time (`Jumps`).
 Whatever the micro-batch cut, the reports add up to the outputs of one pass (SPEC §6).
 
 No Spark watermark or timeout is needed: a key's time moves only with the lines it receives, its
@@ -406,9 +407,9 @@ def run_engine(
 ) -> tuple[PartitionEngine, Outputs, list[Fetch], list[Behind], dict[PartitionKey, int]]:
     """Apply the fetches behind the frontier that are caught-up repeats (before anything of this call: each comes
     before its partition's next event), then the cluster's due events and scheduled checks up to its frontier, then
-    each partition's fetches and appends up to its own frontier (`ahead`); the engine goes back into `held`. Returns
-    the fetches behind the frontier it took, those it refused (late), and where each partition applied past the
-    frontier is exact."""
+    each partition's own events and its leader's ticks up to its own frontier (`ahead`, `advance_ahead`); the engine
+    goes back into `held`. Returns the fetches behind the frontier it took, those it refused (late), and where each
+    partition applied past the frontier is exact."""
     engine = PartitionEngine(config, held.engines.get(cluster), owns_ticks=first)
     out = Outputs()
     taken: list[Fetch] = []
