@@ -354,8 +354,9 @@ def maximal_isr(p: Partition) -> tuple[int, ...]:
 def acting_brokers(p: Partition) -> frozenset[int]:
     """The brokers whose own streams can still change `p` (SPEC §6, a partition's frontier): its leader, whose agent
     reports its fetches, appends, writes and answers; the members of its (maximal) ISR and ELR, from which a clean
-    election picks the next leader, who reports its new state (ReplicationControlManager@4.4 / KafkaController's
-    PartitionLeaderElectionAlgorithms: the leader comes from the ISR, or the ELR); the brokers whose AlterPartition
+    election picks the next leader, who reports its new state (KRaft: PartitionChangeBuilder@4.4 L318-321
+    isValidNewLeader, the ISR or, when it is empty, the ELR; unclean, any live replica, L256-316; ZooKeeper:
+    Election.scala@3.9.0-rc3 L28-45, the ISR unless unclean election is enabled); the brokers whose AlterPartition
     managers hold its item, and the one whose request carried it (`forget_partition`: their restart changes `p`); a
     deposed leader until it reports the new state (`deposed_leader_learned`): until then it may report as the leader.
     A partition without a leader (offline, or no state yet) may be reported by any of its replicas. Another replica
