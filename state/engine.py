@@ -526,7 +526,8 @@ def _holds_back(ev: Event) -> tuple[list[PartitionKey], list[tuple[str, int | No
     """What an event that is not `_PARTITION_LOCAL` changes, which waits for it (`PartitionEngine.advance_ahead`): the
     partitions it changes, and the brokers whose rules or metadata it changes (the partitions they lead read them);
     None: it may change any partition (an event without a reporting broker, a cluster-wide registration). A
-    follower's copy of a partition's state, and a propagation a broker reported, change nothing of the model."""
+    propagation a broker reported changes nothing of the model, and a follower's copy of a partition's state nothing
+    an output reads (it may clear a deposed leader, which only the partition's frontier reads: late, it errs safe)."""
     cluster = ev.cluster
     if type(ev) is LeaderAndIsr:
         if follower_copy(ev):
