@@ -11,15 +11,15 @@ package io.isrwatch.agent;
  *
  * <p>The slack covers <em>capture delay</em>: a Kafka thread reads its clock (an isr-expiration check's now, a
  * makeLeader's currentTimeMs), may be descheduled, and reaches the hook later; the watermark must not pass it
- * meanwhile. (A fetch is stamped at its hook, where it took effect; its fetchTimeMs rides along as
- * {@code fetch_ms}.) So the slack is {@code watermark.slack.ms}, or twice the largest capture delay seen in the last two {@link #WINDOW_MS} windows when
- * that is more, up to {@link #MAX_ADAPTIVE_SLACK_MS}. A delay over {@link #PAUSE_MS} is a <em>pause</em> (the JVM
- * stopped: SIGSTOP, a long GC; or a thread starved that long), not a pace to keep: every clock read before it may
- * still be on its way, so W stays at the pause's start until {@link #RECOVERY_MS} after it ended, and then goes on at
- * the usual slack (a slack swollen to the pause's length would hold the broker's stream back for two windows after
- * every stall). The timer sees a pause as a gap between its turns; a capture, as its own delay. An event other than a held repeat that still enters the stream
- * below the last watermark is a violation: counted and logged (rate-limited), and emitted all the same (the consumer
- * decides).
+ * meanwhile. (A fetch is stamped at its hook, where it took effect; its fetchTimeMs rides along as {@code fetch_ms}.)
+ * So the slack is {@code watermark.slack.ms}, or twice the largest capture delay seen in the last two
+ * {@link #WINDOW_MS} windows when that is more, up to {@link #MAX_ADAPTIVE_SLACK_MS}. A delay over {@link #PAUSE_MS} is
+ * a <em>pause</em> (the JVM stopped: SIGSTOP, a long GC; or a thread starved that long), not a pace to keep: every
+ * clock read before it may still be on its way, so W stays at the pause's start until {@link #RECOVERY_MS} after it
+ * ended, and then goes on at the usual slack (a slack swollen to the pause's length would hold the broker's stream back
+ * for two windows after every stall). The timer sees a pause as a gap between its turns; a capture, as its own delay.
+ * An event other than a held repeat that still enters the stream below the last watermark is a violation: counted and
+ * logged (rate-limited), and emitted all the same (the consumer decides).
  */
 final class StreamTime {
 
