@@ -150,7 +150,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
 
 
 @dataclass(frozen=True)
-class IsrWrite:
+class BrokerWrite:
     """A leader's ZooKeeper write of a partition's ISR, as its agent reported it (`isr_updated`)."""
 
     broker: int
@@ -162,7 +162,7 @@ class IsrWrite:
     kind: str  # shrink | expand
 
     @classmethod
-    def from_event(cls, ev: dict) -> IsrWrite:
+    def from_event(cls, ev: dict) -> BrokerWrite:
         return cls(
             ev["broker"],
             ev["topic"],
@@ -193,7 +193,7 @@ class Seen:
     decision came with a later one of the partition in the same batch: the API never served the write's ISR), or
     `unseen` (no decision of the model matches it: it missed the write, or took longer than the run waited)."""
 
-    write: IsrWrite
+    write: BrokerWrite
     how: str
     seen_ms: int | None = None
     model_offset_ms: int | None = None  # the matching decision's time - the write's
@@ -203,7 +203,7 @@ class Seen:
         return None if self.seen_ms is None else self.seen_ms - self.write.ts
 
 
-def decision_of(write: IsrWrite, shown: Iterable[Shown], window_ms: int, within_ms: int) -> Shown | None:
+def decision_of(write: BrokerWrite, shown: Iterable[Shown], window_ms: int, within_ms: int) -> Shown | None:
     """The model's decision of the write, among those the API showed within `within_ms` of it, paired as the audit
     pairs writes whose epochs drifted (`audit.nearest_alike`): same partition, kind and resulting ISR, the nearest
     in time within `window_ms` (ties: the first shown).
@@ -223,7 +223,7 @@ def decision_of(write: IsrWrite, shown: Iterable[Shown], window_ms: int, within_
     return None if at is None else mine[at[1]]
 
 
-def match(writes: Iterable[IsrWrite], shown: Sequence[Shown], window_ms: int, within_ms: int) -> list[Seen]:
+def match(writes: Iterable[BrokerWrite], shown: Sequence[Shown], window_ms: int, within_ms: int) -> list[Seen]:
     """Each write with the model's decision of it (`decision_of`) and when the API first showed that decision."""
     seen = []
     for w in writes:
@@ -354,11 +354,11 @@ class Watch:
     def __init__(self, bootstrap: str, topic: str, api: str, poll_ms: int, window_ms: int, give_up_ms: int) -> None:
         self.bootstrap, self.topic, self.api, self.poll_ms = bootstrap, topic, api, poll_ms
         self.window_ms, self.give_up_ms = window_ms, give_up_ms
-        self.writes: list[IsrWrite] = []
+        self.writes: list[BrokerWrite] = []
         self.shown: list[Shown] = []
         self.sweeps_ms: list[float] = []  # how long each poll round took
         self.started_ms = 0
-        self._open: list[IsrWrite] = []  # the writes still awaited
+        self._open: list[BrokerWrite] = []  # the writes still awaited
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._ready = threading.Event()
@@ -383,7 +383,7 @@ class Watch:
         with self._lock:
             return {(w.topic, w.partition) for w in self._open}
 
-    def snapshot(self) -> tuple[list[IsrWrite], list[Shown]]:
+    def snapshot(self) -> tuple[list[BrokerWrite], list[Shown]]:
         with self._lock:
             return list(self.writes), list(self.shown)
 
@@ -405,7 +405,7 @@ class Watch:
                             continue
                         ev = json.loads(r.value)
                         if ev.get("type") == "isr_updated" and ev.get("cluster") == CLUSTER:
-                            w = IsrWrite.from_event(ev)
+                            w = BrokerWrite.from_event(ev)
                             with self._lock:
                                 self.writes.append(w)
                                 self._open.append(w)

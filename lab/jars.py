@@ -220,11 +220,6 @@ def ensure(jar_set: JarSet, progress: Progress) -> list[Path]:
     return jars(jar_set) or provision(jar_set, progress)
 
 
-def kafka_classpath(progress: Progress, release: str = ZOOKEEPER_RELEASE) -> str:
-    """A release's broker (and ZooKeeper) and tools classpath, provisioning it on first use."""
-    return os.pathsep.join(str(p) for p in ensure(kafka_set(release), progress))
-
-
 def spark_kafka_jars() -> list[Path]:
     """Spark's Kafka connector jars if provisioned for the installed PySpark, else [] (never runs Maven)."""
     try:

@@ -61,6 +61,9 @@ from .schedule import INF, first_at_or_after
 STATE_VERSION = 3  # 3: a partition's AlterPartition items are held by brokers; registrations as each broker has them
 
 
+RegistrationRow = tuple[str, int, int, Registration]  # (cluster, reporter or leader, broker id, registration)
+
+
 class _GroupState(Struct, array_like=True):
     version: int
     partitions: list[Partition]
@@ -71,12 +74,70 @@ class _GroupState(Struct, array_like=True):
     next_eligible: int
     kafka_versions: list[tuple[str, int, str]]  # (cluster, broker, version) as each broker's agent reported it
     isr_protocols: list[tuple[str, int, str]] = []  # (cluster, broker, isr_protocol) likewise
-    registrations: list[tuple[str, int, int, Registration]] = []  # (cluster, reporter, broker id, its registration)
+    registrations: list[RegistrationRow] = []  # (cluster, reporter, broker id, its registration)
     last_seen: list[tuple[str, int, int]] = []  # (cluster, broker, ts of its last event with a seq)
+    fenced: list[RegistrationRow] = []  # (cluster, leader, broker id, fenced): `Registrations.fence`
 
 
 _encoder = msgspec.msgpack.Encoder()
 _decoder = msgspec.msgpack.Decoder(_GroupState)
+
+
+class Registrations:
+    """The one owner of the KRaft registrations each leader has in its own metadata (SPEC §4.9): what each reporting
+    broker reported (`broker_registration`; reporter -1: a cluster-wide source, which serves every leader that reports
+    none), and the followers the controller removed that a leader's metadata has fenced until its source reports them
+    again (`removed_by_controller`). A mark is kept apart from what was reported, so a leader whose source is the
+    cluster-wide one keeps reading it."""
+
+    def __init__(self) -> None:
+        self.reported: dict[tuple[str, int], dict[int, Registration]] = {}
+        self.fenced: dict[tuple[str, int], dict[int, Registration]] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self.reported or self.fenced)
+
+    def report(self, cluster: str, reporter: int, broker: int, registration: Registration) -> None:
+        """`reporter`'s metadata has `broker` as `registration`; it ends the marks of the leaders that read it."""
+        self.reported.setdefault((cluster, reporter), {})[broker] = registration
+        for (c, leader), marks in list(self.fenced.items()):
+            if c == cluster and broker in marks and self._source(cluster, leader) == reporter:
+                del marks[broker]
+                if not marks:
+                    del self.fenced[(c, leader)]
+
+    def fence(self, cluster: str, leader: int, replica: int) -> None:
+        """`leader`'s metadata has `replica` fenced (its registration's epoch kept) until its source reports it."""
+        known = self.of(cluster, leader).get(replica)
+        self.fenced.setdefault((cluster, leader), {})[replica] = Registration(
+            -1 if known is None else known.epoch, True, False
+        )
+
+    def of(self, cluster: str, leader: int | None) -> Metadata:
+        """The registrations `leader` judges eligibility on: its own reports, else the cluster-wide ones, with its
+        marks over them."""
+        who = -1 if leader is None else leader
+        base = self.reported.get((cluster, self._source(cluster, who)), NO_METADATA)
+        marks = self.fenced.get((cluster, who))
+        return {**base, **marks} if marks else base
+
+    def _source(self, cluster: str, leader: int) -> int:
+        """Whose reports `leader`'s metadata is: its own once it reported one, else the cluster-wide source's."""
+        return leader if (cluster, leader) in self.reported else -1
+
+    def rows(self) -> tuple[list[RegistrationRow], list[RegistrationRow]]:
+        """The reported registrations and the marks, as rows (a state blob keeps them)."""
+        return _rows(self.reported), _rows(self.fenced)
+
+    def load(self, reported: list[RegistrationRow], fenced: list[RegistrationRow]) -> None:
+        """Take the rows `rows` gave."""
+        for table, rows in ((self.reported, reported), (self.fenced, fenced)):
+            for c, who, b, r in rows:
+                table.setdefault((c, who), {})[b] = r
+
+
+def _rows(table: dict[tuple[str, int], dict[int, Registration]]) -> list[RegistrationRow]:
+    return [(c, who, b, r) for (c, who), regs in table.items() for b, r in regs.items()]
 
 
 def _order(ev: Event) -> tuple[int, int, int]:
@@ -109,9 +170,8 @@ class PartitionEngine:
         # The Kafka version each broker reported on its ticks (the agent): the partitions it leads follow its rules.
         self.kafka_versions: dict[tuple[str, int], str] = {}
         self.isr_protocols: dict[tuple[str, int], str] = {}  # likewise, how each broker writes its ISR (SPEC §2)
-        # The leaders' KRaft metadata about each broker (`broker_registration`), per cluster and reporting broker
-        # (SPEC §4.9): each leader judges eligibility on its own metadata (`metadata_of`).
-        self.registrations: dict[tuple[str, int], dict[int, Registration]] = {}
+        # The leaders' KRaft metadata about each broker (SPEC §4.9): each judges eligibility on its own (`metadata_of`).
+        self.registrations = Registrations()
         # The time of each reporting broker's last event here: a later event of a new run of it is a restart.
         self.last_seen: dict[tuple[str, int], int] = {}
         self._configs: dict[tuple[str, str], Config] = {(config.kafka_version, config.isr_protocol): config}
@@ -127,12 +187,12 @@ class PartitionEngine:
             self.next_eligible = state.next_eligible
             self.kafka_versions = {(c, b): v for c, b, v in state.kafka_versions}
             self.isr_protocols = {(c, b): v for c, b, v in state.isr_protocols}
-            for c, reporter, b, r in state.registrations:
-                self.registrations.setdefault((c, reporter), {})[b] = r
+            self.registrations.load(state.registrations, state.fenced)
             self.last_seen = {(c, b): ts for c, b, ts in state.last_seen}
 
     def to_bytes(self) -> bytes:
         """The compact serialised form (msgpack, version first) a Spark state row keeps."""
+        reported, fenced = self.registrations.rows()
         return _encoder.encode(
             _GroupState(
                 STATE_VERSION,
@@ -144,8 +204,9 @@ class PartitionEngine:
                 self.next_eligible,
                 [(c, b, v) for (c, b), v in self.kafka_versions.items()],
                 [(c, b, v) for (c, b), v in self.isr_protocols.items()],
-                [(c, reporter, b, r) for (c, reporter), regs in self.registrations.items() for b, r in regs.items()],
+                reported,
                 [(c, b, ts) for (c, b), ts in self.last_seen.items()],
+                fenced,
             )
         )
 
@@ -303,7 +364,7 @@ class PartitionEngine:
             if (p.cluster, p.leader) in protocols:
                 leader_reports_writes(p)
             for replica in removed_by_controller(p, *before):
-                self._fence_in_metadata_of(p.cluster, ev.leader, replica)
+                self.registrations.fence(p.cluster, ev.leader, replica)
         elif type(ev) is Tick:
             self._tick(ev, out)
         elif type(ev) is AlterPartitionResponse:
@@ -312,9 +373,8 @@ class PartitionEngine:
             handle_alter_partition_response(p, ev, leader_config, out, self.metadata_of(p))
         elif type(ev) is BrokerRegistration:
             reporter = -1 if ev.broker is None else ev.broker
-            self.registrations.setdefault((ev.cluster, reporter), {})[ev.id] = Registration(
-                ev.epoch, ev.fenced, ev.in_controlled_shutdown
-            )
+            registration = Registration(ev.epoch, ev.fenced, ev.in_controlled_shutdown)
+            self.registrations.report(ev.cluster, reporter, ev.id, registration)
         elif type(ev) is IsrUpdated:
             # What a broker did: recorded with the model's view, after it commits the model's write in flight.
             p = partitions.get((ev.cluster, ev.topic, ev.partition))
@@ -355,24 +415,15 @@ class PartitionEngine:
         """Whether `ev` is the first event of a new run of its broker (`restarted`)."""
         return ev.broker is not None and restarted(ev.seq, self.last_seen.get((ev.cluster, ev.broker)))
 
-    def _fence_in_metadata_of(self, cluster: str, leader: int, replica: int) -> None:
-        """`removed_by_controller`: the leader's metadata has `replica` fenced until the leader reports it again."""
-        own = self.registrations.setdefault((cluster, leader), {})
-        known = own.get(replica)
-        own[replica] = Registration(-1 if known is None else known.epoch, True, False)
-
     def metadata_of(self, p: Partition | None, leader: int | None = None) -> Metadata:
         """The KRaft registrations `p`'s leader (or `leader`) has in its own metadata: Partition.isReplicaIsrEligible
         reads the leader's metadata cache (Partition@3.9.0-rc3 L1060-1093), which applies each change at its own
         moment: on the KRaft 4.4.0 lab a leader still had a restarted broker fenced 40 ms after two other brokers had
         it unfenced, and expanded only after. Registrations from a cluster-wide source (no reporter) serve a leader
-        that reports none."""
-        registrations = self.registrations
-        if not registrations or p is None:
+        that reports none (`Registrations`)."""
+        if p is None or not self.registrations:
             return NO_METADATA
-        who = p.leader if leader is None else leader
-        own = registrations.get((p.cluster, -1 if who is None else who))
-        return own if own is not None else registrations.get((p.cluster, -1), NO_METADATA)
+        return self.registrations.of(p.cluster, p.leader if leader is None else leader)
 
     def record(self, p: Partition) -> PartitionRecord:
         """`p`'s SPEC §5 record under its leader's rule set: its flags read the min ISR its HW rule reads."""

@@ -851,8 +851,8 @@ def update_follower_fetch_state(
     """Partition.updateFollowerFetchState: Replica.updateFetchState, then maybeExpandIsr, then the HW.
 
     A fetch Kafka would have refused changes nothing and is counted by reason: no leader yet or offline,
-    not from a follower (ReplicaManager L1567-1572), a stale leader epoch (KAFKA-8400), or an offset past
-    the leader's LEO (OFFSET_OUT_OF_RANGE).
+    not from a follower (ReplicaManager L1567-1572), a stale leader epoch (KAFKA-8400), an offset past
+    the leader's LEO (OFFSET_OUT_OF_RANGE), or (KRaft) a stale broker epoch (`stale_broker_epoch`).
     """
     inactive = _inactive(p, ev)
     if inactive:
@@ -870,6 +870,9 @@ def update_follower_fetch_state(
     leader_leo = ev.leader_leo
     if offset > leader_leo:
         out.count(IGNORED_FETCHES, "offset_out_of_range")
+        return
+    if stale_broker_epoch(ev, brokers):
+        out.count(IGNORED_FETCHES, "stale_broker_epoch")
         return
     t = ev.clock  # Kafka's fetchTimeMs; the fetch took effect at `ev.ts`, where the model orders it and decides
     if leader_leo > p.leader_leo:
@@ -898,6 +901,19 @@ def update_follower_fetch_state(
         maybe_increment_leader_hw(p, t, config, brokers)
     if expanded is not None:
         out.decide(p, ev.ts, DecisionKind.EXPAND, expanded, [f.replica])
+
+
+def stale_broker_epoch(ev: Fetch, brokers: Metadata) -> bool:
+    """Replica.updateFetchStateOrThrow (Replica.scala@3.9.0-rc3 L116-123) throws NotLeaderOrFollowerException, before
+    it changes anything, when the fetch's broker epoch is not -1 and the leader's metadata has the follower alive
+    with a greater one (getAliveBrokerEpoch: an unfenced registration's epoch, KRaftMetadataCache.scala@3.9.0-rc3
+    L471-474): a fetch of the follower's previous incarnation (PartitionTest@3.9.0-rc3
+    testFenceFollowerFetchWithStaleBrokerEpoch). Without KRaft metadata (ZooKeeper mode) there is no such check."""
+    epoch = ev.broker_epoch
+    if epoch is None or epoch == -1:
+        return False
+    registration = brokers.get(ev.replica)
+    return registration is not None and not registration.fenced and registration.epoch > epoch
 
 
 def caught_up_repeat(p: Partition | None, ev: Fetch) -> bool:

@@ -13,7 +13,7 @@ import pytest
 
 from isrwatch.bench.latency import (
     Batch,
-    IsrWrite,
+    BrokerWrite,
     Parts,
     Report,
     Seen,
@@ -31,10 +31,10 @@ WITHIN_MS = 20_000  # how long the run awaits a write
 WINDOW_MS = 2_500  # how far from a write the model's decision of it may be
 
 
-def recorded_writes() -> list[IsrWrite]:
+def recorded_writes() -> list[BrokerWrite]:
     """Every isr_updated the agent recorded on the lab (tests/agent/data), in the brokers' order."""
     writes = [
-        IsrWrite.from_event(ev)
+        BrokerWrite.from_event(ev)
         for path in sorted(AGENT_DATA.glob("broker*.events.jsonl"))
         for ev in map(json.loads, path.read_text().splitlines())
         if ev["type"] == "isr_updated"
@@ -119,11 +119,11 @@ def test_match_by_the_models_decision() -> None:
     """Each write is seen when the API's history first holds the model's decision of it (same partition, kind and
     ISR, nearest in time within the window): with its ISR, or superseded by a later decision of the partition that
     came in the same batch, or never."""
-    shrink = IsrWrite(1, "orders", 0, ts=10_000, partition_epoch=1, isr=(1, 2), kind="shrink")
-    expand = IsrWrite(1, "orders", 0, ts=10_400, partition_epoch=2, isr=(1, 2, 3), kind="expand")
-    other = IsrWrite(2, "orders", 1, ts=11_000, partition_epoch=5, isr=(2, 3), kind="shrink")
-    lost = IsrWrite(3, "payments", 0, ts=12_000, partition_epoch=3, isr=(3,), kind="shrink")
-    later = IsrWrite(1, "orders", 0, ts=20_000, partition_epoch=3, isr=(1, 2), kind="shrink")
+    shrink = BrokerWrite(1, "orders", 0, ts=10_000, partition_epoch=1, isr=(1, 2), kind="shrink")
+    expand = BrokerWrite(1, "orders", 0, ts=10_400, partition_epoch=2, isr=(1, 2, 3), kind="expand")
+    other = BrokerWrite(2, "orders", 1, ts=11_000, partition_epoch=5, isr=(2, 3), kind="shrink")
+    lost = BrokerWrite(3, "payments", 0, ts=12_000, partition_epoch=3, isr=(3,), kind="shrink")
+    later = BrokerWrite(1, "orders", 0, ts=20_000, partition_epoch=3, isr=(1, 2), kind="shrink")
     shown = [
         Shown(16_100, "orders", 0, "shrink", ts=9_990, isr=(1, 2)),  # both of orders-0's writes in one batch
         Shown(16_100, "orders", 0, "expand", ts=10_395, isr=(1, 2, 3)),
@@ -158,7 +158,9 @@ def test_match_on_recorded_writes() -> None:
 
 def test_report_lines() -> None:
     """What the run prints per trigger: counts, percentiles, the latency's parts and its bounds."""
-    writes = [IsrWrite(1, "orders", p, ts=10_000 + p, partition_epoch=1, isr=(1, 2), kind="shrink") for p in range(4)]
+    writes = [
+        BrokerWrite(1, "orders", p, ts=10_000 + p, partition_epoch=1, isr=(1, 2), kind="shrink") for p in range(4)
+    ]
     seen = [Seen(w, "as_written", w.ts + 6_000 + 100 * i, -i) for i, w in enumerate(writes)]
     batches = [Batch(3, started_ms=15_500, duration_ms=400, committed_ms=15_950, watermark_ms=10_500)]
     report = Report(1.0, [*seen, Seen(writes[0], "unseen")], batches, 50, [10.0, 12.0], {"timing": 2})
@@ -176,7 +178,7 @@ def test_report_lines() -> None:
 
 
 def test_split_at_the_batch_that_committed_it() -> None:
-    write = IsrWrite(1, "orders", 0, ts=10_000, partition_epoch=1, isr=(1, 2), kind="shrink")
+    write = BrokerWrite(1, "orders", 0, ts=10_000, partition_epoch=1, isr=(1, 2), kind="shrink")
     batches = [
         Batch(7, started_ms=14_000, duration_ms=900, committed_ms=14_850, watermark_ms=9_000),
         Batch(8, started_ms=15_000, duration_ms=1_200, committed_ms=16_150, watermark_ms=10_000),
@@ -190,7 +192,7 @@ def test_split_at_the_batch_that_committed_it() -> None:
 def test_bound_when_batches_outlast_the_trigger() -> None:
     """A batch longer than the trigger delays the next one: the wait is bounded by the batch, and the poll by the
     slowest poll round."""
-    write = IsrWrite(1, "orders", 0, ts=10_000, partition_epoch=1, isr=(1, 2), kind="shrink")
+    write = BrokerWrite(1, "orders", 0, ts=10_000, partition_epoch=1, isr=(1, 2), kind="shrink")
     batches = [Batch(5, started_ms=15_000, duration_ms=3_000, committed_ms=17_900, watermark_ms=10_000)]
     line = Report(1.0, [Seen(write, "as_written", 17_950, -5)], batches, 50, [30.0, 80.0], {}).lines()[-1]
     assert line.endswith("the poll (<= 80 ms): at most 11.1 s at the cluster frontier's p99")

@@ -101,6 +101,7 @@ def test_without_the_brokers_report_a_write_takes_no_time(run: Run) -> None:
 
 
 AP = {"replica_lag_time_max_ms": LAG, "kafka_version": "3.9.2", "isr_protocol": "alter_partition"}
+AGENT_AP = {**AP, "isr_expiration_interval_ms": 0}  # the brokers' own isr-expiration runs only
 
 
 def test_the_broker_record_shows_its_queue_and_the_request_in_flight_with_its_age() -> None:
@@ -527,6 +528,55 @@ def test_a_broker_the_controller_removed_is_not_eligible_before_the_leader_repor
     ]  # fmt: skip
     outcome = run(events, T + 60_000, **AP, isr_expiration_interval_ms=0)
     assert [(d["ts"] - T, d["isr_after"]) for d in outcome.decisions if d["kind"] == "expand"] == [(9_050, [1, 2, 3])]
+
+
+def test_a_fetch_with_a_stale_broker_epoch_changes_nothing(run: Run) -> None:
+    """PartitionTest.testFenceFollowerFetchWithStaleBrokerEpoch (3.9.0-rc3): Replica.updateFetchStateOrThrow refuses a
+    fetch whose broker epoch is older than the leader's metadata has for the live follower (Replica.scala L116-123).
+    The model applied it: the HW moved from 0 to 10 and the follower's caught-up time with it. A fenced registration
+    has no alive epoch (getAliveBrokerEpoch), so its fetch is not refused by this rule."""
+    events = [
+        lai(T, 1, [1, 2], [1, 2], 0, leader_leo=10, hw=0, **KRAFT),
+        tick(T + 1, broker=1, kafka_version="3.9.2", isr_protocol="alter_partition"),
+        registration(T + 2, False, epoch=12),
+        fetch(T + 100, 2, 10, 10, broker_epoch=11),  # the follower's previous incarnation: refused
+    ]
+    stale = run(events, T + 1_000, **AGENT_AP)
+    assert stale.summary["ignored_fetches_by_reason"] == {"stale_broker_epoch": 1}
+    assert (state_of(stale)["hw"], follower(state_of(stale), 2)["last_caught_up_ms"]) == (0, T)
+    current = run([*events[:3], fetch(T + 100, 2, 10, 10, broker_epoch=12)], T + 1_000, **AGENT_AP)
+    assert (state_of(current)["hw"], follower(state_of(current), 2)["last_caught_up_ms"]) == (10, T + 100)
+    fenced = run([*events[:2], registration(T + 2, True, epoch=12), events[3]], T + 1_000, **AGENT_AP)
+    assert state_of(fenced)["hw"] == 10
+
+
+def test_a_broker_fenced_in_cluster_wide_registrations_stays_ineligible_after_the_controller_removes_another(
+    run: Run,
+) -> None:
+    """Registrations without `broker` (a cluster-wide source) serve every leader. The controller's removal of
+    follower 2 marks it fenced in leader 1's metadata (`removed_by_controller`); that mark made a leader-own map, after
+    which leader 1 no longer read the cluster-wide registrations: broker 3, fenced there, was refused once, then
+    proposed for an expand. Kafka refuses it both times (Partition.isReplicaIsrEligible, Partition@3.9.0-rc3
+    L1060-1093); 2 is eligible again once the source reports it unfenced."""
+
+    def cluster_wide(ts: int, broker: int, fenced: bool) -> dict:
+        body = {"id": broker, "epoch": 7, "fenced": fenced, "in_controlled_shutdown": False}
+        return {"type": "broker_registration", "ts": ts, **body}
+
+    events = [
+        cluster_wide(T - 2, 2, False),
+        cluster_wide(T - 1, 3, True),
+        lai(T, 1, [1, 2], [1, 2, 3], 0, leader_leo=10, hw=10, **KRAFT),
+        tick(T + 1, broker=1, kafka_version="4.4.0", isr_protocol="alter_partition"),
+        fetch(T + 100, 3, 10, 10),  # caught up, fenced: refused
+        lai(T + 1_000, 1, [1], [1, 2, 3], 0, leader_leo=10, hw=10, partition_epoch=1, **KRAFT),  # 2 removed
+        fetch(T + 1_100, 3, 10, 10),  # still fenced: refused again
+        fetch(T + 1_200, 2, 10, 10),  # fenced in leader 1's metadata until the source reports it
+        cluster_wide(T + 1_300, 2, False),
+        fetch(T + 1_400, 2, 10, 10),  # expand [1, 2]
+    ]  # fmt: skip
+    outcome = run(events, T + 60_000, **AP, isr_expiration_interval_ms=0)
+    assert [(d["ts"] - T, d["isr_after"]) for d in outcome.decisions if d["kind"] == "expand"] == [(1_400, [1, 2])]
 
 
 def test_a_proposal_of_every_replica_from_an_older_epoch_is_an_expand() -> None:
