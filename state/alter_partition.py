@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 import msgspec
 from msgspec import Struct
 
-from .partition import TOP_LEVEL_ERRORS, restarted
+from .partition import restarted
 from .propagation import buffer_in_time
 from .records import (
     AlterPartitionAnswer,
@@ -166,7 +166,7 @@ class AlterPartitionBook:
             out.append(request)
             manager.in_flight = None
             handled_within(manager, answer.ts)
-            if answer.error in TOP_LEVEL_ERRORS:
+            if answer.top_level:
                 resend_after(manager, request, answer.ts)
             else:
                 maybe_propagate_isr_changes(manager, answer.ts)
@@ -262,7 +262,7 @@ RESEND_BACKOFF_MS = 50
 
 
 def resend_after(manager: Manager, request: AlterPartitionRequest, now: int) -> None:
-    """A top-level error (`TOP_LEVEL_ERRORS`, e.g. STALE_BROKER_EPOCH after a restart or a controller failover)
+    """A top-level error (`top_level_error`, e.g. STALE_BROKER_EPOCH after a restart or a controller failover)
     answers the request, but handleAlterPartitionResponse removes none of its items (DefaultAlterPartitionManager@4.4
     L225-283: only the NONE case takes items out, L262-277) and completes no future: they stay queued, ahead of what was
     submitted meanwhile, and go again `RESEND_BACKOFF_MS` later, or sooner with the next submit, whose

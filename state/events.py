@@ -162,6 +162,9 @@ class AlterPartitionResponse(PartitionEvent, kw_only=True, tag="alter_partition_
     isr: list[BrokerId] | None = None
     leader_epoch: NonNegative | None = None
     partition_epoch: NonNegative | None = None
+    # The error is the whole request's (the response's top-level error code, reported for each partition it carried),
+    # not this partition's; None: not said (an older agent), told by the error's name (`partition.top_level_error`).
+    top_level: bool | None = None
 
 
 class BrokerRegistration(_Event, kw_only=True, tag="broker_registration"):
@@ -402,6 +405,9 @@ def parse_event(raw: bytes | str, seq: int, arrival: int = 0) -> Event | DeadLet
     if type(event) is Append and event.check_ms is not None and event.check_ms < event.ts:
         reason = f"check_ms: a run cannot check a partition ({event.check_ms}) before it starts (ts {event.ts})"
         return DeadLetter(raw=_text(raw), reason=reason, field="check_ms", ts=event.ts)
+    if type(event) is AlterPartitionResponse and event.error is None and event.top_level:
+        reason = "top_level: a response without an error has no top-level error"
+        return DeadLetter(raw=_text(raw), reason=reason, field="top_level", ts=event.ts)
     if type(event) is AlterPartitionResponse and event.error is None:
         for name in ("isr", "leader_epoch", "partition_epoch"):
             if getattr(event, name) is None:

@@ -286,7 +286,7 @@ def based_on_isr(p: Partition, partition_epoch: int) -> tuple[int, ...] | None:
 
 def resends_item(p: Partition, broker: int, leader_epoch: int, partition_epoch: int, isr: list[int]) -> bool:
     """Whether a request carries the partition's item the broker's manager already sent and still holds: after a
-    top-level error (`TOP_LEVEL_ERRORS`) the manager keeps its items and sends them again, with whatever was queued
+    top-level error (`top_level_error`) the manager keeps its items and sends them again, with whatever was queued
     meanwhile, 50 ms later or at the next submit (DefaultAlterPartitionManager@4.4 L118-124, L170-175; 3.9.0-rc3
     L172-180, L224-231): the same proposal, no new decision of the leader, so the audit does not pair it again. Only
     the partition's own answer takes the item out (`handle_alter_partition_response`); a proposal after it, even an
@@ -525,10 +525,21 @@ STUCK_ERRORS = frozenset(
 
 # The errors the controller answers for a whole AlterPartition request, never for one partition: the broker's epoch
 # is not the registration's (ReplicationControlManager@4.4 L1083 `clusterControl.checkBrokerEpoch`, which throws
-# StaleBrokerEpochException: ClusterControlManager@4.4 L800-804), or the broker may not alter partitions. The agent
-# reports such an error for every partition of the request; the manager keeps the items and sends them again
-# (`resends_item`; DefaultAlterPartitionManager@4.4 L160-175, L231), the partitions' callbacks never run.
+# StaleBrokerEpochException: ClusterControlManager@4.4 L800-804), or the broker may not alter partitions. Only an
+# answer that does not say whether its error is top-level (`top_level_error`) is told by these names.
 TOP_LEVEL_ERRORS = frozenset(("STALE_BROKER_EPOCH", "CLUSTER_AUTHORIZATION_FAILED"))
+
+
+def top_level_error(ev: AlterPartitionResponse) -> bool:
+    """Whether the answer's error is the whole request's. Kafka 3.9 treats every top-level error alike, whatever its
+    name: handleAlterPartitionResponse takes items out only when the top-level code is NONE (AlterPartitionManager
+    @3.9.0-rc3 L375-379: any other code is logged and returned) and the caller schedules the resend 50 ms later
+    (L224-231); the partitions' callbacks never run. The agent reports such an error for every partition of the
+    request with `top_level` true (the response's top-level error code); an answer without the field (an older
+    agent) is told by its error's name (`TOP_LEVEL_ERRORS`)."""
+    if ev.top_level is not None:
+        return ev.top_level and ev.error is not None
+    return ev.error in TOP_LEVEL_ERRORS
 
 
 def handle_alter_partition_response(
@@ -539,22 +550,25 @@ def handle_alter_partition_response(
     The broker's manager takes every answer (its request is done when all its partitions are answered). A proposal
     submitted again after a retriable error reaches the manager first: Kafka resubmits inside the callback, before
     the manager sends its next request (AlterPartitionManager@3.9.0-rc3 L364-368, 224-227). A top-level error
-    (`TOP_LEVEL_ERRORS`) reaches the manager only: it keeps the items and sends them again after its backoff.
+    (`top_level_error`) reaches the manager only: it keeps the items and sends them again after its backoff.
     """
     at = Order.of_event(ev)
-    if p is not None and ev.error not in TOP_LEVEL_ERRORS and p.sent_item is not None and p.sent_item[0] == ev.broker:
+    top_level = top_level_error(ev)
+    if p is not None and not top_level and p.sent_item is not None and p.sent_item[0] == ev.broker:
         p.sent_item = None  # the manager took the item out (L266-274): a later request's is a new proposal
-    if _take_response(p, ev, config, out, brokers):
+    if _take_response(p, ev, top_level, config, out, brokers):
         assert p is not None
         submit_alter_partition(p, at, out)
     isr = None if ev.isr is None else tuple(sorted(set(ev.isr)))
     out.alter_partition.append(
-        AlterPartitionAnswer(*at, ev.cluster, ev.broker, ev.topic, ev.partition, ev.error, isr, ev.partition_epoch)
+        AlterPartitionAnswer(
+            *at, ev.cluster, ev.broker, ev.topic, ev.partition, ev.error, isr, ev.partition_epoch, top_level
+        )
     )
 
 
 def _take_response(
-    p: Partition | None, ev: AlterPartitionResponse, config: Config, out: Outputs, brokers: Metadata
+    p: Partition | None, ev: AlterPartitionResponse, top_level: bool, config: Config, out: Outputs, brokers: Metadata
 ) -> bool:
     """The partition takes an answer only for the proposal in flight: a response for a state that has moved on (new
     metadata came first, L1857) is ignored, as is one no proposal of this leader awaits. Success commits
@@ -567,7 +581,7 @@ def _take_response(
     if ev.broker not in p.held_by:
         out.count(IGNORED_ALTER_PARTITION_RESPONSES, "no_proposal")
         return False
-    if ev.error in TOP_LEVEL_ERRORS:
+    if top_level:
         out.count(IGNORED_ALTER_PARTITION_RESPONSES, "top_level_error")  # the manager's: it sends the item again
         return False
     p.held_by = tuple(b for b in p.held_by if b != ev.broker)  # the manager took the item out (L266-274)

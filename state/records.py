@@ -383,6 +383,7 @@ class AlterPartitionAnswer(Ordered, frozen=True, tag="a"):
     error: str | None = None
     isr: tuple[int, ...] | None = None
     partition_epoch: int | None = None
+    top_level: bool = False  # the error is the whole request's (`partition.top_level_error`)
 
 
 class AlterPartitionSendSeen(Ordered, frozen=True, tag="n"):

@@ -56,6 +56,9 @@ def test_kraft_isrwatch_proposed_requested_and_committed_what_the_brokers_did(
         )
     p50, p99, answered = ap.latency_ms(kraft_reality.events)
     say(f"KRaft AlterPartition latency as the brokers saw it: p50 {p50:.0f} ms, p99 {p99:.0f} ms ({answered} requests)")
+    # The agent says of every refused answer whether its error was the whole request's (SPEC §3, §4.9 rule 9).
+    refused = [e for e in kraft_reality.events if e["type"] == "alter_partition_response" and e.get("error")]
+    assert [e for e in refused if not isinstance(e.get("top_level"), bool)] == []
     assert [d for d in divergences if (d["kind"] == "timing") != (d.get("cause") is not None)] == []
     wrong = [d for d in divergences if d["kind"] != "timing"]
     assert wrong == [], wrong[:5]

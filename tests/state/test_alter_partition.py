@@ -227,6 +227,32 @@ def test_after_a_top_level_error_the_manager_resends_the_same_item_50_ms_later(r
     assert state_of(outcome)["isr"] == [1, 2, 3]
 
 
+@pytest.mark.parametrize(("error", "top_level"), [("UNKNOWN_SERVER_ERROR", True), ("STALE_BROKER_EPOCH", None)])
+def test_every_top_level_error_keeps_the_items_for_a_resend_whatever_its_name(
+    run: Run, error: str, top_level: bool | None
+) -> None:
+    """Kafka 3.9 treats every top-level error of an AlterPartition response alike: handleAlterPartitionResponse takes
+    items out only for NONE (AlterPartitionManager@3.9.0-rc3 L375-379) and the resend goes 50 ms later (L224-231).
+    The agent says which errors are the request's (`top_level`); an answer without the field is told by its name.
+    The model took an UNKNOWN_SERVER_ERROR marked top-level as the partition's own: it counted a failed ISR update
+    and proposed again at once."""
+    refused = {**answer(0, error), "top_level": top_level} if top_level is not None else answer(0, error)
+    events = [
+        *kraft_leader([1, 2]),
+        fetch(T + 100, 3, 10, 10),
+        sent(T + 102, [1, 2, 3], 0),
+        {**refused, "ts": T + 110},
+        sent(T + 161, [1, 2, 3], 0),  # the resend, 50 ms later
+        answer(T + 240, isr=[1, 2, 3], partition_epoch=1),
+        isr_updated(T + 245, [1, 2], [1, 2, 3], 1, "expand", topic="t"),
+    ]
+    outcome = run(events, T + 60_000, **AGENT_AP)
+    assert requests(outcome) == [(100, [1, 2, 3], 0, error), (160, [1, 2, 3], 0, None)]
+    assert outcome.summary["failed_isr_updates_by_reason"] == {}
+    assert outcome.summary["ignored_alter_partition_responses_by_reason"] == {"top_level_error": 1}
+    assert state_of(outcome)["isr"] == [1, 2, 3]
+
+
 def test_a_submit_during_the_backoff_sends_at_once_with_the_items_held(run: Run) -> None:
     """The backoff is no in-flight request: a proposal submitted meanwhile goes at once with the items the manager
     still holds (submit -> maybePropagateIsrChanges, DefaultAlterPartitionManager@4.4 L104-124), and the scheduled

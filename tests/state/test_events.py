@@ -198,6 +198,8 @@ def test_the_agents_kraft_lines_parse_with_their_extra_fields_ignored() -> None:
     [
         COMMITTED,
         RESPONSE | {"error": "INELIGIBLE_REPLICA"},
+        RESPONSE | {"error": "INELIGIBLE_REPLICA", "top_level": False},
+        RESPONSE | {"error": "STALE_BROKER_EPOCH", "top_level": True},
         REGISTRATION | {"in_controlled_shutdown": True, "broker": 1},
         lai(1, 1, [1], [1, 2], 0) | {"elr": [2], "last_known_elr": [], "leader_recovery_state": "RECOVERED"},
         fetch(1, 2, 0, 0) | {"broker_epoch": -1},
@@ -222,6 +224,8 @@ def test_alter_partition_input_parses(raw: dict) -> None:
         ({k: v for k, v in COMMITTED.items() if k != "isr"}, "isr", "invalid_value"),
         ({k: v for k, v in COMMITTED.items() if k != "partition_epoch"}, "partition_epoch", "invalid_value"),
         (COMMITTED | {"leader_epoch": -1}, "leader_epoch", "out_of_range"),
+        (COMMITTED | {"top_level": True}, "top_level", "invalid_value"),
+        (RESPONSE | {"error": "NOT_CONTROLLER", "top_level": "yes"}, "top_level", "wrong_type"),
         (REGISTRATION | {"in_controlled_shutdown": False, "fenced": "no"}, "fenced", "wrong_type"),
         (REGISTRATION, "in_controlled_shutdown", "missing_field"),
         (REGISTRATION | {"in_controlled_shutdown": False, "id": -1}, "id", "out_of_range"),

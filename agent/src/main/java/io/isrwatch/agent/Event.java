@@ -251,11 +251,13 @@ public sealed interface Event {
      * The leader handled the controller's answer for one partition of its AlterPartition request
      * (DefaultAlterPartitionManager.handleAlterPartitionResponse), before Partition applies or ignores it.
      * {@code error} is Kafka's {@code Errors} name, or null when the controller committed the change: then {@code isr},
-     * {@code leaderEpoch} and {@code partitionEpoch} are the committed state. A whole-request error (e.g.
-     * NOT_CONTROLLER) is reported for every partition the request carried. {@code topicId} is null when unknown.
+     * {@code leaderEpoch} and {@code partitionEpoch} are the committed state. A whole-request error (the response's
+     * top-level error code, e.g. STALE_BROKER_EPOCH) is reported for every partition the request carried, with
+     * {@code topLevel} true: the manager keeps every item and resends them 50 ms later (AlterPartitionManager.scala
+     * 3.9 L224-231, L375-379), whatever the error. {@code topicId} is null when unknown.
      */
     record AlterPartitionResponse(long ts, String topic, int partition, String topicId, String error, int[] isr,
-                                  int leaderEpoch, int partitionEpoch) implements PartitionEvent {
+                                  int leaderEpoch, int partitionEpoch, boolean topLevel) implements PartitionEvent {
         @Override
         public void writeFields(Json.Writer w) {
             if (topicId != null) {
@@ -264,6 +266,8 @@ public sealed interface Event {
             w.fieldOrNull("error", error);
             if (error == null) {
                 w.field("isr", isr).field("leader_epoch", leaderEpoch).field("partition_epoch", partitionEpoch);
+            } else {
+                w.field("top_level", topLevel);
             }
         }
     }

@@ -598,7 +598,7 @@ public final class Hooks {
     /**
      * handleAlterPartitionResponse entry: the controller's answer as the leader handles it, before the partitions'
      * futures complete (so before Partition applies or ignores it). A request-level error is reported for every
-     * partition the request carried ({@code items}).
+     * partition the request carried ({@code items}), marked {@code top_level}.
      */
     public static void alterPartitionResponse(Object response, Object items) {
         Recorder r = recorder;
@@ -630,7 +630,7 @@ public final class Hooks {
                 for (Carried c : carried) {
                     if (!excluded(c.topic())) {
                         r.partitionEvent(new Event.AlterPartitionResponse(ts, c.topic(), c.partition(),
-                            idString(c.id()), top.name(), null, -1, -1));
+                            idString(c.id()), top.name(), null, -1, -1, true));
                     }
                 }
                 return;
@@ -648,9 +648,9 @@ public final class Hooks {
                     Errors e = Errors.forCode(pd.errorCode());
                     r.partitionEvent(e == Errors.NONE
                         ? new Event.AlterPartitionResponse(ts, name, pd.partitionIndex(), idString(id), null,
-                            Reflect.sortedIds(pd.isr()), pd.leaderEpoch(), pd.partitionEpoch())
+                            Reflect.sortedIds(pd.isr()), pd.leaderEpoch(), pd.partitionEpoch(), false)
                         : new Event.AlterPartitionResponse(ts, name, pd.partitionIndex(), idString(id), e.name(), null,
-                            -1, -1));
+                            -1, -1, false));
                 }
             }
         } catch (Throwable t) {

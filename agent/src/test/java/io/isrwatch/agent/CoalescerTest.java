@@ -262,7 +262,7 @@ class CoalescerTest {
         caughtUp(0, 1, 2, 3);
         caughtUp(1, 1, 2);
         Event.AlterPartitionResponse resp =
-            new Event.AlterPartitionResponse(4, "t", 0, null, null, new int[] {1, 2}, 0, 1);
+            new Event.AlterPartitionResponse(4, "t", 0, null, null, new int[] {1, 2}, 0, 1, false);
         c.partitionEvent(resp);
         // partition 0's held repeat (ts 3) goes before the response; partition 1's stays held
         assertEquals(List.of(1L, 1L, 3L, 4L), times());

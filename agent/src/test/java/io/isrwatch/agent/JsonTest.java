@@ -131,10 +131,14 @@ class JsonTest {
                 + "\"topic\":\"orders\",\"partition\":1,\"topic_id\":\"ClAYvCKeSb2Vq2bCUlVMKw\",\"error\":null,"
                 + "\"isr\":[1,2],\"leader_epoch\":0,\"partition_epoch\":1}",
             enc(new Event.AlterPartitionResponse(5, "orders", 1, "ClAYvCKeSb2Vq2bCUlVMKw", null, new int[] {1, 2}, 0,
-                1)));
+                1, false)));
         assertEquals("{\"type\":\"alter_partition_response\",\"ts\":5,\"cluster\":\"prod-eu\",\"broker\":1,\"seq\":7,"
-                + "\"topic\":\"orders\",\"partition\":1,\"error\":\"OPERATION_NOT_ATTEMPTED\"}",
-            enc(new Event.AlterPartitionResponse(5, "orders", 1, null, "OPERATION_NOT_ATTEMPTED", null, -1, -1)));
+                + "\"topic\":\"orders\",\"partition\":1,\"error\":\"OPERATION_NOT_ATTEMPTED\",\"top_level\":false}",
+            enc(new Event.AlterPartitionResponse(5, "orders", 1, null, "OPERATION_NOT_ATTEMPTED", null, -1, -1, false)));
+        // the whole request's error, reported for each partition it carried: the manager resends every item
+        assertEquals("{\"type\":\"alter_partition_response\",\"ts\":5,\"cluster\":\"prod-eu\",\"broker\":1,\"seq\":7,"
+                + "\"topic\":\"orders\",\"partition\":1,\"error\":\"STALE_BROKER_EPOCH\",\"top_level\":true}",
+            enc(new Event.AlterPartitionResponse(5, "orders", 1, null, "STALE_BROKER_EPOCH", null, -1, -1, true)));
     }
 
     @Test
