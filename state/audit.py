@@ -173,10 +173,10 @@ class Case(NamedTuple):
 
 
 class Excuse(NamedTuple):
-    """A rule's verdict that a divergence is `timing`: which rule, and its margin (see the rule)."""
+    """A rule's verdict that a divergence is `timing`: which rule, and its margin (see the rule), within its bound."""
 
     cause: Cause
-    margin_ms: int | None
+    margin_ms: int
 
 
 def _agrees(w: IsrWrite, o: Observation | None) -> bool:
@@ -189,10 +189,21 @@ def _since_commit(p: PartitionAudit, w: IsrWrite) -> int | None:
     return None if committed is None else w.ts - committed
 
 
-# The timing rules, in the order `excuse` asks them (SPEC §7 numbers them so).
+# The timing rules, in the order `excuse` asks them (SPEC §7 numbers them so). Each check gives the margin of a case
+# its reason applies to (None: it does not); its rule's `Bound` beside it in `RULES` says how far that reason reaches.
 
 
-def in_flight(audit: Audit, p: PartitionAudit, case: Case) -> Excuse | None:
+class Bound(NamedTuple):
+    """The margins (ms, both ends included) within which a rule may call a divergence timing: no rule is unbounded."""
+
+    lo: int
+    hi: int
+
+    def holds(self, margin: int) -> bool:
+        return self.lo <= margin <= self.hi
+
+
+def in_flight(audit: Audit, p: PartitionAudit, case: Case, bound: Bound) -> int | None:
     """Kafka starts no ISR change of a partition while its previous ZooKeeper write is in flight (Partition.scala 3.9
     `partitionState.isInflight`: L1023 and L1046-1048 for expands, L1245 for shrinks); the model takes a write as
     done when it decides it. So a model write decided before the broker's previous write of the partition committed
@@ -200,11 +211,10 @@ def in_flight(audit: Audit, p: PartitionAudit, case: Case) -> Excuse | None:
     w = case.write
     if w is None or _agrees(w, case.observed):
         return None
-    since = _since_commit(p, w)
-    return Excuse(Cause.IN_FLIGHT, since) if since is not None and since <= 0 else None
+    return _since_commit(p, w)
 
 
-def both_expand(audit: Audit, p: PartitionAudit, case: Case) -> Excuse | None:
+def both_expand(audit: Audit, p: PartitionAudit, case: Case, bound: Bound) -> int | None:
     """Kafka 3.1+ runs the HW rule when a write commits (handleAlterPartitionUpdate, Partition.scala 3.9
     L1953-1981), the model when it decides: two expands that differ, the model's made within `audit_timing_ms` after
     the broker's previous write committed, may each have taken back the follower that was at the HW first by its own
@@ -212,20 +222,18 @@ def both_expand(audit: Audit, p: PartitionAudit, case: Case) -> Excuse | None:
     w, o = case.write, case.observed
     if w is None or o is None or w.kind is not DecisionKind.EXPAND or o.event.kind != "expand" or _agrees(w, o):
         return None
-    since = _since_commit(p, w)
-    return Excuse(Cause.BOTH_EXPAND, since) if since is not None and 0 < since <= audit.timing_ms else None
+    return _since_commit(p, w)
 
 
-def margin(audit: Audit, p: PartitionAudit, case: Case) -> Excuse | None:
+def margin(audit: Audit, p: PartitionAudit, case: Case, bound: Bound) -> int | None:
     """Kafka reads its clock per partition a few ms after its isr-expiration task starts (`getOutOfSyncReplicas`,
     Partition.scala 3.9 L1309-1315; the agent reports it: `check_ms`), the model at the task's start: a shrink whose
     deciding follower was within `audit_timing_ms` of the lag limit goes either way. Margin: how far past (+) or
     short of (-) the limit that follower was."""
-    m = case.margin_ms
-    return Excuse(Cause.MARGIN, m) if m is not None and abs(m) <= audit.timing_ms else None
+    return case.margin_ms
 
 
-def shifted(audit: Audit, p: PartitionAudit, case: Case) -> Excuse | None:
+def shifted(audit: Audit, p: PartitionAudit, case: Case, bound: Bound) -> int | None:
     """A broker puts a change in its batch set when its write commits (ZkAlterPartitionManager.scala 3.9 L74-79), the
     model when it decides; the model follows the broker's reported clocks at each run (SPEC §4.6), but a commit may
     still fall on the other side of a run than the model's view of it. A batch that carries a change or not depending
@@ -236,10 +244,10 @@ def shifted(audit: Audit, p: PartitionAudit, case: Case) -> Excuse | None:
         return None
     reach = audit.linger + audit.propagation_period
     since = [case.ts - s.lo for s in p.spans if s.leader == case.broker and s.lo <= case.ts <= s.hi + reach]
-    return Excuse(Cause.SHIFTED, min(since)) if since else None
+    return min(since) if since else None
 
 
-def displaced(audit: Audit, p: PartitionAudit, case: Case) -> Excuse | None:
+def displaced(audit: Audit, p: PartitionAudit, case: Case, bound: Bound) -> int | None:
     """A batch carries a change of the partition the other side sent in an earlier batch, within the max delay, with
     no send of it by this side since: the same change in another run. A change committed during a slow
     isr-expiration run goes in the broker's batch of a propagation run inside it; the model, which has it from the
@@ -249,30 +257,31 @@ def displaced(audit: Audit, p: PartitionAudit, case: Case) -> Excuse | None:
     if mine is None:
         return None
     sends = [s for s in p.sent if s.broker == case.broker]
-    earlier = [s.ts for s in sends if s.by_broker != mine and case.ts - audit.max_delay <= s.ts < case.ts]
+    earlier = [s.ts for s in sends if s.by_broker != mine and bound.holds(case.ts - s.ts)]
     if not earlier:
         return None
     twin = max(earlier)
     if any(s.by_broker == mine and twin <= s.ts < case.ts for s in sends):
         return None
-    return Excuse(Cause.DISPLACED, case.ts - twin)
+    return case.ts - twin
 
 
-def deposed(audit: Audit, p: PartitionAudit, case: Case) -> Excuse | None:
+def deposed(audit: Audit, p: PartitionAudit, case: Case, bound: Bound) -> int | None:
     """A leader proposes from its own metadata (ReplicaManager@4.4.0 maybeShrinkIsr over the partitions it leads): a
     broker paused past its session (fenced) proposes on resuming as the leader it was, before it applies the metadata
     that moved its leadership on, which the model already took from the new leader. The controller refuses it
     (ReplicationControlManager@4.4.0 validateAlterPartitionData: FENCED_LEADER_EPOCH, the request's leader epoch
     older than the partition's). A proposal by a broker the model no longer has as the leader is timing: it hinges
-    on when that broker applies the metadata. Margin: how long after the model's last LeaderAndIsr of the partition."""
+    on when that broker applies the metadata. Margin: how long after the model's last LeaderAndIsr of the partition
+    (none known: not timing)."""
     o = case.observed
     if o is None or not isinstance(o.event, ProposedIsr) or o.model_leader == o.event.leader:
         return None
     resynced = max((j for j in p.joins if j <= case.ts), default=None)
-    return Excuse(Cause.DEPOSED, None if resynced is None else case.ts - resynced)
+    return None if resynced is None else case.ts - resynced
 
 
-def applying(audit: Audit, p: PartitionAudit, case: Case) -> Excuse | None:
+def applying(audit: Audit, p: PartitionAudit, case: Case, bound: Bound) -> int | None:
     """AlterPartition: the leader's Partition applies a committed answer in handleAlterPartitionUpdate and the agent
     stamps its `isr_updated` at the method's exit, after the new state, the HW rule and the log line
     (Partition@3.9.0-rc3 L1953-1981; 4.4 alike); a fetch reads `partitionState.isInflight` without the partition's
@@ -289,12 +298,11 @@ def applying(audit: Audit, p: PartitionAudit, case: Case) -> Excuse | None:
     if committed is None:
         return None
     added = set(o.event.isr) - set(o.event.isr_before or o.event.isr)
-    before = [r.last_fetch_ms - committed for r in o.evidence if r.replica in added]
-    close = [m for m in before if -audit.timing_ms <= m <= 0]
-    return Excuse(Cause.APPLYING, max(close)) if close else None
+    close = [m for r in o.evidence if r.replica in added and bound.holds(m := r.last_fetch_ms - committed)]
+    return max(close) if close else None
 
 
-def fetch_order(audit: Audit, p: PartitionAudit, case: Case) -> Excuse | None:
+def fetch_order(audit: Audit, p: PartitionAudit, case: Case, bound: Bound) -> int | None:
     """Kafka applies a follower's fetch on the request handler thread that read it (Partition@4.4 fetchRecords
     L1278: the read, then updateFollowerFetchState and maybeExpandIsr). Two followers' fetches on two threads within
     ms of each other are applied in either order, so either may be the one taken back first: on the KRaft 4.4.0 lab,
@@ -310,12 +318,11 @@ def fetch_order(audit: Audit, p: PartitionAudit, case: Case) -> Excuse | None:
     if o.event.isr_before is None or sorted(o.event.isr_before) != sorted(w.isr_before):
         return None
     added = set(o.event.isr) - set(o.event.isr_before)
-    close = [r.last_fetch_ms - w.ts for r in o.evidence if r.replica in added]
-    close = [m for m in close if abs(m) <= audit.timing_ms]
-    return Excuse(Cause.FETCH_ORDER, min(close, key=abs)) if close else None
+    close = [m for r in o.evidence if r.replica in added and bound.holds(m := r.last_fetch_ms - w.ts)]
+    return min(close, key=abs) if close else None
 
 
-def reproposed(audit: Audit, p: PartitionAudit, case: Case) -> Excuse | None:
+def reproposed(audit: Audit, p: PartitionAudit, case: Case, bound: Bound) -> int | None:
     """AlterPartition: a leader proposes a change again only when its first proposal's answer was not applied: the
     metadata committed or reset the partition after the proposal and before the answer, so the callback ignored the
     answer ("Ignoring failed ISR update … since we have already updated state", Partition@4.4 submitAlterPartition)
@@ -329,32 +336,76 @@ def reproposed(audit: Audit, p: PartitionAudit, case: Case) -> Excuse | None:
         return None
     ev = o.event
     same = (ev.leader, ev.partition_epoch, tuple(sorted(ev.isr)))
-    first = [
-        q.ts for q in p.proposed if (q.leader, q.partition_epoch, q.isr) == same and 0 < ev.ts - q.ts <= audit.window
-    ]
-    return Excuse(Cause.REPROPOSED, ev.ts - min(first)) if first else None
+    first = [q.ts for q in p.proposed if (q.leader, q.partition_epoch, q.isr) == same and bound.holds(ev.ts - q.ts)]
+    return ev.ts - min(first) if first else None
 
 
-def split(audit: Audit, p: PartitionAudit, case: Case) -> Excuse | None:
+def split(audit: Audit, p: PartitionAudit, case: Case, bound: Bound) -> int | None:
     """After a timing divergence the two sides' views of the partition's ISR may follow different followers (a write
     in flight for a second after a broker resumed: the model re-added one follower, the broker another after its
     commit); a write the model made while the broker's previous one was in flight splits them even when both agree.
     Until a later pair of writes of the partition agrees again, or a LeaderAndIsr gives both sides the controller's
     state, its divergences are consequences. Margin: how long the views had been split."""
     since = p.split_since(case.ts)
-    return Excuse(Cause.SPLIT, case.ts - since) if since is not None else None
+    return None if since is None else case.ts - since
 
 
-Rule = Callable[["Audit", PartitionAudit, Case], Excuse | None]
+Check = Callable[["Audit", PartitionAudit, Case, Bound], int | None]
+
+
+class Rule(NamedTuple):
+    """A timing rule: the cause it names, its check (the case's margin under its reason), and how far that reason
+    reaches (`bound`, from the audit's configuration: each says which Kafka timing or config key it comes from)."""
+
+    name: Cause
+    check: Check
+    bound: Callable[[Audit], Bound]
+
+    def applies(self, audit: Audit, p: PartitionAudit, case: Case) -> Excuse | None:
+        """This rule's verdict on `case`: timing, with its margin, when its check gives one within its bound."""
+        bound = self.bound(audit)
+        found = self.check(audit, p, case, bound)
+        return Excuse(self.name, found) if found is not None and bound.holds(found) else None
+
+
+def _within_timing(audit: Audit) -> Bound:
+    """A clock read or a race between threads: `audit_timing_ms` either way."""
+    return Bound(-audit.timing_ms, audit.timing_ms)
+
+
+def _views_rejoin(audit: Audit) -> Bound:
+    """How long a split lasts at most: within replica.lag.time.max.ms plus one isr-expiration period
+    (replicaLagTimeMaxMs / 2, ReplicaManager@3.9.0-rc3 L387) every follower either side kept or added wrongly is out
+    of sync and shrunk, or caught up and added by the other side, so the two views agree again."""
+    return Bound(0, audit.lag + audit.lag // 2)
+
+
 RULES: tuple[Rule, ...] = (
-    in_flight, both_expand, margin, shifted, displaced, deposed, applying, fetch_order, reproposed, split
-)  # fmt: skip
+    # A write stays in flight until its answer: the manager retries it until the controller answers, and the audit
+    # waits for a held request at most SEND_HELD_MS (ZooKeeper mode: the client retries until its session expires,
+    # zookeeper.session.timeout.ms 18 s, ZkConfigs@3.9.0-rc3 L86, within it).
+    Rule(Cause.IN_FLIGHT, in_flight, lambda a: Bound(-SEND_HELD_MS, 0)),
+    Rule(Cause.BOTH_EXPAND, both_expand, lambda a: Bound(1, a.timing_ms)),  # after the commit, a clock read later
+    Rule(Cause.MARGIN, margin, _within_timing),
+    # A change reaches a batch at its linger deadline (isr_change_linger_ms) plus one propagation run
+    # (isr_change_check_interval_ms), after the later side's time of it, at most the audit window after the earlier.
+    Rule(Cause.SHIFTED, shifted, lambda a: Bound(0, a.window + a.linger + a.propagation_period)),
+    Rule(Cause.DISPLACED, displaced, lambda a: Bound(1, a.max_delay)),  # isr_change_max_delay_ms: forced into a batch
+    # A deposed leader proposes at its first run after it resumes, before its metadata catches up; later than the
+    # audit waits for any leader's held proposal (SEND_HELD_MS) after the state that deposed it, it counts.
+    Rule(Cause.DEPOSED, deposed, lambda a: Bound(0, SEND_HELD_MS)),
+    Rule(Cause.APPLYING, applying, lambda a: Bound(-a.timing_ms, 0)),  # a fetch just before the stamp of the commit
+    Rule(Cause.FETCH_ORDER, fetch_order, _within_timing),
+    Rule(Cause.REPROPOSED, reproposed, lambda a: Bound(1, a.window)),  # within the audit window of the first
+    Rule(Cause.SPLIT, split, _views_rejoin),
+)
 
 
 def excuse(audit: Audit, p: PartitionAudit, case: Case) -> Excuse | None:
-    """The first rule of `RULES` that calls `case` timing, with its margin; None: the divergence counts."""
+    """The first rule of `RULES` whose check gives `case` a margin within its bound: its cause and that margin;
+    None: the divergence counts."""
     for rule in RULES:
-        found = rule(audit, p, case)
+        found = rule.applies(audit, p, case)
         if found is not None:
             return found
     return None
@@ -489,16 +540,16 @@ class Audit:
     """Pending sides of every audited write and batch, paired as they come and judged once settled."""
 
     def __init__(self, config: Config, blob: bytes | None = None) -> None:
-        self.lag = config.replica_lag_time_max_ms
-        self.window = config.audit_window
-        self.timing_ms = config.audit_timing_ms
-        self.linger = config.isr_change_linger_ms
+        self.lag: int = config.replica_lag_time_max_ms
+        self.window: int = config.audit_window
+        self.timing_ms: int = config.audit_timing_ms
+        self.linger: int = config.isr_change_linger_ms
         # Kafka runs isr-change-propagation every 2.5 s (ReplicaManager.scala, ZooKeeper mode); the agent profile
         # sets no period of the model's own.
-        self.propagation_period = config.isr_change_check_interval_ms or 2500
+        self.propagation_period: int = config.isr_change_check_interval_ms or 2500
         # A batch carries a change at most the max delay after it; the batch is judged a window later. A proposal
         # waits for its broker's request at most SEND_HELD_MS.
-        self.max_delay = config.isr_change_max_delay_ms
+        self.max_delay: int = config.isr_change_max_delay_ms
         self.kept = max(self.max_delay, SEND_HELD_MS) + self.window
         self.state = _AuditState(STATE_VERSION) if blob is None else _decode(blob)
         self.partitions = self.state.partitions

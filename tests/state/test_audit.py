@@ -448,8 +448,8 @@ def test_the_timing_rules_are_one_ordered_table_named_as_the_causes() -> None:
     from isrwatch.state.audit import RULES
     from isrwatch.state.records import Cause
 
-    assert [rule.__name__ for rule in RULES] == [str(cause) for cause in Cause]
-    assert [rule.__name__ for rule in RULES] == [
+    assert [rule.name for rule in RULES] == [str(cause) for cause in Cause]
+    assert [rule.check.__name__ for rule in RULES] == [
         "in_flight",
         "both_expand",
         "margin",
@@ -461,6 +461,89 @@ def test_the_timing_rules_are_one_ordered_table_named_as_the_causes() -> None:
         "reproposed",
         "split",
     ]
+
+
+def _proposal(ts: int, leader: int, isr_before: list[int], isr: list[int], **view: Any) -> Any:
+    """A broker's AlterPartition proposal of t-0 from epoch 4 (observed), with the model's record of follower 3."""
+    from isrwatch.state.records import Observation, ProposedIsr, ReplicaView
+
+    kind = "expand" if len(isr) > len(isr_before) else "shrink"
+    event = ProposedIsr(ts, "c", "t", 0, leader, 0, 5, kind, isr, isr_before)
+    evidence = [ReplicaView(replica=3, leo=10, last_caught_up_ms=0, last_fetch_ms=view.get("fetch_ms", 0))]
+    return Observation(event=event, model_leader=1, evidence=evidence)
+
+
+def _case_at(cause: str, m: int) -> tuple[Any, Any]:
+    """A partition's audit and a case that `cause`'s rule gives margin `m` (SPEC §7: each rule's margin)."""
+    from isrwatch.state.audit import Case, PartitionAudit, Proposed, Send, Span
+    from isrwatch.state.events import IsrUpdated
+    from isrwatch.state.records import Observation
+
+    t = 100_000
+    p = PartitionAudit()
+    if cause == "in_flight":
+        p.commits = {(1, 4): t}
+        return p, Case(t + m, 1, write=model_write(t + m, 5, 1, DecisionKind.SHRINK, [1, 2, 3], [1, 2]))
+    if cause == "both_expand":
+        p.commits = {(1, 4): t}
+        broker = IsrUpdated(ts=t + m, topic="t", partition=0, broker=1, leader=1, isr=[1, 2, 3], partition_epoch=5,
+                            kind="expand", cluster="c")  # fmt: skip
+        mine = model_write(t + m, 5, 1, DecisionKind.EXPAND, [1, 2], [1, 2, 4])
+        return p, Case(t + m, 1, write=mine, observed=Observation(event=broker))
+    if cause == "margin":
+        return p, Case(t, 1, margin_ms=m)
+    if cause in ("shifted", "displaced"):
+        p.spans = [Span(1, t, t + 10_000)]  # the sides a window apart
+        p.sent = [Send(1, t, by_broker=False)]
+        return p, Case(t + m, 1, carried_by_broker=True)
+    if cause == "deposed":
+        p.joins = [t]
+        return p, Case(t + m, 2, observed=_proposal(t + m, 2, [1, 2, 3], [2]))
+    if cause == "applying":
+        p.commits = {(1, 4): t}
+        return p, Case(t + 50, 1, observed=_proposal(t + 50, 1, [1, 2], [1, 2, 3], fetch_ms=t + m))
+    if cause == "fetch_order":
+        mine = model_write(t, 5, 1, DecisionKind.EXPAND, [1, 2], [1, 2, 4])
+        return p, Case(t, 1, write=mine, observed=_proposal(t, 1, [1, 2], [1, 2, 3], fetch_ms=t + m))
+    if cause == "reproposed":
+        p.proposed = [Proposed(1, 5, (1, 2), t)]
+        return p, Case(t + m, 1, observed=_proposal(t + m, 1, [1, 2, 3], [1, 2]))
+    assert cause == "split"
+    p.splits = [t]
+    return p, Case(t + m, 1, write=model_write(t + m, 5, 1, DecisionKind.SHRINK, [1, 2, 3], [1, 2]))
+
+
+# Each rule's bound with the audit of a 10 s lag (window 10 s, audit_timing_ms 100, linger 5 s, propagation every
+# 2.5 s, max delay 60 s; SEND_HELD_MS 30 s): every margin at either end is inside, one ms past it outside.
+BOUNDS = {
+    "in_flight": (-30_000, 0),
+    "both_expand": (1, 100),
+    "margin": (-100, 100),
+    "shifted": (0, 10_000 + 5_000 + 2_500),
+    "displaced": (1, 60_000),
+    "deposed": (0, 30_000),
+    "applying": (-100, 0),
+    "fetch_order": (-100, 100),
+    "reproposed": (1, 10_000),
+    "split": (0, 15_000),
+}
+
+
+@pytest.mark.parametrize("cause", list(BOUNDS))
+def test_every_timing_rule_excuses_up_to_its_bound_and_not_one_ms_past_it(cause: str) -> None:
+    """No excuse is unbounded (SPEC §7's table): each rule, called on a case at each end of its bound, calls it timing
+    with that margin, and one ms outside either end does not."""
+    from isrwatch.state.audit import RULES, Audit, Bound, Excuse
+    from isrwatch.state.config import Config
+
+    audit = Audit(Config(replica_lag_time_max_ms=10_000))
+    (rule,) = [r for r in RULES if r.name == cause]
+    lo, hi = BOUNDS[cause]
+    assert rule.bound(audit) == Bound(lo, hi)
+    for m in (lo, hi):
+        assert rule.applies(audit, *_case_at(cause, m)) == Excuse(rule.name, m), m
+    for m in (lo - 1, hi + 1):
+        assert rule.applies(audit, *_case_at(cause, m)) is None, m
 
 
 def test_an_audit_state_of_another_version_is_a_clear_error() -> None:
