@@ -140,25 +140,28 @@ class StoreCollector(Collector):
             if metric.kind is m.Kind.COUNTER
         }
         histograms = [metric for metric in m.CATALOGUE if metric.kind is m.Kind.HISTOGRAM]
-        # histogram tally -> cluster -> {le: count}, and -> cluster -> sum
-        buckets: dict[str, dict[str, dict[str, float]]] = defaultdict(lambda: defaultdict(dict))
-        sums: dict[str, dict[str, float]] = defaultdict(dict)
+        # histogram tally -> its label values but `le` (the catalogue's order) -> {le: count}, and -> sum
+        buckets: dict[str, dict[tuple[str, ...], dict[str, float]]] = defaultdict(lambda: defaultdict(dict))
+        sums: dict[str, dict[tuple[str, ...], float]] = defaultdict(dict)
         for tally, labels, value in self.store.tallies():
             if tally in counters:
                 counters[tally].add_metric([labels.get(k, "") for k in m.TALLIED[tally].labels], value)
-            elif tally.endswith("_bucket"):
-                buckets[tally.removesuffix("_bucket")][labels["cluster"]][labels["le"]] = value
-            elif tally.endswith("_sum"):
-                sums[tally.removesuffix("_sum")][labels["cluster"]] = value
+            elif tally.endswith(("_bucket", "_sum")) and (metric := m.TALLIED.get(tally.rpartition("_")[0])):
+                name, part = metric.tally, tally.rpartition("_")[2]
+                series_of = tuple(labels.get(k, "") for k in metric.labels)
+                if part == "bucket":
+                    buckets[name][series_of][labels["le"]] = value
+                else:
+                    sums[name][series_of] = value
         yield from counters.values()
         for metric in histograms:
             family = HistogramMetricFamily(metric.name, metric.help, labels=list(metric.labels))
-            for cluster, counts in sorted(buckets[str(metric.tally)].items()):
+            for series_of, counts in sorted(buckets[str(metric.tally)].items()):
                 cumulative, series = 0.0, []
                 for le in [f"{b:g}" for b in metric.buckets] + ["+Inf"]:
                     cumulative += counts.get(le, 0)
                     series.append((le, cumulative))
-                family.add_metric([cluster], series, sums[str(metric.tally)].get(cluster, 0.0))
+                family.add_metric(list(series_of), series, sums[str(metric.tally)].get(series_of, 0.0))
             yield family
 
     def _stream(self, position: StreamPosition | None, now: EventTime) -> Iterator[Metric]:

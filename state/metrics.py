@@ -51,9 +51,12 @@ def counter(tally: str, help: str, labels: tuple[str, ...] = ()) -> Metric:
     return Metric(f"isrwatch_{tally}", Kind.COUNTER, help, labels, tally=tally)
 
 
-def histogram(tally: str, name: str, help: str, buckets: tuple[float, ...]) -> Metric:
-    """A histogram per cluster the store tallies per bucket under `tally`; exposed as `isrwatch_<name>`."""
-    return Metric(f"isrwatch_{name}", Kind.HISTOGRAM, help, ("cluster",), tally=tally, buckets=buckets)
+def histogram(
+    tally: str, name: str, help: str, buckets: tuple[float, ...], labels: tuple[str, ...] = ("cluster",)
+) -> Metric:
+    """A histogram per cluster (and `labels`) the store tallies per bucket under `tally`; exposed as
+    `isrwatch_<name>`."""
+    return Metric(f"isrwatch_{name}", Kind.HISTOGRAM, help, labels, tally=tally, buckets=buckets)
 
 
 _FOLLOWER = ("cluster", "topic", "partition", "replica")
@@ -178,6 +181,13 @@ ALTER_PARTITION_LATENCY = histogram(
     "Event time from an AlterPartition request's send to the answer of its last partition",
     (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
 )
+TIMING_MARGIN = histogram(
+    "timing_margin",
+    "timing_divergence_margin_seconds",
+    "How far a timing divergence's margin reached (its size: SPEC §7, each rule's own), by the rule that excused it",
+    (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15, 30, 60),
+    ("cluster", "cause"),
+)
 # Stream health, from the last micro-batch
 STREAM_BATCH_DURATION = gauge("stream_batch_duration_seconds", "Duration of the last micro-batch")
 STREAM_INPUT_ROWS_PER_SECOND = gauge("stream_input_rows_per_second", "Input rate of the last micro-batch")
@@ -227,6 +237,7 @@ CATALOGUE: tuple[Metric, ...] = (
     PROPAGATION_BATCH_SIZE,
     PROPAGATION_DELAY,
     ALTER_PARTITION_LATENCY,
+    TIMING_MARGIN,
     STREAM_BATCH_DURATION,
     STREAM_INPUT_ROWS_PER_SECOND,
     STREAM_STATE_ROWS,
@@ -264,12 +275,12 @@ def tallies(
 
     Counted once at write time, so /metrics never scans the decision history: shrinks per removed
     follower by its reason, expands, decisions by kind, batches by trigger, the batch-size and
-    change-to-batch delay histograms, divergences by kind and cause, AlterPartition answers by outcome and the
-    request latency histogram, plus the step's `name[.reason]` counters.
+    change-to-batch delay histograms, divergences by kind and cause with the timing margins' histogram by cause,
+    AlterPartition answers by outcome and the request latency histogram, plus the step's `name[.reason]` counters.
     """
     counts: dict[TallyKey, float] = defaultdict(float)
 
-    def add(tally: str, value: float = 1, **labels: object) -> None:
+    def add(tally: str, value: float = 1, /, **labels: object) -> None:
         counts[(tally, tuple(sorted((k, str(v)) for k, v in labels.items())))] += value
 
     for d in decisions:
@@ -279,23 +290,28 @@ def tallies(
                 add(ISR_SHRINKS.tally, broker=d.leader, cluster=d.cluster, reason=reason)
         elif d.kind is DecisionKind.EXPAND:
             add(ISR_EXPANDS.tally, broker=d.leader, cluster=d.cluster)
-    samples: list[tuple[Metric, str, float]] = []  # (histogram, cluster, value)
+    samples: list[tuple[Metric, dict[str, str], float]] = []  # (histogram, its labels but `le`, value)
     for p in propagations:
         add(PROPAGATION_BATCHES.tally, broker=p.broker, cluster=p.cluster, trigger=p.trigger)
-        samples.append((PROPAGATION_BATCH_SIZE, p.cluster, len(p.partitions)))
+        samples.append((PROPAGATION_BATCH_SIZE, {"cluster": p.cluster}, len(p.partitions)))
         if p.first_change_ts is not None:
-            samples.append((PROPAGATION_DELAY, p.cluster, (p.ts - p.first_change_ts) / 1000))
+            samples.append((PROPAGATION_DELAY, {"cluster": p.cluster}, (p.ts - p.first_change_ts) / 1000))
     for r in alter_partitions:
         for item in r.partitions:
             add(ALTER_PARTITION_REQUESTS.tally, broker=r.broker, cluster=r.cluster, outcome=item.error or "committed")
         if r.response_ms is not None:
-            samples.append((ALTER_PARTITION_LATENCY, r.cluster, (r.response_ms - r.sent_ms) / 1000))
-    for histogram, cluster, value in samples:
-        add(f"{histogram.tally}_bucket", cluster=cluster, le=bucket_label(value, histogram.buckets))
-        add(f"{histogram.tally}_sum", value, cluster=cluster)
-        add(f"{histogram.tally}_count", cluster=cluster)
+            samples.append((ALTER_PARTITION_LATENCY, {"cluster": r.cluster}, (r.response_ms - r.sent_ms) / 1000))
     for divergence in divergences:
         add(DIVERGENCES.tally, cluster=divergence.cluster, kind=divergence.kind, cause=divergence.cause or "")
+        if divergence.cause is not None and divergence.margin_ms is not None:
+            labels = {"cluster": divergence.cluster, "cause": str(divergence.cause)}
+            # its size: a histogram with negative buckets has no _sum or _count (OpenMetrics), and each rule's
+            # margin has one sign but `margin` and `fetch_order`, whose bound is the same either way
+            samples.append((TIMING_MARGIN, labels, abs(divergence.margin_ms) / 1000))
+    for histogram, labels, value in samples:
+        add(f"{histogram.tally}_bucket", le=bucket_label(value, histogram.buckets), **labels)
+        add(f"{histogram.tally}_sum", value, **labels)
+        add(f"{histogram.tally}_count", **labels)
     for name, value in counters.items():
         tally, _, why = name.partition(".")
         if why:

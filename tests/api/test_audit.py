@@ -93,3 +93,22 @@ def test_divergences_are_counted_for_prometheus(audited: TestClient) -> None:
     assert 'isrwatch_divergences_total{cause="margin",cluster="a",kind="timing"} 1.0' in text
     assert 'isrwatch_divergences_total{cause="shifted",cluster="a",kind="timing"} 2.0' in text
     assert 'isrwatch_divergences_total{cause="",cluster="b",kind="unexplained_by_model"} 2.0' in text
+
+
+def test_metrics_serve_each_timing_margin_as_a_histogram_by_cause(audited: TestClient) -> None:
+    """`isrwatch_timing_divergence_margin_seconds{cluster,cause}` (SPEC §7, CONTRACTS.md): one observation per timing
+    divergence, the size of its margin in seconds, tallied by the store when it wrote the divergence."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    timing = [d for d in pages(audited, "/v1/divergences", "divergences", 1) if d["kind"] == "timing"]
+    [family] = [
+        f for f in text_string_to_metric_families(audited.get("/metrics").text)
+        if f.name == "isrwatch_timing_divergence_margin_seconds"
+    ]  # fmt: skip
+    served = {(s.name.rpartition("_")[2], s.labels["cause"], s.labels.get("le")): s.value for s in family.samples}
+    for cause in {d["cause"] for d in timing}:
+        margins = [abs(d["margin_ms"]) / 1000 for d in timing if d["cause"] == cause]
+        assert served[("count", cause, None)] == len(margins)
+        assert served[("sum", cause, None)] == pytest.approx(sum(margins))
+        assert served[("bucket", cause, "0.01")] == sum(m <= 0.01 for m in margins)
+    assert {cause for _, cause, _ in served} == {"margin", "shifted"}

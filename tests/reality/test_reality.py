@@ -88,6 +88,7 @@ def _kind(divergence: dict) -> str:
     return divergence["kind"] + (f"/{divergence['cause']}" if divergence.get("cause") else "")
 
 
+TIMING_SHARE = 0.1  # at most this share of the brokers' settled ISR writes may be timing divergences
 NEAR_MS = 1000  # `around`: the leader's own events this close to an ISR divergence are shown one by one
 
 
@@ -168,20 +169,26 @@ def test_isrwatch_decided_what_the_brokers_did(reality: Reality) -> None:
     wrong = [d for d in divergences if d["kind"] != "timing"]
     assert wrong == [], "\n".join([json.dumps(wrong)[:3000], *(around(reality, d)[:3000] for d in wrong[:3])])
     # Every settled ISR write, the brokers' and the model's, has its partner: the same leader, partition, kind and
-    # new ISR (a partition a timing divergence touched aside: there the partner may be a run away).
-    timed = {(d["topic"], d["partition"]) for d in divergences if d["subject"] == "isr"}
+    # new ISR; only the sides a timing divergence concerns are set aside (their partner may be a run away): the
+    # broker's write of that partition and epoch, the model's write it was judged with.
+    timed = [d for d in divergences if d["subject"] == "isr"]
+    theirs_timed = {(o["topic"], o["partition"], o["partition_epoch"]) for d in timed if (o := d.get("observed"))}
+    ours_timed = {(w["topic"], w["partition"], w["ts"], w["kind"]) for d in timed if (w := d.get("model"))}
+    settled = [o for o in updates if o["ts"] < reality.settled]
     theirs = Counter(
         (o["leader"], o["topic"], o["partition"], o["kind"], tuple(sorted(o["isr"])))
-        for o in updates
-        if o["ts"] < reality.settled and (o["topic"], o["partition"]) not in timed
+        for o in settled
+        if (o["topic"], o["partition"], o["partition_epoch"]) not in theirs_timed
     )
     ours = Counter(
         (d["leader"], d["topic"], d["partition"], d["kind"], tuple(d["isr_after"]))
         for d in decisions
-        if d["ts"] < reality.settled and (d["topic"], d["partition"]) not in timed
+        if d["ts"] < reality.settled and (d["topic"], d["partition"], d["ts"], d["kind"]) not in ours_timed
     )
-    say(f"ISR writes: {sum(theirs.values())} of the brokers' matched by isrwatch's, {len(timed)} partitions timing")
+    say(f"ISR writes: {sum(theirs.values())} of the brokers' matched by isrwatch's, {len(timed)} timing aside")
     assert theirs == ours and sum(theirs.values()) >= 10
+    # Timing is the exception: a small share of the brokers' writes.
+    assert len(timed) <= TIMING_SHARE * len(settled), (len(timed), len(settled))
     # And every settled batch (its broker and partitions), timing ones aside.
     timed_batches = {(d["broker"], d["ts"]) for d in divergences if d["subject"] == "propagation"}
     sent = Counter(
@@ -237,9 +244,15 @@ def test_the_brokers_shrink_lines_match_isrwatchs_shrinks_one_to_one(reality: Re
         for d in stored(reality, "decisions", kind="shrink")
         if d["ts"] < reality.settled
     )
+    # A shrink a timing divergence concerns, as its side wrote it (leader, partition, ISR before and after), may
+    # differ from the other side's.
     timing = {
-        (d["broker"], d["topic"], d["partition"]) for d in stored(reality, "divergences", kind="timing", subject="isr")
-    }
+        (side["leader"] if "leader" in side else side["broker"], d["topic"], d["partition"],
+         tuple(sorted(side.get("isr_before") or ())), tuple(sorted(side["isr"])))
+        for d in stored(reality, "divergences", kind="timing", subject="isr")
+        for side in (d.get("model"), d.get("observed"))
+        if side and side["kind"] == "shrink"
+    }  # fmt: skip
     assert sum(logged.values()) > 0
     differ = (logged - ours) + (ours - logged)
-    assert all(key[:3] in timing for key in differ), differ
+    assert all(key in timing for key in differ), differ
