@@ -41,7 +41,7 @@ class KnownQueryParameters:
                 if problem is not None:
                     await error_response(422, "invalid_parameter", problem)(scope, receive, send)
                     return
-                if LIMIT in taken:
+                if LIMIT in taken and any(name == LIMIT for name, _ in pairs):  # else the query goes on as it came
                     renamed = [(PAGE_SIZE if name == LIMIT else name, value) for name, value in pairs]
                     scope = {**scope, "query_string": urlencode(renamed).encode("latin-1")}
         await self.app(scope, receive, send)
