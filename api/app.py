@@ -13,9 +13,10 @@ from fastapi.staticfiles import StaticFiles
 
 from isrwatch.store import open_store
 
-from . import errors
+from . import docs, errors
 from .metrics import registry_for
 from .params import JSON
+from .query import KnownQueryParameters
 from .routers import alter_partitions, audit, brokers, health, history, metrics, partitions
 from .settings import Settings
 
@@ -28,7 +29,8 @@ Leaders that propose their ISR changes with AlterPartition show each request and
 
 Times ending in `_ms` are event time (epoch ms). "How long ago" values are measured from the
 store's settled watermark (`as_of_ms`), never the wall clock. Lists are paginated with
-`page_size` and the opaque `page_token` from the previous page's `next_page_token`. Errors are
+`page_size` (or its other name, `limit`) and the opaque `page_token` from the previous page's `next_page_token`.
+A query parameter that a route does not take is refused (422, naming it and the ones it takes). Errors are
 `{"error": code, "detail": text}`. When the server runs with a token, every route but `/healthz`,
 `/readyz`, the docs and the status page needs `Authorization: Bearer <token>`."""
 
@@ -51,15 +53,23 @@ def create_app(store_url: str, settings: Settings | None = None, **overrides: An
         store.close()
 
     app = FastAPI(
-        title="isrwatch", version="1", description=DESCRIPTION, default_response_class=JSON, lifespan=lifespan
+        title="isrwatch",
+        version="1",
+        description=DESCRIPTION,
+        default_response_class=JSON,
+        lifespan=lifespan,
+        docs_url=None,  # docs.install serves them offline
+        redoc_url=None,
     )
     app.state.store = store
     app.state.settings = settings
     app.state.registry = registry_for(store, settings)
     errors.install(app)
+    docs.install(app)
     for module in (partitions, brokers, history, alter_partitions, audit, metrics, health):
         app.include_router(module.router)
     app.mount("/static", StatusPageFiles(directory=settings.static_dir, check_dir=False), name="static")
+    app.add_middleware(KnownQueryParameters, api=app)
     if settings.cors_origins:
         app.add_middleware(
             CORSMiddleware,

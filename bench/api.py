@@ -1,6 +1,6 @@
 """`isrwatch bench api`: the API over a store of 100,000 partitions, on loopback. Prints numbers; asserts nothing.
 
-The targets and the figures measured are in README.md, Performance. The store is filled through the real
+The targets and the figures measured are in docs/performance.md. The store is filled through the real
 pipeline (generated events -> replay -> Store.write_batch); the server is `isrwatch serve` in its
 own process (one uvicorn worker) and the load comes from an open-loop asyncio client on keep-alive
 connections: requests leave on a fixed schedule and each latency counts from its scheduled start,
@@ -19,7 +19,6 @@ import sys
 import tempfile
 import time
 
-import httpx
 import msgspec
 
 from isrwatch.sim.synthetic import StreamShape, generate
@@ -27,7 +26,7 @@ from isrwatch.state.config import Config
 from isrwatch.state.replay import replay
 from isrwatch.store import open_store
 
-from .measure import free_port, percentile
+from .measure import Http, free_port, percentile
 
 
 def fill(url: str, partitions: int, seed: int) -> tuple[list[tuple[str, int]], int]:
@@ -75,12 +74,13 @@ def _serve(url: str, port: int) -> subprocess.Popen:
         [sys.executable, "-m", "isrwatch.cli", "serve", "--store", url, "--port", str(port), "--log-level", "warning"]
     )
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
+    with Http(f"http://127.0.0.1:{port}", timeout=1) as api:
+        while time.monotonic() < deadline:
+            try:
+                api.get("/healthz")
                 return proc
-        except httpx.TransportError:
-            time.sleep(0.1)
+            except OSError:
+                time.sleep(0.1)
     proc.kill()
     raise SystemExit("isrwatch serve did not start")
 
@@ -137,12 +137,11 @@ async def _load(
     return latencies, errors, achieved
 
 
-def _timed(client: httpx.Client, path: str, n: int) -> list[float]:
+def _timed(client: Http, path: str, n: int) -> list[float]:
     out = []
     for _ in range(n):
         started = time.perf_counter()
-        r = client.get(path)
-        r.raise_for_status()
+        client.get(path)
         out.append((time.perf_counter() - started) * 1000)
     return out
 
@@ -174,9 +173,9 @@ def main(argv: list[str] | None = None) -> int:
             f"isr:     {len(latencies):,} requests at {achieved:,.0f}/s (target {args.rate:g}/s), {errors} errors; "
             f"{_quantiles(latencies)}"
         )
-        with httpx.Client(base_url=base, timeout=30) as client:
+        with Http(base, timeout=30) as client:
             metrics = _timed(client, "/metrics", 20)
-            size = len(client.get("/metrics").content)
+            size = len(client.get("/metrics"))
             print(f"metrics: {_quantiles(metrics)} ({size:,} bytes)")
             first_page = _timed(client, "/v1/partitions?state=under_replicated", 50)
             print(f"under_replicated first page (100 of {under_replicated:,}): {_quantiles(first_page)}")

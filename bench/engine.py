@@ -1,6 +1,6 @@
 """`isrwatch bench engine`: events/s of the pure engine and of a whole replay, peak memory, state size.
 
-Prints numbers; asserts nothing; the targets and the figures measured are in README.md, Performance.
+Prints numbers; asserts nothing; the targets and the figures measured are in docs/performance.md.
 
 The workload is the synthetic steady stream (`--generator synthetic`, ZooKeeper only: nothing answers an
 AlterPartition proposal in it), or the simulator's cluster with broker 2's followers stalling in turn

@@ -59,7 +59,7 @@ from isrwatch.state.audit import nearest_alike
 from isrwatch.state.config import Config
 from isrwatch.state.records import DecisionKind
 
-from .measure import free_port, percentile
+from .measure import Http, free_port, percentile
 
 DEFAULT_TRIGGERS = ("1s", "5s")
 LATENESS_MS = Config().allowed_lateness_ms  # the job runs with the default lateness
@@ -413,21 +413,19 @@ class Watch:
             consumer.close()
 
     def _poll(self) -> None:
-        import httpx
-
         known: set[tuple] = set()
-        with httpx.Client(base_url=self.api, timeout=10) as client:
+        with Http(self.api, timeout=10) as client:
             while not self._stop.is_set():
                 started = time.monotonic()
                 pending = self.pending()
                 for topic, partition in pending:
-                    with contextlib.suppress(httpx.HTTPError, KeyError, ValueError):
-                        r = client.get(
+                    with contextlib.suppress(OSError, KeyError, ValueError):
+                        body = client.json(
                             f"/v1/partitions/{topic}/{partition}/history",
-                            params={"cluster": CLUSTER, "page_size": self.HISTORY},
+                            {"cluster": CLUSTER, "page_size": self.HISTORY},
                         )
                         t = _now_ms()
-                        for d in r.json()["decisions"]:
+                        for d in body["decisions"]:
                             if d["kind"] not in ("shrink", "expand"):
                                 continue
                             shown = Shown(t, topic, partition, d["kind"], d["ts"], tuple(sorted(d["isr_after"])))
@@ -482,8 +480,6 @@ def _wait(what: str, check: Callable[[], bool], timeout: float, every: float = 0
 def _isrwatch(lab_dir: Path, work: Path, trigger_s: float) -> Iterator[str]:
     """`isrwatch run` on the lab's events topic into a fresh SQLite store, and `isrwatch serve` over it; yields
     the API's base URL once the job has read the topic's backlog. Both stop (SIGTERM, then SIGKILL) on exit."""
-    import httpx
-
     from isrwatch.lab.cluster import load
     from isrwatch.sim.processes import Child
 
@@ -517,8 +513,8 @@ def _isrwatch(lab_dir: Path, work: Path, trigger_s: float) -> Iterator[str]:
             for child in children:
                 if not child.alive():
                     raise RuntimeError(f"{child.name} exited ({child.proc.returncode}):\n{child.tail()}")
-            with contextlib.suppress(httpx.HTTPError, ValueError):
-                body = httpx.get(f"{base}/v1/partitions", params={"cluster": CLUSTER}, timeout=5).json()
+            with contextlib.suppress(OSError, ValueError), Http(base, timeout=5) as api:
+                body = api.json("/v1/partitions", {"cluster": CLUSTER})
                 return bool(body.get("partitions")) and (body.get("as_of_ms") or 0) >= started_ms
             return False
 

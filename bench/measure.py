@@ -1,12 +1,17 @@
-"""What the benchmarks share to measure: a percentile, a process's CPU from /proc, a free local port."""
+"""What the benchmarks share to measure: a percentile, a process's CPU from /proc, a free local port, and an HTTP
+client of the standard library (an installed isrwatch has no other: httpx is a dev-only dependency)."""
 
 from __future__ import annotations
 
+import http.client
+import json
 import math
 import os
 import socket
-from collections.abc import Sequence
+import urllib.parse
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -32,3 +37,47 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+class Http:
+    """One keep-alive HTTP/1.1 connection to a local API (`http.client`), opened again after any failure.
+
+    `get` raises OSError (connection trouble, http.client's errors included) or ValueError (a body not JSON);
+    a status other than 200 is an OSError naming it."""
+
+    def __init__(self, base: str, timeout: float = 10.0) -> None:
+        url = urllib.parse.urlsplit(base)
+        self.host, self.port, self.timeout = url.hostname or "127.0.0.1", url.port or 80, timeout
+        self._conn: http.client.HTTPConnection | None = None
+
+    def get(self, path: str, params: Mapping[str, Any] | None = None) -> bytes:
+        """The body of GET `path` with `params`."""
+        if params:
+            path += "?" + urllib.parse.urlencode(params)
+        conn = self._conn or http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
+        self._conn = None
+        try:
+            conn.request("GET", path)
+            response = conn.getresponse()
+            body = response.read()
+        except (OSError, http.client.HTTPException) as exc:
+            conn.close()
+            raise OSError(f"GET {path}: {exc!r}") from exc
+        self._conn = conn
+        if response.status != 200:
+            raise OSError(f"GET {path}: HTTP {response.status}")
+        return body
+
+    def json(self, path: str, params: Mapping[str, Any] | None = None) -> Any:
+        return json.loads(self.get(path, params))
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def __enter__(self) -> Http:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()

@@ -1,6 +1,6 @@
 """`isrwatch bench stream`: the streaming job against one plain process, events/s, CPU per event, latency, memory.
 
-Prints numbers; asserts nothing; the targets and the figures measured are in README.md, Performance. A
+Prints numbers; asserts nothing; the targets and the figures measured are in docs/performance.md. A
 decision's latency runs from its cluster's frontier passing its time (its time + allowed_lateness_ms in real
 time) to its row being committed to the store.
 

@@ -14,13 +14,19 @@ BENCHMARKS = ("engine", "stream", "api", "agent", "latency")
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     bp = command(sub, "bench", __doc__, main)
-    bp.add_argument("rest", nargs=argparse.REMAINDER, help="benchmark name (default engine) and its options")
+    bp.add_argument(
+        "rest",
+        nargs=argparse.REMAINDER,
+        metavar="BENCHMARK ...",
+        help=f"one of {', '.join(BENCHMARKS)} (default engine) and its options",
+    )
 
 
 def main(args: argparse.Namespace) -> int:
-    name, rest = (
-        (args.rest[0], args.rest[1:]) if args.rest[:1] and args.rest[0] in BENCHMARKS else ("engine", args.rest)
-    )
+    first = args.rest[0] if args.rest else "-"
+    if not first.startswith("-") and first not in BENCHMARKS:  # the usage error is bench's, not the engine's
+        args._parser.error(f"unknown benchmark {first!r} (choose from {', '.join(BENCHMARKS)})")
+    name, rest = (first, args.rest[1:]) if first in BENCHMARKS else ("engine", args.rest)
     if name == "api":
         from isrwatch.bench.api import main as bench_api
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from isrwatch.state.config import PROFILES, Config, ConfigError
+from isrwatch.store import DEFAULT_STORE, STORE_ENV, default_store
 
 CONFIG_HELP = """configuration keys (SPEC §2; --config FILE.json and/or --set KEY=VALUE, later wins):
   replica_lag_time_max_ms        30000  Kafka replica.lag.time.max.ms (10000 before Kafka 2.5)
@@ -51,6 +52,17 @@ def command(
     )
     parser.set_defaults(func=func)
     return parser
+
+
+STORE_URLS = "sqlite:///PATH, a file path or postgresql://user:pw@host:port/db"
+STORE_DEFAULT = f"${STORE_ENV} or {DEFAULT_STORE}, the one default of run, serve, replay --store and demo"
+
+
+def add_store_argument(p: argparse.ArgumentParser, what: str, **options: Any) -> None:
+    """--store URL, defaulting to the store every command shares (`default_store`); `what` says what it is for and
+    `options` replace add_argument's (replay's optional URL)."""
+    help = f"{what}: {STORE_URLS} (default: {STORE_DEFAULT})"
+    p.add_argument("--store", **{"default": default_store(), "metavar": "URL", "help": help, **options})
 
 
 def say(message: str) -> None:

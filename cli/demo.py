@@ -32,6 +32,9 @@ from isrwatch.sim.pacing import Pacer, run
 from isrwatch.sim.processes import Child
 from isrwatch.sim.sinks import DirectorySink
 from isrwatch.state.config import ALTER_PARTITION, ISR_PROTOCOLS, ZOOKEEPER, Config, ConfigError
+from isrwatch.store import default_store, open_store
+
+from .common import add_store_argument
 
 REPLICA_FETCH_WAIT_MAX_MS = 500  # Kafka's lower bound of replica.lag.time.max.ms
 # --real: a light producer load, enough that a follower that stops fetching falls behind on every partition. Each
@@ -283,13 +286,29 @@ class Summary:
         )
 
 
-def _fresh(workdir: Path) -> None:
-    """A fresh run every time: the story starts now, so old events, state and decisions would only confuse it."""
+def _fresh(workdir: Path, store_url: str) -> None:
+    """A fresh run every time: the story starts now, so old events, state and decisions would only confuse it.
+
+    The store is emptied only if an earlier demo in `workdir` wrote it (its job's checkpoint is ours); a store that
+    anything else wrote is refused, never emptied."""
+    checkpoint = workdir / "checkpoint"
+    with open_store(store_url) as store:
+        last, job = store.last_batch_id(), store.holder()
+        if last is not None and (job is None or job.get("checkpoint") != str(checkpoint.resolve())):
+            writer = "a replay" if job is None else f"job {job.get('job')} (checkpoint {job.get('checkpoint')})"
+            raise ConfigError(
+                f"--store {store_url}: holds batches up to {last} of {writer}, not of an earlier demo in {workdir}; "
+                f"the demo plays its story on an empty store: give it another (--store sqlite:///{workdir}/isrwatch.db)"
+            )
+        store.clear()
     for name in ("events", "checkpoint"):
         shutil.rmtree(workdir / name, ignore_errors=True)
-    for name in ("isrwatch.db", "isrwatch.db-wal", "isrwatch.db-shm"):
-        (workdir / name).unlink(missing_ok=True)
     workdir.mkdir(parents=True, exist_ok=True)
+
+
+def _browse_again(store_url: str) -> str:
+    """The command that serves the demo's store again."""
+    return "isrwatch serve" + ("" if store_url == default_store() else f" --store {store_url}")
 
 
 def _start_job_and_api(workdir: Path, store: str, port: int, source: list[str], children: list[Child]) -> None:
@@ -355,7 +374,7 @@ def main(args: argparse.Namespace) -> int:
     base = f"http://127.0.0.1:{args.port}"
     started = time.monotonic()
     say = _narrator()
-    _fresh(workdir)
+    _fresh(workdir, args.store)
     (workdir / "events").mkdir(parents=True)
     start = int(time.time() * 1000)
     protocol = args.isr_protocol or ZOOKEEPER
@@ -363,7 +382,7 @@ def main(args: argparse.Namespace) -> int:
     (workdir / "config.json").write_text(kafka.to_json() + "\n")
     story = scenario(STORIES[protocol], kafka)
     sim = SimConfig(kafka=kafka, start_ms=start, duration_ms=None)
-    store = f"sqlite:///{(workdir / 'isrwatch.db').resolve()}"
+    store = args.store
 
     print(
         f"isrwatch demo: a simulated {sim.brokers}-broker Kafka cluster"
@@ -371,7 +390,7 @@ def main(args: argparse.Namespace) -> int:
         + ", the streaming job and the API, all on this machine.\n"
         f"  status page   {base}/\n"
         f"  API           {base}/docs   metrics {base}/metrics\n"
-        f"  files         {workdir}/ (events/, isrwatch.db, job.log, api.log)\n"
+        f"  files         {workdir}/ (events/, job.log, api.log), store {store}\n"
         f"The story (event time from now{f', played {args.speed:g}x faster' if args.speed != 1 else ''}; "
         f"replica.lag.time.max.ms = {kafka.replica_lag_time_max_ms / 1000:g} s):",
         flush=True,
@@ -419,8 +438,8 @@ def main(args: argparse.Namespace) -> int:
     )
     say(
         f"stopped. {c['shrink']} shrinks, {c['expand']} expands, {c['leader_and_isr']} LeaderAndIsr accepted, "
-        f"{c['rejected']} rejected, {written}. The store stays in {workdir}/isrwatch.db: "
-        f"browse it again with `isrwatch serve --store {store}`."
+        f"{c['rejected']} rejected, {written}. The store stays in {store}: browse it again with "
+        f"`{_browse_again(store)}`."
     )
     return code
 
@@ -492,15 +511,15 @@ def real_main(args: argparse.Namespace) -> int:
     base = f"http://127.0.0.1:{args.port}"
     started = time.monotonic()
     say = _narrator()
-    _fresh(workdir)
-    store = f"sqlite:///{(workdir / 'isrwatch.db').resolve()}"
+    _fresh(workdir, args.store)
+    store = args.store
     print(
         f"isrwatch demo --real: {'the lab in ' + str(lab_dir) + ': ' if attached else ''}Kafka {release} brokers "
         f"({'ZooKeeper mode' if mode == ZOOKEEPER else 'KRaft, AlterPartition'}) on loopback, each with "
         "isrwatch-agent, the streaming job reading the agents' events and the API, all on this machine.\n"
         f"  status page   {base}/\n"
         f"  API           {base}/docs   metrics {base}/metrics   broker writes {base}/v1/observed\n"
-        f"  files         {workdir}/ ({'' if attached else 'lab/, '}isrwatch.db, job.log, api.log)\n"
+        f"  files         {workdir}/ ({'' if attached else 'lab/, '}job.log, api.log), store {store}\n"
         f"The story (replica.lag.time.max.ms = {lag_ms / 1000:g} s; KAFKA lines are the cluster's truth, "
         f"{'ZooKeeper' if mode == ZOOKEEPER else 'the admin API'}, SHRINK/EXPAND/BATCH isrwatch's view):",
         flush=True,
@@ -550,8 +569,7 @@ def real_main(args: argparse.Namespace) -> int:
     say(
         f"stopped. {c['shrink']} shrinks, {c['expand']} expands, {c['leader_and_isr']} LeaderAndIsr accepted, "
         f"{c['batches']} ISR-change batches, {c['divergences']} divergences from the brokers. The store stays in "
-        f"{workdir}/isrwatch.db (`isrwatch serve --store {store}`), the lab's logs in {lab_dir}"
-        + (" (still running)." if attached else ".")
+        f"{store} (`{_browse_again(store)}`), the lab's logs in {lab_dir}" + (" (still running)." if attached else ".")
     )
     return code
 
@@ -586,6 +604,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "the answers arrive and commit). Not with --real, whose brokers' way comes from --kafka",
     )
     p.add_argument("--dir", default="var/demo", help="working directory, emptied at start (default var/demo)")
+    add_store_argument(p, "the store the demo's job writes, emptied at start if an earlier demo wrote it")
     p.add_argument(
         "--real",
         action="store_true",

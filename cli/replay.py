@@ -19,9 +19,9 @@ import msgspec
 
 from isrwatch.state.config import ConfigError
 from isrwatch.state.replay import ReplayResult
-from isrwatch.store import StreamPosition, open_store
+from isrwatch.store import StreamPosition, default_store, open_store
 
-from .common import CONFIG_HELP, add_config_arguments, command, load_config, say
+from .common import CONFIG_HELP, add_config_arguments, add_store_argument, command, load_config, say
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -33,11 +33,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="event files, one JSON object per line; a missing seq is the line number",
     )
     rp.add_argument("--out", metavar="DIR", help="output directory (created if missing)")
-    rp.add_argument(
-        "--store",
-        metavar="URL",
-        help="also write the outputs to this store as one batch (sqlite:///PATH, a file path or "
-        "postgresql://...), for `isrwatch serve`",
+    add_store_argument(
+        rp,
+        "also write the outputs to this store as one batch, for `isrwatch serve`; --store alone: the default store",
+        nargs="?",
+        default=None,
+        const=default_store(),
     )
     add_config_arguments(rp)
     rp.add_argument(
@@ -65,7 +66,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def main(args: argparse.Namespace) -> int:
     config = load_config(args.config, args.set, args.profile)
     if not args.out and not args.store:
-        raise ConfigError("give --out DIR, --store URL or both")
+        raise ConfigError("give --out DIR, --store [URL] or both")
     for path in args.events:
         if not Path(path).is_file():
             raise ConfigError(f"events file {path}: no such file")

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from isrwatch.lab.jars import spark_kafka_jars
 from isrwatch.streaming.spark import SparkSettings
 
-from .common import CONFIG_HELP, add_config_arguments, command, load_config, say
+from .common import CONFIG_HELP, add_config_arguments, add_store_argument, command, load_config, say
 
 if TYPE_CHECKING:
     from isrwatch.streaming.job import JobOptions
@@ -37,12 +37,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="files:DIR, kafka:BOOTSTRAP/TOPICS or kafka-python:BOOTSTRAP/TOPICS, see below "
         "(default files:./var/events)",
     )
-    rn.add_argument(
-        "--store",
-        default="sqlite:///var/isrwatch.db",
-        metavar="URL",
-        help="sqlite:///PATH, a file path or postgresql://user:pw@host:port/db (default sqlite:///var/isrwatch.db)",
-    )
+    add_store_argument(rn, "where each micro-batch is committed")
     rn.add_argument(
         "--checkpoint",
         default="./var/checkpoint",

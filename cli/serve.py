@@ -9,18 +9,12 @@ from __future__ import annotations
 import argparse
 import os
 
-from .common import command, say
+from .common import add_store_argument, command, say
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     sp = command(sub, "serve", __doc__, main)
-    sp.add_argument(
-        "--store",
-        default=os.environ.get("ISRWATCH_STORE", "sqlite:///isrwatch.db"),
-        metavar="URL",
-        help="sqlite:///PATH, a file path or postgresql://user:pw@host:port/db "
-        "(default: $ISRWATCH_STORE or sqlite:///isrwatch.db)",
-    )
+    add_store_argument(sp, "the store to serve, as `isrwatch run` or `isrwatch replay --store` wrote it")
     sp.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     sp.add_argument("--port", type=int, default=8000, help="port (default 8000)")
     sp.add_argument(
@@ -94,6 +88,12 @@ def main(args: argparse.Namespace) -> int:
         f"serving {args.store} on http://{args.host}:{args.port} "
         f"({'bearer token required' if settings.token else 'no token'})"
     )
+    if app.state.store.stream_position() is None:
+        say(
+            f"warning: store {args.store} holds no batch: no `isrwatch run` or `isrwatch replay --store` has written "
+            "it yet, so every list is empty and /readyz answers 503 until one does (a job writing another store? "
+            "give serve its --store)"
+        )
     # One worker: the metrics collector reads the store itself, so no multiprocess mode is needed.
     uvicorn.run(app, host=args.host, port=args.port, workers=1, log_level=args.log_level, access_log=args.access_log)
     return 0

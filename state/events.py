@@ -21,7 +21,7 @@ DEFAULT_CLUSTER = "default"
 NonNegative = Annotated[int, Meta(ge=0, le=MAX_MS)]
 BrokerId = Annotated[int, Meta(ge=0, le=MAX_ID)]
 # A name's pattern is checked after decoding, once per distinct name (`_names_match`): msgspec runs a `pattern` through
-# Python's re for every value, the costliest part of parse_event (README.md, Performance). The strict types, with it,
+# Python's re for every value, the costliest part of parse_event (docs/performance.md). The strict types, with it,
 # give a refused line msgspec's own first error (`_strict_reason`).
 Topic = Annotated[str, Meta(min_length=1, max_length=TOPIC_MAX_LENGTH)]
 Cluster = Annotated[str, Meta(min_length=1, max_length=CLUSTER_MAX_LENGTH)]

@@ -7,6 +7,7 @@ placeholders, the blob type, the DDL lock and how bulk rows get in (COPY on Post
 
 from __future__ import annotations
 
+import re
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
@@ -123,6 +124,7 @@ CREATE TABLE IF NOT EXISTS progress (
     batch_duration_ms BIGINT, state_rows BIGINT, late_rows BIGINT);
 """
 
+TABLES = tuple(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", _DDL))
 PARTITION_COLUMNS = (
     "cluster",
     "topic",
@@ -236,6 +238,7 @@ class Database:
         elif scheme in ("", "sqlite") or len(scheme) == 1:  # a bare path (a Windows drive letter is a path too)
             self.dialect = _Dialect()
             self._path = _sqlite_path(url)
+            Path(self._path).parent.mkdir(parents=True, exist_ok=True)  # the default, var/isrwatch.db, in a new clone
         else:
             raise StoreError(f"store URL {url!r}: expected sqlite:///PATH, a file path or postgresql://...")
         self._local = threading.local()

@@ -15,7 +15,7 @@ from isrwatch.state.metrics import SOURCE_LOST_RECORDS, STREAM_INPUT_ROWS, Tally
 from isrwatch.state.records import Decision, IsrState, PartitionRecord, shrink_warning_at
 from isrwatch.state.step import Settled
 
-from .schema import PARTITION_COLUMNS, PROGRESS_FIELDS, REPLICA_COLUMNS, Database
+from .schema import PARTITION_COLUMNS, PROGRESS_FIELDS, REPLICA_COLUMNS, TABLES, Database
 
 _EMPTY: Mapping[Any, Any] = MappingProxyType({})
 _encode = msgspec.json.encode
@@ -289,6 +289,15 @@ class Writer(Database):
             self._insert(
                 cur, "meta", ("key", "value"), [("writer", json.dumps(dict(job), sort_keys=True))], upsert_on=1
             )
+
+    def clear(self) -> None:
+        """Delete every batch and the writer's claim, keeping the schema: `isrwatch demo` plays each story on an
+        empty store."""
+        with self._transaction() as cur:
+            for table in TABLES:
+                if table != "meta":  # it keeps the schema's version
+                    cur.execute(f"DELETE FROM {table}")
+            cur.execute("DELETE FROM meta WHERE key = 'writer'")
 
     def holder(self) -> dict[str, Any] | None:
         """The streaming job that writes this store, as it recorded itself (None: no job has)."""

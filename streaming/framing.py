@@ -325,7 +325,7 @@ def frame_batches(
 
 def binary_array(values: list[bytes | None]) -> pa.Array:
     """An Arrow binary array of `values` (None: null), built from one joined buffer: `pa.array(values, pa.binary())`
-    grows its buffer value by value, several times slower for Kafka records (README.md, Performance)."""
+    grows its buffer value by value, several times slower for Kafka records (docs/performance.md)."""
     nulls = [v is None for v in values]
     null_count = sum(nulls)
     present = [b"" if v is None else v for v in values] if null_count else values

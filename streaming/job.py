@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from isrwatch.state.config import Config, ConfigError
 from isrwatch.state.step import Settled
+from isrwatch.store import DEFAULT_STORE
 
 from .buckets import Layout
 from .checkpoint import Checkpoint
@@ -44,7 +45,7 @@ class JobOptions:
     """Everything `isrwatch run` takes; the defaults are the embedded setup (files in ./var)."""
 
     source: str = "files:./var/events"
-    store: str = "sqlite:///var/isrwatch.db"
+    store: str = DEFAULT_STORE
     checkpoint: str = "./var/checkpoint"
     config: Config = field(default_factory=Config)
     buckets: int | None = None  # None: the checkpoint's, or 16 for a new one

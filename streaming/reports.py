@@ -28,7 +28,7 @@ STATE_SCHEMA = "blob binary"  # one msgpack blob (version inside): array fields 
 BUCKET_STATE_VERSION = 6
 
 
-_CODEC = "zstd"  # pyarrow's: fast, and the JVM moves a fraction of the bytes (README.md, Performance)
+_CODEC = "zstd"  # pyarrow's: fast, and the JVM moves a fraction of the bytes (docs/performance.md)
 
 
 class Chunk(Struct, array_like=True):

@@ -8,12 +8,19 @@ import time
 from fastapi import APIRouter
 from fastapi.responses import FileResponse, Response
 
+from isrwatch.store import DEFAULT_STORE, STORE_ENV
+
 from ..deps import SettingsDep, StoreDep
 from ..errors import ApiError, not_found
 from ..models import ErrorBody, Health, Readiness
 from ..params import JSON
 
 router = APIRouter(tags=["health"])
+# An empty store is the stream not started yet, or a `serve --store` that names another store than the job writes.
+NO_BATCH = (
+    "no batch committed to the store yet: no streaming job (isrwatch run) or isrwatch replay --store has written it; "
+    f"if one runs, it writes another store than this API reads (--store, default ${STORE_ENV} or {DEFAULT_STORE})"
+)
 
 
 @router.get("/healthz", response_model=Health, summary="The process is up")
@@ -30,7 +37,7 @@ async def healthz() -> Response:
 async def readyz(store: StoreDep, settings: SettingsDep) -> Response:
     position = store.stream_position()
     if position is None:
-        raise ApiError(503, "no batch committed to the store yet", code="not_ready")
+        raise ApiError(503, NO_BATCH, code="not_ready")
     wall_ms = time.time() * 1000
     age_s = (wall_ms - position.committed_wall_ms) / 1000
     lag_s = None if position.watermark_ms is None else (wall_ms - position.watermark_ms) / 1000

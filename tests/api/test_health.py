@@ -9,6 +9,7 @@ import psycopg
 from fastapi.testclient import TestClient
 
 from isrwatch.api.app import create_app
+from isrwatch.api.routers.health import NO_BATCH
 from isrwatch.store import open_store
 from tests.pg import fresh_database
 
@@ -25,7 +26,8 @@ def test_readyz_needs_a_batch_then_a_fresh_one(tmp_path: Path) -> None:
     with TestClient(create_app(url, ready_max_batch_age_s=0.5, ready_max_watermark_lag_s=60)) as client:
         r = client.get("/readyz")
         assert r.status_code == 503
-        assert r.json() == {"error": "not_ready", "detail": "no batch committed to the store yet"}
+        assert r.json() == {"error": "not_ready", "detail": NO_BATCH}
+        assert "isrwatch run" in NO_BATCH and "sqlite:///var/isrwatch.db" in NO_BATCH
         with open_store(url) as store:
             store.write_batch(0, watermark_ms=int(time.time() * 1000) - 5_000)
         r = client.get("/readyz")

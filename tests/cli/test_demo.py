@@ -28,8 +28,11 @@ LINGER, CHECK = 5000, 2500
 
 @contextlib.contextmanager
 def running_demo(port: int, workdir: Path, *options: str) -> Iterator[subprocess.Popen]:
-    """`isrwatch demo` on `port` in `workdir`, its terminal output on stdout; killed if still running at the end."""
-    argv = [sys.executable, "-m", "isrwatch.cli", "demo", "--port", str(port), "--dir", str(workdir), *options]
+    """`isrwatch demo` on `port` in `workdir` (its store there too), its terminal output on stdout; killed if still
+    running at the end."""
+    store = f"sqlite:///{workdir / 'isrwatch.db'}"
+    argv = [sys.executable, "-m", "isrwatch.cli", "demo", "--port", str(port), "--dir", str(workdir), "--store", store]
+    argv += options
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         yield proc

@@ -72,7 +72,7 @@ def test_a_second_replay_is_the_next_batch(tmp_path: Path) -> None:
 
 def test_replay_needs_an_output(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     assert _replay("01-stuck-follower-shrink") == 2
-    assert "--out DIR, --store URL or both" in capsys.readouterr().err
+    assert "--out DIR, --store [URL] or both" in capsys.readouterr().err
     assert _replay("01-stuck-follower-shrink", "--store", "mysql://nope/x") == 2
     assert "store URL" in capsys.readouterr().err
 
