@@ -138,7 +138,9 @@ def test_the_lab_runs_from_the_wheel_with_its_jars_in_the_user_cache(venv: Venv)
     clone; its helper processes run the venv's isrwatch."""
     lab = venv.home / "lab"
     try:
-        up = venv.run("isrwatch", "lab", "up", "--dir", str(lab), "--rate", "0", "--topics", "t:1", timeout=240)
+        up = venv.run(
+            "isrwatch", "lab", "up", "--kafka", "3.9", "--dir", str(lab), "--rate", "0", "--topics", "t:1", timeout=240
+        )
         assert up.returncode == 0, up.stderr
         brokers = json.loads((lab / "lab.json").read_text())["brokers"]
         assert len(brokers) == 3

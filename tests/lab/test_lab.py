@@ -280,7 +280,7 @@ def test_a_broker_that_cannot_start_is_reported_with_its_last_log_lines(tmp_path
     not_a_jar = tmp_path / "agent.jar"
     not_a_jar.write_text("not a jar")
     with pytest.raises(LabError) as failed:
-        up(tmp_path / "lab", LabSpec(agent=str(not_a_jar), rate=0, start_timeout_s=60), progress)
+        up(tmp_path / "lab", LabSpec(agent=str(not_a_jar), rate=0, start_timeout_s=60, kafka="3.9"), progress)
     message = str(failed.value)
     assert re.search(r"broker [123] exited during start-up; its last log lines", message), message
     assert "Error opening zip file or JAR manifest missing" in message  # the JVM's own words, from stdout.log
