@@ -61,7 +61,7 @@ AGENT_OPTIONS = (("stats.interval.ms", "10000"),)
 STALLED = 3  # the session stall's broker
 STALL_S = 10
 # After the last fault's end: every batch sent (linger 5 s + a run) and, for the stream, the cluster's newest event
-# past it by the lateness (5 s) plus the audit window (the lag, 5 s). Waited only for what is left of it (`quiet`).
+# past it by the lateness (5 s) plus the audit window (the lag, 5 s). Counted from that end (`after_last_fault`).
 QUIET_S = 15
 FENCE_S = 22  # KRaft: past broker.session.timeout.ms (18 s) plus a heartbeat interval (2 s)
 
@@ -490,11 +490,11 @@ def run_missing_faults(lab: Lab, kinds: dict[str, Callable[[Lab], str]], log: li
         window.over()
 
 
-def quiet(log: list[FaultWindow]) -> float:
-    """Wait until QUIET_S past the end of the lab's last fault (the brokers' clocks are this machine's): the tests
-    that ran since often took that long already. Returns the seconds waited."""
+def after_last_fault(seconds: float, log: list[FaultWindow] = FAULT_LOG) -> float:
+    """Wait until `seconds` past the end of the lab's last fault (the brokers' clocks are this machine's), not a fixed
+    time: the tests that ran since often took that long already. Returns the seconds waited."""
     last_ms = max((w.end_ms for w in log), default=0)
-    waited = max(0.0, last_ms / 1000 + QUIET_S - time.time())
+    waited = max(0.0, last_ms / 1000 + seconds - time.time())
     time.sleep(waited)
     return waited
 
@@ -525,7 +525,7 @@ def stream_session(
     from isrwatch.streaming.job import JobOptions, StreamJob
 
     run_missing_faults(lab, kinds, log)
-    quiet(log)
+    after_last_fault(QUIET_S, log)
     started = time.monotonic()
     url = f"sqlite:///{workdir / 'isrwatch.db'}"
     StreamJob(
