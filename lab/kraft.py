@@ -166,15 +166,19 @@ def partition_epochs(dump: str) -> dict[tuple[str, int], int]:
 REGISTERED = re.compile(r"Successfully registered broker (\d+) with broker epoch (\d+)")
 
 
-def broker_epoch(server_log: Path, node_id: int) -> int | None:
-    """The broker epoch of the node's newest registration, from its server.log (appended across restarts); None
-    before its first."""
+def broker_epochs(server_log: Path, node_id: int, offset: int = 0) -> tuple[list[int], int]:
+    """The broker epochs of the node's registrations its server.log (appended across restarts) holds from byte
+    `offset` on, oldest first, and the offset to read on from."""
     try:
-        text = server_log.read_text(errors="replace")
+        with server_log.open("rb") as log:
+            log.seek(offset)
+            text = log.read()
     except FileNotFoundError:
-        return None
-    epochs = [int(m[2]) for m in REGISTERED.finditer(text) if int(m[1]) == node_id]
-    return epochs[-1] if epochs else None
+        return [], offset
+    # A line still being written is read again next time: only whole lines count.
+    whole = text[: text.rfind(b"\n") + 1]
+    epochs = [int(m[2]) for m in REGISTERED.finditer(whole.decode(errors="replace")) if int(m[1]) == node_id]
+    return epochs, offset + len(whole)
 
 
 # -- the truth, from the admin API --------------------------------------------------------------------------------

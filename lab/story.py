@@ -145,15 +145,19 @@ class Story:
             faults.restart(self.directory, RESTARTED)
             return self._healthy(f"broker {RESTARTED} registered again and back in every ISR")
         log = Path(lab.broker(RESTARTED).kafka_logs_dir) / "server.log"
-        before = kraft.broker_epoch(log, RESTARTED)
+        epochs, read = kraft.broker_epochs(log, RESTARTED)
+        before = epochs[-1] if epochs else None
         faults.restart(self.directory, RESTARTED)
+        registered: list[int] = []
 
-        def registered() -> bool:
-            epoch = kraft.broker_epoch(log, RESTARTED)
-            return epoch is not None and (before is None or epoch > before)
+        def new_epoch() -> bool:
+            nonlocal read
+            found, read = kraft.broker_epochs(log, RESTARTED, read)
+            registered.extend(found)
+            return bool(registered)
 
         what = f"broker {RESTARTED}'s new incarnation registered (broker epoch {before} -> {{}}) and back in every ISR"
-        return self._healthy(what, registered, lambda: kraft.broker_epoch(log, RESTARTED))
+        return self._healthy(what, new_epoch, lambda: registered[-1])
 
     def _healthy(
         self, what: str, also: Callable[[], bool] = lambda: True, detail: Callable[[], object] = lambda: ""
