@@ -82,8 +82,8 @@ def test_demo_real_on_its_default_tells_the_whole_story_and_stops_everything(tmp
             shrinks = [line for line in story if "SHRINK" in line and "replica 2 stuck" in line]
             assert kafka and shrinks and any("EXPAND" in line and "replica 2 caught up" in line for line in story), text
             print(
-                f"\n  demo --real: first batch at [{out[at[0]][1:7]}], the story over at [{out[at[-1]][1:7]}]; the "
-                f"stall's first shrink: KAFKA at [{kafka[0][1:7]}], isrwatch "
+                f"\n  demo --real: isrwatch watching at [{out[at[0]][1:7]}], the story over at "
+                f"[{out[at[-1]][1:7]}]; the stall's first shrink: KAFKA at [{kafka[0][1:7]}], isrwatch "
                 f"{_seconds(shrinks[0]) - _seconds(kafka[0]):.1f} s later"
             )
             divergences = get(port, "/v1/divergences?page_size=1000")["divergences"]
