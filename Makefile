@@ -19,7 +19,7 @@ demo: setup
 	$(VENV)/bin/isrwatch demo
 
 # The same story on real Kafka brokers running isrwatch-agent (Java 17 and Maven; jars fetched once into .tools/):
-# KRaft 4.x by default (what a newcomer runs); KAFKA=3.9 for ZooKeeper mode.
+# KRaft 4.x by default (what a newcomer runs); KAFKA=3.9 for ZooKeeper mode. `make lab` runs the same Kafka.
 KAFKA ?= 4.4
 demo-real:
 	bash scripts/provision.sh --lab
@@ -32,11 +32,11 @@ test:
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports --no-cache
-	$(VENV)/bin/python -m pytest -q -p no:cacheprovider
+	$(VENV)/bin/python -m pytest -q -p no:cacheprovider --durations=25
 
 lab:
 	bash scripts/provision.sh --lab
-	$(VENV)/bin/isrwatch lab up --dir $(LAB_DIR)
+	$(VENV)/bin/isrwatch lab up --kafka $(KAFKA) --dir $(LAB_DIR)
 
 lab-down:
 	$(VENV)/bin/isrwatch lab down --dir $(LAB_DIR)

@@ -53,6 +53,7 @@ from isrwatch.lab.cluster import (
     wait_until,
     zookeeper,
 )
+from isrwatch.lab.jars import ZOOKEEPER_RELEASE
 
 from .measure import proc_cpu
 
@@ -131,6 +132,7 @@ def cmd_record(args: argparse.Namespace) -> int:
         rate=0,
         agent=str(default_agent()),
         agent_options=_agent_options(raw=True),
+        kafka=ZOOKEEPER_RELEASE,  # the recordings are of 3.9.2 brokers (ZooKeeper mode)
     )
     with _workdir("record", args.keep) as work:
         with _lab(work, spec) as lab:
@@ -335,6 +337,7 @@ def _load_spec(args: argparse.Namespace, agent: bool, raw: bool) -> LabSpec:
             ("controller.socket.timeout.ms", "120000"),
             ("replica.fetch.max.bytes", "1048576"),
         ),
+        kafka=ZOOKEEPER_RELEASE,  # measured on 3.9.2 brokers (ZooKeeper mode)
     )
 
 

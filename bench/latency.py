@@ -54,7 +54,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from isrwatch.lab.command import add_kafka_option
+from isrwatch.lab.command import NEWEST_LINE, add_kafka_option
 from isrwatch.state.audit import nearest_alike
 from isrwatch.state.config import Config
 from isrwatch.state.records import DecisionKind
@@ -100,7 +100,7 @@ def parser() -> argparse.ArgumentParser:
         "at most 12 s (2/3 of the ZooKeeper session) (default 10)",
     )
     p.add_argument("--brokers", type=int, default=3, help="lab brokers, 3..9 (default 3)")
-    add_kafka_option(p, "3.9", "the lab's Kafka release")
+    add_kafka_option(p, NEWEST_LINE, "the lab's Kafka release")
     p.add_argument("--lag-ms", type=int, default=5000, help="replica.lag.time.max.ms of brokers and model (5000)")
     p.add_argument("--poll-ms", type=int, default=50, help="API poll interval while a write is pending (50)")
     p.add_argument(

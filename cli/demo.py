@@ -48,6 +48,9 @@ DEMO_KAFKA = {"replica_lag_time_max_ms": 10_000, "min_insync_replicas_by_topic":
 # --isr-protocol: the simulator's preset story for each way of writing an ISR.
 STORIES = {ZOOKEEPER: "story", ALTER_PARTITION: "stuck-queue"}
 STUCK_MS = 5000  # an AlterPartition request unanswered this long is news (the controller answers in ~20 ms)
+# The stream has caught up with the events of its start (the lab's, in --real) once its watermark is this close to
+# the wall clock: the lateness (5 s) plus a batch or two; the real story's first fault waits for it.
+CAUGHT_UP_S = 15.0
 
 
 class Api:
@@ -152,6 +155,8 @@ class Summary:
         self.health: tuple | None = None
         self.said_health_at = 0.0
         self.ready = False
+        self.first_batch = threading.Event()  # set with `ready`
+        self.caught_up = threading.Event()  # and once the stream is CAUGHT_UP_S or less behind: the real story waits
         self.counts = {
             "shrink": 0,
             "expand": 0,
@@ -168,7 +173,12 @@ class Summary:
             return  # no micro-batch has applied the controller's first LeaderAndIsr yet
         if not self.ready:
             self.ready = True
+            self.first_batch.set()
             self.say("the streaming job committed its first micro-batch; the status page is live")
+        if not self.caught_up.is_set():
+            lag = (self.api.get("/readyz") or {}).get("watermark_lag_seconds")
+            if lag is not None and lag <= CAUGHT_UP_S:
+                self.caught_up.set()
         self._news()
         parts = page["partitions"]
         health = tuple(sum(p[flag] for p in parts) for flag in ("under_replicated", "under_min_isr", "offline"))
@@ -546,8 +556,12 @@ def real_main(args: argparse.Namespace) -> int:
             lab = up(lab_dir, spec, lambda message: say(f"lab: {message}"))
         source = [*lab.stream_options(), "--max-per-batch", str(REAL_MAX_PER_BATCH)]
         _start_job_and_api(workdir, store, args.port, source, children)
-        say("the streaming job is starting Spark (10-20 s); the story begins")
-        teller = threading.Thread(target=story.Story(lab_dir, lag_ms, say, stop).run, name="story", daemon=True)
+        say("the streaming job is starting Spark (20-30 s); the story begins at its first micro-batch")
+        teller = threading.Thread(
+            target=story.Story(lab_dir, lag_ms, say, stop, (summary.first_batch, summary.caught_up)).run,
+            name="story",
+            daemon=True,
+        )
         teller.start()
         code = _watch(children, summary, say, stop, None if args.duration is None else started + args.duration)
     except KeyboardInterrupt:

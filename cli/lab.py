@@ -1,4 +1,4 @@
-"""A real Kafka 3.9 cluster on loopback (ZooKeeper mode) with real faults."""
+"""A real Kafka cluster on loopback (KRaft 4.4 by default, ZooKeeper mode with --kafka 3.9) with real faults."""
 
 from __future__ import annotations
 

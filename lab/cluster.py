@@ -37,7 +37,7 @@ from subprocess import PIPE, STDOUT
 from typing import TYPE_CHECKING, Any, cast
 
 from . import kraft
-from .jars import ZOOKEEPER_RELEASE, JarsError, default_agent, ensure, kafka_release, kafka_set
+from .jars import KAFKA_NEWEST, ZOOKEEPER_RELEASE, JarsError, default_agent, ensure, kafka_release, kafka_set
 
 if TYPE_CHECKING:
     from kazoo.client import KazooClient
@@ -127,7 +127,7 @@ class LabSpec:
     start_timeout_s: float = 180.0  # for the brokers to register, and again for the topics to get full ISRs
     broker_heap: str = BROKER_HEAP_MAX  # -Xmx of every monitored broker
     broker_config: tuple[tuple[str, str], ...] = ()  # more server.properties for every monitored broker
-    kafka: str = ZOOKEEPER_RELEASE  # `--kafka`: a release or a line (4.4 -> 4.4.0); 3.9 is ZooKeeper mode, 4.x KRaft
+    kafka: str = KAFKA_NEWEST  # `--kafka`: a release or a line (4.4 -> 4.4.0); 4.x is KRaft, 3.9 ZooKeeper mode
     ibp: str | None = None  # `--ibp`, ZooKeeper mode only (default INTER_BROKER_PROTOCOL_VERSION)
 
     def release(self) -> str:
@@ -604,6 +604,19 @@ def registrations(lab: Lab) -> dict[int, bool]:
         with zookeeper(str(lab.zookeeper)) as zk:
             return dict.fromkeys(registered_brokers(zk, CHROOT), False)
     return _asked(lambda: kraft.describe_brokers(*lab.answering()))  # type: ignore[no-any-return]
+
+
+def serving(lab: Lab) -> bool:
+    """Whether every broker answers requests itself. KRaft: a restarted node opens its listener only once its new
+    incarnation registered and was unfenced, and until then the controller may still list the old incarnation as
+    unfenced (it keeps the registration until the new one replaces it, or a new controller restarts every
+    session), leading partitions nobody serves. ZooKeeper mode: its registration says it."""
+    if lab.mode == ZOOKEEPER:
+        return True
+    try:
+        return all(kraft.describe_brokers(b.address, b.id, tries=1) for b in lab.brokers)
+    except kraft.Unanswered:
+        return False
 
 
 def active_controller(lab: Lab) -> tuple[int | None, int]:

@@ -33,8 +33,8 @@ DESCRIPTION = f"""A real Kafka cluster on loopback, for demos, tests and operato
 real thing: N brokers, topics with replication factor 3 under a steady producer load, and a monitor broker
 (id {MONITOR_ID}, a one-broker cluster of its own) for isrwatch's own topics, which faults never touch.
 
---kafka picks the Kafka release and with it the mode:
-  3.9 (the default; {ZOOKEEPER_RELEASE})  ZooKeeper mode: ZooKeeper and N brokers. --ibp
+--kafka picks the Kafka release and with it the mode (default {NEWEST_LINE}, KRaft: `demo --real` runs the same):
+  3.9 ({ZOOKEEPER_RELEASE})  ZooKeeper mode: ZooKeeper and N brokers. --ibp
       {INTER_BROKER_PROTOCOL_VERSION} (the default) writes ISR changes to ZooKeeper with the ZooKeeper-era propagation
       isrwatch models (2.5 s checks, 5 s linger, 60 s max delay); --ibp 3.9 sends AlterPartition to the
       controller instead. The monitor runs under its own ZooKeeper chroot.
@@ -152,7 +152,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the lab's directory: configs, data, logs, lab.json "
         "(new, empty, or a stopped lab's, whose data is replaced)",
     )
-    add_kafka_option(u, "3.9", "the Kafka release")
+    add_kafka_option(u, NEWEST_LINE, "the Kafka release")
     u.add_argument(
         "--ibp",
         choices=INTER_BROKER_PROTOCOL_VERSIONS,

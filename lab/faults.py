@@ -383,8 +383,7 @@ def elect(directory: Path) -> str:
 
     lab = _up(load(directory))
     before = partitions(lab)
-    with admin(lab.answering_bootstrap()) as client:
-        response = client.elect_leaders(0, None, raise_errors=False)
+    response = _elect_leaders(lab)
     failed = []
     elected = set()
     for result in response.replica_election_results:
@@ -412,6 +411,36 @@ def elect(directory: Path) -> str:
         f" ({', '.join(moved)})" if moved else " (every leader already was the preferred one)"
     )
     return said + (f"; not elected: {', '.join(failed)}" if failed else "")
+
+
+def _elect_leaders(lab: Lab) -> Any:
+    """ElectLeaders (preferred, every partition), sent to a broker that answers and named when it fails.
+
+    kafka-python sends it to the controller its Metadata response names. In ZooKeeper mode that is the real
+    controller (the /controller znode's). A KRaft broker names a random broker it holds registered and unfenced
+    (KRaftMetadataCache.getRandomAliveBrokerId), which may be a killed node whose registration the controller
+    keeps until its new incarnation registers: the request then fails with ECONNREFUSED. Any KRaft broker forwards
+    ElectLeaders to the active controller, so the request goes to one that answers.
+    """
+    from kafka.errors import KafkaError
+
+    if lab.mode == ZOOKEEPER:
+        node, _ = active_controller(lab)
+        role, none = "the active controller", "there is no active controller right now (an election is under way)"
+    else:
+        node = lab.answering()[1]
+        role, none = "which forwards it to the active controller", "no broker answers requests now"
+    if node is None:
+        raise LabError(f"preferred leader election: {none}: try again")
+    with admin(lab.answering_bootstrap()) as client:
+        client._controller_id = node  # kafka-python's routing of controller requests: see above
+        try:
+            return client.elect_leaders(0, None, raise_errors=False)
+        except KafkaError as exc:
+            raise LabError(
+                f"preferred leader election: ElectLeaders to broker {node} ({lab.broker(node).address}), {role}, "
+                f"failed: {type(exc).__name__}: {exc}"
+            ) from None
 
 
 def controller_failover(directory: Path) -> str:

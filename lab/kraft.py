@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
+import re
 import time
 import uuid
 from collections.abc import Iterator
@@ -155,6 +156,29 @@ def partition_epochs(dump: str) -> dict[tuple[str, int], int]:
         elif record.get("type") == "PARTITION_CHANGE_RECORD" and (data["topicId"], data["partitionId"]) in epochs:
             epochs[(data["topicId"], data["partitionId"])] += 1
     return {(names[topic_id], p): epoch for (topic_id, p), epoch in epochs.items() if topic_id in names}
+
+
+# -- broker registrations, from the broker's own log --------------------------------------------------------------
+
+# BrokerLifecycleManager's line once the controller answered its BrokerRegistration: no admin API reports a broker
+# epoch (DescribeCluster has none), and a restarted node's new epoch is what tells its new incarnation from the old
+# registration that the controller keeps, unfenced, until the new one replaces it.
+REGISTERED = re.compile(r"Successfully registered broker (\d+) with broker epoch (\d+)")
+
+
+def broker_epochs(server_log: Path, node_id: int, offset: int = 0) -> tuple[list[int], int]:
+    """The broker epochs of the node's registrations its server.log (appended across restarts) holds from byte
+    `offset` on, oldest first, and the offset to read on from."""
+    try:
+        with server_log.open("rb") as log:
+            log.seek(offset)
+            text = log.read()
+    except FileNotFoundError:
+        return [], offset
+    # A line still being written is read again next time: only whole lines count.
+    whole = text[: text.rfind(b"\n") + 1]
+    epochs = [int(m[2]) for m in REGISTERED.finditer(whole.decode(errors="replace")) if int(m[1]) == node_id]
+    return epochs, offset + len(whole)
 
 
 # -- the truth, from the admin API --------------------------------------------------------------------------------

@@ -3,7 +3,10 @@ election, each told as it is done, and the cluster's truth (every leader and ISR
 mode Kafka's admin API's) as it happens.
 
 The story runs in a thread next to the demo's live summary (what isrwatch made of the agents' events), so the
-audience sees Kafka's own ISR writes and isrwatch's decisions side by side.
+audience sees Kafka's own ISR writes and isrwatch's decisions side by side: its first fault waits until isrwatch
+committed its first micro-batch, and each step waits for what Kafka really did (a KRaft restart: the new
+incarnation registered, with a new broker epoch, and back in every ISR; ZooKeeper mode: the old session expired, the
+broker registered again and back in every ISR) before the next begins.
 """
 
 from __future__ import annotations
@@ -13,14 +16,15 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from . import faults
-from .cluster import ZOOKEEPER, LabError, PartitionState, alive, load, partitions, registrations
+from . import faults, kraft
+from .cluster import ZOOKEEPER, Lab, LabError, PartitionState, alive, load, partitions, registrations, serving
 
 Say = Callable[[str], None]
 STALLED, RESTARTED = 2, 3  # as in the simulated story: broker 2 stalls; broker 3 is restarted
 MAX_LAG_MS = 6000  # a stall must outlast 1.5 x the lag (isr-expiration runs every lag / 2) and stay <= 12 s
 PAUSE_S = 5.0  # between the story's steps, once the cluster is healthy again
 RECOVERY_TIMEOUT_S = 120.0
+WATCH_TIMEOUT_S = 300.0  # for isrwatch's first micro-batch (26-29 s measured; 2 cores), again to catch up
 
 
 def stall_seconds(lag_ms: int) -> float:
@@ -54,13 +58,23 @@ def _names(isr: tuple[int, ...]) -> str:
 
 
 class Story:
-    """Plays the story on the lab in `directory`; `stop` ends it at the next poll."""
+    """Plays the story on the lab in `directory` once isrwatch watches: `watching` is two events, isrwatch committed
+    its first micro-batch and it caught up with the lab's events since their start. `stop` ends it at the next
+    poll."""
 
-    def __init__(self, directory: Path, lag_ms: int, say: Say, stop: threading.Event) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        lag_ms: int,
+        say: Say,
+        stop: threading.Event,
+        watching: tuple[threading.Event, threading.Event],
+    ) -> None:
         self.directory = Path(directory)
         self.lag_ms = lag_ms
         self.say = say
         self.stop = stop
+        self.first_batch, self.caught_up = watching
         self.states: dict[tuple[str, int], PartitionState] = {}
         self.topics: list[str] = []
 
@@ -79,6 +93,8 @@ class Story:
 
     def _steps(self) -> bool:
         stall = stall_seconds(self.lag_ms)
+        if not self._isrwatch_watching():
+            return False
         if not self._pause(PAUSE_S):
             return False
         self.say(f"FAULT   broker {STALLED} stalls for {stall:g} s (SIGSTOP, then SIGCONT)")
@@ -87,10 +103,10 @@ class Story:
             return False
         if not self._pause(PAUSE_S):
             return False
-        once = "once ZooKeeper expires its session" if load(self.directory).mode == ZOOKEEPER else "at once"
+        lab = load(self.directory)
+        once = "once ZooKeeper expires its session" if lab.mode == ZOOKEEPER else "at once"
         self.say(f"FAULT   broker {RESTARTED} killed (SIGKILL); it starts again {once}")
-        faults.restart(self.directory, RESTARTED)
-        if not self._healthy(f"broker {RESTARTED} restarted and back in every ISR"):
+        if not self._restarted(lab):
             return False
         if not self._pause(PAUSE_S):
             return False
@@ -98,36 +114,90 @@ class Story:
         self.say(f"        {faults.elect(self.directory)}")
         return self._pause(2 * PAUSE_S)
 
-    def _healthy(self, what: str) -> bool:
-        """Watch until no fault is under way, every broker runs and is registered and every ISR is full."""
+    def _isrwatch_watching(self) -> bool:
+        """Wait for isrwatch's first micro-batch, then for it to catch up with the events the lab sent before the
+        job started (a backlog of a minute on a loaded machine), so that its lines about a fault come seconds after
+        Kafka's, not as a backlog. A backlog longer than WATCH_TIMEOUT_S (an attached lab that ran for hours) is
+        said, and the story goes on."""
+        started = time.monotonic()
+        first = self._watch(self.first_batch.is_set, WATCH_TIMEOUT_S)
+        if first is None:
+            raise LabError(f"isrwatch's first micro-batch: not within {WATCH_TIMEOUT_S:g} s (see job.log)")
+        if not first:
+            return False
+        batch = time.monotonic()
+        said = f"isrwatch is watching: first batch after {batch - started:.1f} s"
+        caught_up = self._watch(self.caught_up.is_set, WATCH_TIMEOUT_S)
+        if caught_up is None:
+            said += f"; still behind the lab's events {WATCH_TIMEOUT_S:g} s later: its lines will come late"
+        elif caught_up and time.monotonic() - batch >= 2:  # a backlog of the lab's events before the job started
+            said += f", caught up with the lab's events after {time.monotonic() - started:.1f} s"
+        self.say(said)
+        return caught_up is not False
+
+    def _restarted(self, lab: Lab) -> bool:
+        """Restart broker RESTARTED and wait for what Kafka did. ZooKeeper mode: the restart waits for the old
+        session to expire (its helper is a fault until then). KRaft: the node starts at once, and until its new
+        incarnation registers the controller keeps the old registration, unfenced, with every ISR full: only a new
+        broker epoch tells the restart done."""
+        if lab.mode == ZOOKEEPER:
+            faults.restart(self.directory, RESTARTED)
+            return self._healthy(f"broker {RESTARTED} registered again and back in every ISR")
+        log = Path(lab.broker(RESTARTED).kafka_logs_dir) / "server.log"
+        epochs, read = kraft.broker_epochs(log, RESTARTED)
+        before = epochs[-1] if epochs else None
+        faults.restart(self.directory, RESTARTED)
+        registered: list[int] = []
+
+        def new_epoch() -> bool:
+            nonlocal read
+            found, read = kraft.broker_epochs(log, RESTARTED, read)
+            registered.extend(found)
+            return bool(registered)
+
+        what = f"broker {RESTARTED}'s new incarnation registered (broker epoch {before} -> {{}}) and back in every ISR"
+        return self._healthy(what, new_epoch, lambda: registered[-1])
+
+    def _healthy(
+        self, what: str, also: Callable[[], bool] = lambda: True, detail: Callable[[], object] = lambda: ""
+    ) -> bool:
+        """Watch until no fault is under way, every broker runs, is registered unfenced and answers requests itself,
+        every ISR is full and `also()` holds; then say `what` (its `{}` filled with `detail()`)."""
 
         def done() -> bool:
             lab = load(self.directory)
-            return (
-                not lab.faults
+            return (  # the admin requests last: only once the rest holds
+                also()
+                and not lab.faults
                 and all(alive(b) for b in lab.brokers)
-                and registrations(lab) == dict.fromkeys((b.id for b in lab.brokers), False)
                 and bool(self.states)
                 and all(s.leader >= 0 and set(s.isr) == set(s.replicas) for s in self.states.values())
+                and registrations(lab) == dict.fromkeys((b.id for b in lab.brokers), False)
+                and serving(lab)
             )
 
         started = time.monotonic()
         result = self._watch(done, RECOVERY_TIMEOUT_S)
         if result is None:
-            raise LabError(f"{what}: not within {RECOVERY_TIMEOUT_S:g} s")
+            raise LabError(f"{what.format('?')}: not within {RECOVERY_TIMEOUT_S:g} s")
         if not result:
             return False
-        self.say(f"KAFKA   {what} after {time.monotonic() - started:.1f} s")
+        self.say(f"KAFKA   {what.format(detail())} after {time.monotonic() - started:.1f} s")
         return True
 
     def _watch(self, done: Callable[[], bool], timeout: float | None) -> bool | None:
         """Tell every leader and ISR change in the cluster until `done()` (True), `timeout` s passed (None) or the
-        demo stops (False)."""
+        demo stops (False). A poll no broker answered (a node restarting, the others slow for a moment on a loaded
+        machine) is tried again; one still failing at the timeout ends the story with its cause."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while not self.stop.is_set():
-            self._changes(partitions(load(self.directory), self.topics))
-            if done():
-                return True
+            try:
+                self._changes(partitions(load(self.directory), self.topics))
+                if done():
+                    return True
+            except LabError:
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise
             if deadline is not None and time.monotonic() >= deadline:
                 return None
             self.stop.wait(0.5)

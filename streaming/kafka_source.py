@@ -9,6 +9,7 @@ same records.
 from __future__ import annotations
 
 import itertools
+import os
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -17,6 +18,8 @@ from typing import Any, TypeVar
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
+
+from isrwatch.state.config import ConfigError
 
 from .framing import binary_array
 
@@ -37,6 +40,20 @@ LOG_APPEND_TIME = 1  # a record's timestamp type (Kafka's TimestampType id; 0: C
 TIMESTAMP_TYPE = "message.timestamp.type"  # the topic config that makes Kafka stamp records on append
 RETRY_PAUSES_S = (1, 2, 5, 10, 30)  # then every 30 s: a broker that is down does not fail the query
 BOOTSTRAP_TIMEOUT_MS = 10_000  # as the Java client's socket.connection.setup.timeout.ms
+# Sets another bootstrap timeout (ms): shorter where Kafka answers in milliseconds or not at all (the suite's outage
+# test), longer over a slow network. The job's Python workers inherit it from the job's environment.
+BOOTSTRAP_TIMEOUT_ENV = "ISRWATCH_KAFKA_BOOTSTRAP_TIMEOUT_MS"
+
+
+def bootstrap_timeout_ms() -> int:
+    """How long a client waits for Kafka to answer before the source calls it unreachable: BOOTSTRAP_TIMEOUT_MS, or
+    $ISRWATCH_KAFKA_BOOTSTRAP_TIMEOUT_MS."""
+    raw = os.environ.get(BOOTSTRAP_TIMEOUT_ENV, "").strip()
+    if not raw:
+        return BOOTSTRAP_TIMEOUT_MS
+    if not raw.isdigit() or int(raw) < 1:
+        raise ConfigError(f"{BOOTSTRAP_TIMEOUT_ENV}={raw!r}: expected a positive number of milliseconds")
+    return int(raw)
 
 
 def retrying(bootstrap: str, what: str, attempt: Callable[[], T]) -> T:
@@ -67,8 +84,8 @@ class KafkaRange(InputPartition):
 
 
 def _consumer(bootstrap: str, **settings: Any) -> Any:
-    """A consumer that gives up bootstrapping after BOOTSTRAP_TIMEOUT_MS (kafka-python's default: 30 s), so that an
-    unreachable Kafka is said on stderr, and tried again, within seconds."""
+    """A consumer that gives up bootstrapping after `bootstrap_timeout_ms()` (kafka-python's default: 30 s), so that
+    an unreachable Kafka is said on stderr, and tried again, within seconds."""
     from kafka import KafkaConsumer
 
     return KafkaConsumer(
@@ -76,7 +93,7 @@ def _consumer(bootstrap: str, **settings: Any) -> Any:
         enable_auto_commit=False,
         group_id=None,
         auto_offset_reset="earliest",
-        bootstrap_timeout_ms=BOOTSTRAP_TIMEOUT_MS,
+        bootstrap_timeout_ms=bootstrap_timeout_ms(),
         **settings,
     )
 
@@ -86,7 +103,7 @@ def timestamp_types(bootstrap: str, topics: list[str]) -> dict[str, str | None]:
     from kafka.admin import ConfigResource, KafkaAdminClient
 
     admin = KafkaAdminClient(
-        bootstrap_servers=bootstrap, client_id="isrwatch-source", bootstrap_timeout_ms=BOOTSTRAP_TIMEOUT_MS
+        bootstrap_servers=bootstrap, client_id="isrwatch-source", bootstrap_timeout_ms=bootstrap_timeout_ms()
     )
     try:
         found = admin.describe_configs(

@@ -31,7 +31,9 @@ SOURCE_HELP = f"""sources (--source):
                                   make test and make lab run it) and added by itself; else --spark-conf
                                   spark.jars.packages={KAFKA_PACKAGE}
                                   (or spark-submit --packages {KAFKA_PACKAGE}).
-  kafka-python:BOOTSTRAP/TOPICS   a Python streaming source on kafka-python: no JVM connector needed.
+  kafka-python:BOOTSTRAP/TOPICS   a Python streaming source on kafka-python: no JVM connector needed. A
+                                  Kafka that does not answer within 10 s ($ISRWATCH_KAFKA_BOOTSTRAP_TIMEOUT_MS)
+                                  is said on stderr and tried again, waiting 1, 2, 5, 10, then 30 s.
   BOOTSTRAP is host:port[,host:port...], TOPICS is topic[,topic...]."""
 
 

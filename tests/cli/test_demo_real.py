@@ -1,14 +1,13 @@
-"""`isrwatch demo --real` end to end: its own small lab (three real Kafka 3.9 brokers with isrwatch-agent, a monitor
-broker, 20 records/s), the real streaming job reading the agents' events topic in local Spark, the real API. The
-story's first fault, a real stall of broker 2, must show on the terminal as ZooKeeper's ISR shrink and as isrwatch's
-stuck shrink, and the API must serve both isrwatch's decision and the broker's own ISR write; Ctrl-C must stop every
-process the demo started, the lab's too. The demo is stopped once isrwatch showed the stall (its first micro-batch
-dominates).
+"""`isrwatch demo --real` end to end, on its default: its own small lab (Kafka 4.4.0 in KRaft mode, three combined
+nodes with isrwatch-agent, a monitor node, 20 records/s), the real streaming job reading the agents' events topic in
+local Spark, the real API. The story must wait for isrwatch's first micro-batch, then tell every step as Kafka did
+it: the stall of broker 2 as the leaders' ISR shrinks (KAFKA lines) and isrwatch's stuck shrink and expand of it,
+the restart of broker 3 once its new incarnation registered (a new broker epoch) and is back in every ISR, the
+preferred election; the audit must find no divergence but timing, and Ctrl-C must stop every process the demo
+started, the lab's too.
 
-With --lab-dir the demo attaches to the session lab instead and leaves it running; that is shown by a Ctrl-C as
-soon as its job and API run. The story itself runs on the demo's own lab: on the session lab (200 records/s, a
-topic minutes long) the job's first micro-batch takes far longer, and every second of it is streamed again by the
-reality suite (measured: 96 s there against 82 s with its own lab's start, on the loaded 2-core machine)."""
+With --lab-dir the demo attaches to the session lab (ZooKeeper mode) instead and leaves it running; that is shown by
+a Ctrl-C as soon as its job and API run."""
 
 from __future__ import annotations
 
@@ -21,13 +20,27 @@ from pathlib import Path
 
 from isrwatch.cli import main
 from isrwatch.lab import faults
-from isrwatch.lab.cluster import Lab, alive, load
+from isrwatch.lab.cluster import KRAFT, Lab, alive, load
+from isrwatch.lab.jars import KAFKA_NEWEST
 from tests.cli.test_demo import DEMO_PROCESSES, interrupt, running_demo, stopped_cleanly
 from tests.lab.session import current, fault_begins, fault_over, project_agent, states, wait_healthy
 from tests.net import free_port
 
-ZOOKEEPER_ISR = re.compile(r"KAFKA .* ISR \[([\d,]*)\] -> \[([\d,]*)\]")
+KAFKA_ISR = re.compile(r"KAFKA .* ISR \[([\d,]*)\] -> \[([\d,]*)\]")
+NEW_INCARNATION = re.compile(r"KAFKA   broker 3's new incarnation registered \(broker epoch (\d+) -> (\d+)\)")
 LAB_DOWN = "lab: logs and data stay in"  # the last line of `isrwatch lab down`'s code
+# The story's steps, in their order on the terminal.
+STEPS = (
+    "isrwatch is watching: first batch after",
+    "FAULT   broker 2 stalls for 12 s",
+    "KAFKA   broker 2 back in every ISR after",
+    "FAULT   broker 3 killed (SIGKILL); it starts again at once",
+    "KAFKA   broker 3's new incarnation registered",
+    "FAULT   preferred leader election over every partition",
+    "lab partitions moved to their preferred leader",
+    "the story is over",
+)
+NARRATED = re.compile(r"^\[(\d+):(\d+\.\d)\]")
 
 
 def get(port: int, path: str) -> dict:
@@ -35,30 +48,49 @@ def get(port: int, path: str) -> dict:
         return json.load(r)
 
 
-def test_demo_real_tells_a_real_stall_as_a_stuck_shrink_and_stops_everything(tmp_path: Path):
+def _at(lines: list[str], text: str) -> int:
+    """The index of the first line holding `text` (-1: none)."""
+    return next((i for i, line in enumerate(lines) if text in line), -1)
+
+
+def _seconds(line: str) -> float:
+    """When the demo said the line, in seconds from its start ([m:ss.s])."""
+    m = NARRATED.match(line)
+    assert m, line
+    return int(m[1]) * 60 + float(m[2])
+
+
+def test_demo_real_on_its_default_tells_the_whole_story_and_stops_everything(tmp_path: Path):
     project_agent()  # built with Maven if missing, as for the session lab
     port = free_port()
     workdir = tmp_path / "demo"
     out: list[str] = []
-    seen = {"zookeeper shrink": False, "isrwatch shrink": False}
     try:
-        with running_demo(port, workdir, "--real", "--kafka", "3.9", "--lag-ms", "5000", "--duration", "240") as proc:
-            for line in proc.stdout:  # --duration ends the demo (and this loop) if the story never shows
+        with running_demo(port, workdir, "--real", "--duration", "600") as proc:
+            for line in proc.stdout:  # --duration ends the demo (and this loop) if the story never ends
                 out.append(line)
-                isr = ZOOKEEPER_ISR.search(line)
-                if isr and "2" in isr[1].split(",") and "2" not in isr[2].split(","):
-                    seen["zookeeper shrink"] = True
-                if "SHRINK" in line and "replica 2 stuck" in line:
-                    seen["isrwatch shrink"] = True
+                if "the story is over" in line or "the story stopped" in line:
                     break
-            assert all(seen.values()), "".join(out)
-            shrinks = get(port, "/v1/decisions?kind=shrink")["decisions"]
-            assert any(d["reasons"] == {"2": "stuck"} and 2 not in d["isr_after"] for d in shrinks), shrinks
-            written = get(port, "/v1/observed?type=isr_updated")["observed"]  # the leaders' own ZooKeeper writes
-            assert any(o["kind"] == "shrink" and 2 not in o["isr"] and 2 in o["isr_before"] for o in written), written
+            text = "".join(out)
+            at = [_at(out, step) for step in STEPS]
+            assert -1 not in at and at == sorted(at), text
+            assert "not elected" not in out[at[6]], text
+            old, new = map(int, NEW_INCARNATION.search(text).groups())
+            assert new > old, text
+            story = out[at[1] :]  # from the stall on: Kafka's shrinks of broker 2, then isrwatch's
+            kafka = [line for line in story if (m := KAFKA_ISR.search(line)) and "2" in m[1] and "2" not in m[2]]
+            shrinks = [line for line in story if "SHRINK" in line and "replica 2 stuck" in line]
+            assert kafka and shrinks and any("EXPAND" in line and "replica 2 caught up" in line for line in story), text
+            print(
+                f"\n  demo --real: isrwatch watching at [{out[at[0]][1:7]}], the story over at "
+                f"[{out[at[-1]][1:7]}]; the stall's first shrink: KAFKA at [{kafka[0][1:7]}], isrwatch "
+                f"{_seconds(shrinks[0]) - _seconds(kafka[0]):.1f} s later"
+            )
+            divergences = get(port, "/v1/divergences?page_size=1000")["divergences"]
+            assert [d for d in divergences if d["kind"] != "timing"] == [], divergences
             lab = load(workdir / "lab")
-            # The lab runs (a broker may be down for the story's restart by now): its processes must end with it.
-            assert any(alive(b) for b in lab.brokers) and alive(lab.zookeeper_process)
+            assert (lab.mode, lab.kafka_version) == (KRAFT, KAFKA_NEWEST)
+            assert all(alive(b) for b in lab.brokers) and alive(lab.monitor)
             started, rest = interrupt(proc, port, timeout=120)
     finally:
         if (workdir / "lab" / "lab.json").exists():  # whatever happened, no lab is left behind

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import pytest
 
-from isrwatch.lab import cluster, faults, kraft
+from isrwatch.lab import cluster, faults
 from isrwatch.lab.cluster import (
     EVENTS_TOPIC,
     Lab,
@@ -45,9 +45,10 @@ from isrwatch.lab.cluster import (
     load,
     parse_topics,
     registrations,
+    serving,
     up,
 )
-from isrwatch.lab.jars import KAFKA_NEWEST, tools_dir
+from isrwatch.lab.jars import KAFKA_NEWEST, ZOOKEEPER_RELEASE, tools_dir
 from isrwatch.state.config import Config
 from isrwatch.store import open_store
 
@@ -59,8 +60,8 @@ LAG_MS = 5000
 AGENT_OPTIONS = (("stats.interval.ms", "10000"),)
 STALLED = 3  # the session stall's broker
 STALL_S = 10
-# After the last fault: every batch sent (linger 5 s + a run) and, for the stream, the cluster's newest event past
-# it by the lateness (5 s) plus the audit window (the lag, 5 s).
+# After the last fault's end: every batch sent (linger 5 s + a run) and, for the stream, the cluster's newest event
+# past it by the lateness (5 s) plus the audit window (the lag, 5 s). Counted from that end (`after_last_fault`).
 QUIET_S = 15
 FENCE_S = 22  # KRaft: past broker.session.timeout.ms (18 s) plus a heartbeat interval (2 s)
 
@@ -151,7 +152,8 @@ def project_agent() -> Path:
 
 
 def session_spec(agent: Path | None) -> LabSpec:
-    """The session lab: 3 brokers, a 5 s lag, two topics with RF 3 under 200 records/s, and the agent."""
+    """The session lab: Kafka 3.9 (ZooKeeper mode), 3 brokers, a 5 s lag, two topics with RF 3 under 200 records/s,
+    and the agent."""
     return LabSpec(
         brokers=3,
         lag_ms=LAG_MS,
@@ -159,6 +161,7 @@ def session_spec(agent: Path | None) -> LabSpec:
         rate=200,
         agent=str(agent) if agent else None,
         agent_options=AGENT_OPTIONS if agent else (),
+        kafka=ZOOKEEPER_RELEASE,
     )
 
 
@@ -252,18 +255,6 @@ def _registered(lab: Lab) -> dict[int, bool] | None:
         return registrations(lab)
     except LabError:
         return None
-
-
-def serving(lab: Lab) -> bool:
-    """KRaft: every broker answers requests itself. A restarted node opens its listener only once its new incarnation
-    registered and was unfenced, and until then the controller may still list the old incarnation as unfenced (a new
-    controller restarts every session), leading partitions nobody serves. ZooKeeper mode: its registration says it."""
-    if lab.mode == "zookeeper":
-        return True
-    try:
-        return all(kraft.describe_brokers(b.address, b.id, tries=1) for b in lab.brokers)
-    except kraft.Unanswered:
-        return False
 
 
 def shrunk_out(lab: Lab, broker: int, follows: set[tuple[str, int]], timeout: float = 40) -> tuple[float, States]:
@@ -499,6 +490,15 @@ def run_missing_faults(lab: Lab, kinds: dict[str, Callable[[Lab], str]], log: li
         window.over()
 
 
+def after_last_fault(seconds: float, log: list[FaultWindow] = FAULT_LOG) -> float:
+    """Wait until `seconds` past the end of the lab's last fault (the brokers' clocks are this machine's), not a fixed
+    time: the tests that ran since often took that long already. Returns the seconds waited."""
+    last_ms = max((w.end_ms for w in log), default=0)
+    waited = max(0.0, last_ms / 1000 + seconds - time.time())
+    time.sleep(waited)
+    return waited
+
+
 @dataclass
 class Streamed:
     """`isrwatch run --profile agent` over everything the agents sent during the session, every fault kind run."""
@@ -525,7 +525,7 @@ def stream_session(
     from isrwatch.streaming.job import JobOptions, StreamJob
 
     run_missing_faults(lab, kinds, log)
-    time.sleep(QUIET_S)
+    after_last_fault(QUIET_S, log)
     started = time.monotonic()
     url = f"sqlite:///{workdir / 'isrwatch.db'}"
     StreamJob(

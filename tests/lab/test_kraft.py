@@ -148,6 +148,8 @@ def test_kraft_kill_fences_and_moves_leaderships_restart_brings_the_node_back_an
 ):
     lab = kraft_lab
     before, victim, leads = leader_victim(lab)
+    server_log = Path(lab.broker(victim).kafka_logs_dir) / "server.log"
+    epochs, read = kraft.broker_epochs(server_log, victim)  # the registration of its start
     started = time.monotonic()
     window = session.fault_begins("restart", session.KRAFT_FAULT_LOG)
     said = faults.kill(Path(lab.dir), victim)
@@ -161,6 +163,8 @@ def test_kraft_kill_fences_and_moves_leaderships_restart_brings_the_node_back_an
     said = faults.restart(Path(lab.dir), victim)
     assert "started again" in said  # at once: a new incarnation needs no expired session
     session.report(f"KRaft restart: broker {victim} back in every ISR after", session.wait_healthy(lab))
+    registered, _ = kraft.broker_epochs(server_log, victim, read)  # its new incarnation's, a new broker epoch
+    assert epochs and registered and registered[-1] > epochs[-1], (epochs, registered)
     restarted = session.states(lab)
     assert all(restarted[k].leader != victim for k in leads)  # no automatic rebalance in the lab
     session.report("KRaft kill to healthy", time.monotonic() - started)
@@ -217,6 +221,19 @@ def test_stall_and_fence_are_told_apart_by_the_kraft_session():
     warning = faults.stall_warning(15, 18_000, "kraft")
     assert "broker.session.timeout.ms (18000 ms) less two heartbeat intervals" in warning
     assert "isrwatch lab fault fence" in warning
+
+
+def test_broker_epochs_are_read_from_whole_registration_lines_of_the_node_on_from_an_offset(tmp_path: Path):
+    log = tmp_path / "server.log"
+    line = "[2026-11-26 20:18:01,801] INFO [BrokerLifecycleManager id={0}] Successfully registered broker {0} with "
+    first = line.format(3) + "broker epoch 10 (kafka.server.BrokerLifecycleManager)\n"
+    log.write_text(first + line.format(2))
+    assert kraft.broker_epochs(tmp_path / "none.log", 3) == ([], 0)
+    epochs, read = kraft.broker_epochs(log, 3)
+    assert epochs == [10] and read == len(first)  # broker 2's line, unfinished, is read again
+    with log.open("a") as more:
+        more.write("broker epoch 11\n" + line.format(3) + "broker epoch 225\n")
+    assert kraft.broker_epochs(log, 3, read)[0] == [225] and kraft.broker_epochs(log, 2, read)[0] == [11]
 
 
 def test_partition_epochs_count_the_changes_after_each_partition_record_of_the_metadata_log():

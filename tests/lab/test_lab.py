@@ -40,6 +40,7 @@ from tests.lab.session import (
     Restart,
     Stall,
     active_controller,
+    after_last_fault,
     current,
     every_record,
     fault_begins,
@@ -160,7 +161,7 @@ def test_slow_keeps_a_follower_that_fell_behind_fetching_but_out_of_the_isr(lab:
     # This pauses a leader; the reality suite audits it. Not within a lag of the last fault's rejoins: a clean CI run
     # that paused broker 1 a second after the session stall's follower rejoined saw the broker keep that follower on
     # resuming where the model shrank it (a race of its resumed threads the events did not show).
-    time.sleep(LAG_MS / 1000)
+    after_last_fault(LAG_MS / 1000)
     wait_healthy(lab)
     slowed = 1
     follows = followed(states(lab), slowed)
@@ -280,7 +281,7 @@ def test_a_broker_that_cannot_start_is_reported_with_its_last_log_lines(tmp_path
     not_a_jar = tmp_path / "agent.jar"
     not_a_jar.write_text("not a jar")
     with pytest.raises(LabError) as failed:
-        up(tmp_path / "lab", LabSpec(agent=str(not_a_jar), rate=0, start_timeout_s=60), progress)
+        up(tmp_path / "lab", LabSpec(agent=str(not_a_jar), rate=0, start_timeout_s=60, kafka="3.9"), progress)
     message = str(failed.value)
     assert re.search(r"broker [123] exited during start-up; its last log lines", message), message
     assert "Error opening zip file or JAR manifest missing" in message  # the JVM's own words, from stdout.log
