@@ -10,8 +10,8 @@ in their own Python. That Python needs isrwatch and msgspec, pyarrow, pandas and
                     an editable install) and without pyspark (executors run their Spark's own); unpacked by Spark:
                     isrwatch run … --spark-conf spark.archives=OUT.tar.gz#environment \\
                         --spark-conf spark.pyspark.python=./environment/bin/python
-                    Like venv-pack's archives, bin/python stays a link to the interpreter the venv was made from:
-                    every node needs that interpreter at the same path.
+                    Its bin/python is a copy of the interpreter the venv was made from, which still reads its
+                    standard library from there: every node needs that Python at the same path.
 """
 
 from __future__ import annotations
@@ -119,9 +119,16 @@ def _left_out(site: Path) -> set[Path]:
     return skip
 
 
+def _inside(path: Path, venv: Path) -> Path:
+    """What to archive for `path`: itself, or for a link that leaves the venv (bin/python3.11 to the interpreter it
+    was made from) the file it names, as `python -m venv --copies` would have it: Spark refuses to unpack an archive
+    with a link outside it."""
+    return path.resolve() if path.is_symlink() and not path.resolve().is_relative_to(venv) else path
+
+
 def pack_venv(venv: Path, out: Path) -> int:
     """The virtualenv `venv` as a tar archive (gzip for .tar.gz/.tgz) with the running isrwatch package in its
-    site-packages; links stay links (bin/python). The number of files."""
+    site-packages; links within it stay links. The number of files."""
     if not out.name.endswith(ARCHIVES):
         raise ConfigError(f"isrwatch package --venv {out}: the name must end in {', '.join(ARCHIVES)}")
     venv = venv.resolve()
@@ -136,7 +143,7 @@ def pack_venv(venv: Path, out: Path) -> int:
             for name in sorted(files):
                 path = here / name
                 if path not in skip and path.resolve() not in skip and not name.endswith(".pyc"):
-                    tar.add(path, path.relative_to(venv).as_posix(), recursive=False)
+                    tar.add(_inside(path, venv), path.relative_to(venv).as_posix(), recursive=False)
                     n += 1
         for path, name in package_files():
             tar.add(path.resolve(), (site / name).relative_to(venv).as_posix(), recursive=False)

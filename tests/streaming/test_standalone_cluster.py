@@ -120,7 +120,7 @@ def test_a_packed_venv_through_spark_archives_runs_the_job(cluster, node, record
     for path in recording[:1]:
         (inbox / path.name).write_bytes(path.read_bytes())
     conf = (f"spark.archives={packed}#environment", "spark.pyspark.python=./environment/bin/python")
-    text = finish(cluster_run(cluster, inbox, url, tmp_path / "checkpoint", log, *conf))
+    text = finish(cluster_run(cluster, inbox, url, tmp_path / "checkpoint", log, *conf), log)
     assert "executors ready: " in text and "environment/bin/python" in text
     assert_store_is_the_replay(dump(url), replay_of(url, sorted(inbox.iterdir())))
 
