@@ -115,7 +115,7 @@ def standalone(work: Path, workers: int = 2, cores: int = 1, memory: str = "1g")
                 "--memory", memory, "--webui-port", str(free_port()), "--work-dir", str(work / f"worker{i}"),
             )  # fmt: skip
             cluster.workers.append(_daemon(work, f"worker{i}", *argv))
-        deadline = time.monotonic() + 90
+        deadline = time.monotonic() + 300  # spark-class runs a launcher JVM, then the daemon: slow under load
         while True:
             try:
                 alive = [w for w in cluster.state()["workers"] if w["state"] == "ALIVE"]

@@ -60,7 +60,7 @@ def cluster_run(
     """`isrwatch run --master spark://… --available-now`, one file per batch, with `conf` as --spark-conf."""
     argv = run_command(
         inbox, url, checkpoint, "--master", cluster.url, "--available-now", "--max-per-batch", "1",
-        "--driver-memory", "1g", "--shuffle-partitions", "2",
+        "--driver-memory", "1g", "--shuffle-partitions", "2", "--buckets", "4",
         "--set", f"replica_lag_time_max_ms={CONFIG.replica_lag_time_max_ms}",
         "--set", f"allowed_lateness_ms={CONFIG.allowed_lateness_ms}",
         "--spark-conf", "spark.executor.memory=768m",
@@ -111,7 +111,7 @@ def test_py_files_zip_survives_a_killed_executor_and_equals_the_replay(cluster, 
 def test_a_packed_venv_through_spark_archives_runs_the_job(cluster, node, recording, tmp_path):
     """The nodes' venv packed with isrwatch in it (what `isrwatch package --venv` does to the venv it runs in); the
     executors unpack it as ./environment and run its Python."""
-    packed = tmp_path / "environment.tar"
+    packed = tmp_path / "environment.tar.gz"
     pack_venv(node.parent.parent, packed)
     url = f"sqlite:///{tmp_path / 'store.db'}"
     log = tmp_path / "run.log"
