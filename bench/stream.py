@@ -102,7 +102,7 @@ def _tree(root: int) -> list[int]:
 EXECUTOR_MAIN = b"org.apache.spark.executor.CoarseGrainedExecutorBackend"
 
 
-def _executors(app_id: str) -> list[int]:
+def executor_pids(app_id: str) -> list[int]:
     """The executor JVMs of Spark application `app_id` running on this machine, found by their command line: on a
     standalone cluster they are the workers' children, not the driver's."""
     found = []
@@ -120,7 +120,7 @@ def _job_pids(root: int, app_id: str | None = None) -> tuple[list[int], set[int]
     """The job's processes and, of them, the executor JVMs: the driver (`root`) and its descendants (its JVM; in
     local mode the Python workers too) and, given the application id of a cluster whose executors run on this
     machine, each executor JVM and its Python workers."""
-    pids, executors = _tree(root), set(_executors(app_id) if app_id else ())
+    pids, executors = _tree(root), set(executor_pids(app_id) if app_id else ())
     for executor in executors:
         pids += _tree(executor)
     return pids, executors
@@ -244,8 +244,8 @@ def _watch_cluster(job: StreamJob, recorder: _Recorder) -> None:
         return
     recorder.app_id = sc.applicationId
     print(
-        f"cluster: {sc.master}, application {sc.applicationId}: {len(_executors(sc.applicationId))} executors on this "
-        "machine, counted with their Python workers (executors elsewhere are not)"
+        f"cluster: {sc.master}, application {sc.applicationId}: {len(executor_pids(sc.applicationId))} executors "
+        "on this machine, counted with their Python workers (executors elsewhere are not)"
     )
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from isrwatch.bench.stream import executor_pids
 from isrwatch.cli.package import pack_venv
 from isrwatch.store import open_store
 from tests.streaming.standalone import Standalone, node_python, standalone
@@ -97,6 +98,9 @@ def test_py_files_zip_survives_a_killed_executor_and_equals_the_replay(cluster, 
                 time.sleep(0.2)
         before = cluster.executors()
         assert len(before) == 2, before
+        # `isrwatch bench stream --master spark://…` finds the same executors by the application's id.
+        [app] = [a["id"] for a in cluster.state()["activeapps"]]
+        assert sorted(executor_pids(app)) == before
         os.kill(before[0], signal.SIGKILL)
     finally:
         text = finish(proc, log)
