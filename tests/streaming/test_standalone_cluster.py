@@ -20,6 +20,7 @@ import pytest
 from isrwatch.bench.stream import executor_pids
 from isrwatch.cli.package import pack_venv
 from isrwatch.store import open_store
+from isrwatch.streaming.job import describe_failure
 from tests.streaming.standalone import Standalone, node_python, standalone
 from tests.streaming.streams import Mix, events, write_files
 from tests.streaming.test_run import CONFIG, assert_store_is_the_replay, dump, replay_of, run_command
@@ -141,3 +142,19 @@ def test_a_node_without_the_python_is_named_before_the_query_starts(cluster, rec
     assert len(errors) == 1, log.read_text()
     assert errors[0].startswith("isrwatch: error: executor ") and " on 127.0.0.1 cannot start Python " in errors[0]
     assert f"{missing}: No such file or directory; set --spark-conf spark.pyspark.python=" in errors[0]
+
+
+def test_a_query_that_loses_the_python_of_an_executor_is_described_by_its_node():
+    """An executor started after the preflight (a replacement on a node without the Python) fails the query; the
+    summary names the node and the path, not the last line of the Java trace."""
+    message = (
+        "[STREAM_FAILED] Query [id = 1, runId = 2] terminated with exception: Job aborted due to stage failure: "
+        "Task 0 in stage 3.0 failed 4 times, most recent failure: Lost task 0.3 in stage 3.0 (TID 9) "
+        '(10.0.0.7 executor 3): java.io.IOException: Cannot run program "/opt/venv/bin/python": error=2, '
+        "No such file or directory\n\tat java.base/java.lang.ProcessBuilder.start(ProcessBuilder.java:1143)\n"
+        "\t... 35 more\n=== Streaming Query ===\n"
+    )
+    assert describe_failure(Exception(message)) == (
+        "executor 3 on 10.0.0.7 cannot start Python /opt/venv/bin/python: No such file or directory; "
+        "set --spark-conf spark.pyspark.python=… or ship a venv with spark.archives"
+    )
