@@ -15,7 +15,8 @@ coalesced to one per follower per isr-expiration run, appends read by the checks
   The ratio is printed twice: on the wall clock (what this machine did, other load included) and on
   CPU time (the stream's 2 x events per CPU second, the rate two otherwise idle cores would give if
   both were kept busy, against the replay's events per CPU second). CPU per event is split into the
-  driver (this process: the sink and the store), the JVM and the Python workers.
+  driver (this process: the sink and the store), the driver's JVM, the executor JVMs (on a cluster) and the
+  Python workers.
 - real time (--duration SECONDS): a feeder process writes the stream as it happens (event time =
   wall clock) one file per second, the job runs with --trigger; RSS of the job's process tree
   (driver, JVM, Python workers) is sampled throughout (--duration 600 is the memory run).
@@ -25,6 +26,10 @@ To split fixed from per-event cost, run the backlog twice with different --files
 adds Spark's own per-stage task metrics (the map stage: read, frame, shuffle write; the reduce stage:
 shuffle read, sort, the Python state function, the state store) from its REST API; --master local[1]
 measures one core's share.
+
+On a cluster (--master spark://…, the executors on this machine: a standalone master and workers started here,
+deploy/README.md) the executors are the workers' children, not this process's: they are found by their
+application id (/proc command lines) and counted, with their Python workers, as `executors` and `workers`.
 """
 
 from __future__ import annotations
@@ -94,9 +99,36 @@ def _tree(root: int) -> list[int]:
     return [root, *descendants(root)]
 
 
-def _tree_rss_mb(root: int) -> float:
+EXECUTOR_MAIN = b"org.apache.spark.executor.CoarseGrainedExecutorBackend"
+
+
+def executor_pids(app_id: str) -> list[int]:
+    """The executor JVMs of Spark application `app_id` running on this machine, found by their command line: on a
+    standalone cluster they are the workers' children, not the driver's."""
+    found = []
+    wanted = b"\0--app-id\0" + app_id.encode() + b"\0"
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                line = (entry / "cmdline").read_bytes()
+                if EXECUTOR_MAIN in line and wanted in line:
+                    found.append(int(entry.name))
+    return found
+
+
+def _job_pids(root: int, app_id: str | None = None) -> tuple[list[int], set[int]]:
+    """The job's processes and, of them, the executor JVMs: the driver (`root`) and its descendants (its JVM; in
+    local mode the Python workers too) and, given the application id of a cluster whose executors run on this
+    machine, each executor JVM and its Python workers."""
+    pids, executors = _tree(root), set(executor_pids(app_id) if app_id else ())
+    for executor in executors:
+        pids += _tree(executor)
+    return pids, executors
+
+
+def _tree_rss_mb(root: int, app_id: str | None = None) -> float:
     total = 0
-    for pid in _tree(root):
+    for pid in _job_pids(root, app_id)[0]:
         with contextlib.suppress(OSError, StopIteration):
             total += next(
                 int(line.split()[1])
@@ -106,19 +138,29 @@ def _tree_rss_mb(root: int) -> float:
     return total / 1024
 
 
-PARTS = ("driver", "jvm", "workers")
+PARTS = ("driver", "jvm", "executors", "workers")
 
 
-def _tree_cpu_s(root: int, leave_out: int | None = None) -> dict[str, float]:
-    """CPU seconds (user + system) the job's processes have used, by part: the driver (`root`), the JVM, the
-    Python workers. CPU time is robust to other load on the machine; wall time is not."""
+def _tree_cpu_s(root: int, leave_out: int | None = None, app_id: str | None = None) -> dict[str, float]:
+    """CPU seconds (user + system) the job's processes have used, by part: the driver (`root`), the driver's JVM
+    (in local mode it runs the tasks), the executor JVMs (a cluster's, `app_id`), the Python workers. CPU time is
+    robust to other load on the machine; wall time is not."""
     total = dict.fromkeys(PARTS, 0.0)
-    for pid in _tree(root):
+    pids, executors = _job_pids(root, app_id)
+    for pid in pids:
         if pid == leave_out:
             continue
         with contextlib.suppress(OSError, IndexError):
             name, cpu = proc_cpu(pid)
-            part = "driver" if pid == root else "jvm" if name.endswith("(java") else "workers"
+            part = (
+                "driver"
+                if pid == root
+                else "executors"
+                if pid in executors
+                else "jvm"
+                if name.endswith("(java")
+                else "workers"
+            )
             total[part] += cpu
     return total
 
@@ -139,11 +181,11 @@ class _Recorder:
         self.commits: dict[int, _Commit] = {}
         self.progress: dict[int, tuple[float, int, int, dict[str, int]]] = {}  # (start s, ms, lines, durationMs)
         self.feeder: int | None = None  # a process of the tree that is not the job (real-time mode)
+        self.app_id: str | None = None  # on a cluster: the application whose executors run on this machine
 
     def on_batch(self, batch_id: int, result: Settled, written: bool) -> None:
-        self.commits[batch_id] = _Commit(
-            time.time(), [d.ts for d in result.decisions], _tree_cpu_s(os.getpid(), self.feeder), len(result.records)
-        )
+        cpu = _tree_cpu_s(os.getpid(), self.feeder, self.app_id)
+        self.commits[batch_id] = _Commit(time.time(), [d.ts for d in result.decisions], cpu, len(result.records))
 
     def on_progress(self, raw: dict) -> None:
         self.progress[raw["batchId"]] = (
@@ -194,6 +236,19 @@ def _job(args: argparse.Namespace, work: Path, recorder: _Recorder, **overrides:
     )
 
 
+def _watch_cluster(job: StreamJob, recorder: _Recorder) -> None:
+    """On a cluster (a master not local), count the application's executors too: those on this machine."""
+    assert job.spark is not None
+    sc = job.spark.sparkContext
+    if sc.master.startswith("local"):
+        return
+    recorder.app_id = sc.applicationId
+    print(
+        f"cluster: {sc.master}, application {sc.applicationId}: {len(executor_pids(sc.applicationId))} executors "
+        "on this machine, counted with their Python workers (executors elsewhere are not)"
+    )
+
+
 @dataclass
 class _Local:
     """The one-process replay of the same files: events/s on the wall clock and per CPU second."""
@@ -218,7 +273,7 @@ def _report(recorder: _Recorder, trigger: float | None, skip: int, local: _Local
         )
         print(
             f"cpu:     {total_cpu / events * 1e6:>10.2f} us per event = "
-            + " + ".join(f"{cpu[p] / events * 1e6:.2f} {p}" for p in PARTS)
+            + " + ".join(f"{cpu[p] / events * 1e6:.2f} {p}" for p in PARTS if p != "executors" or cpu[p])
             + f"; {cpu_rate:,.0f} events/s on 2 otherwise idle cores"
         )
         if local is not None:
@@ -357,16 +412,21 @@ def backlog(args: argparse.Namespace, work: Path) -> None:
 
     def sample() -> None:
         while not done.wait(1.0):
-            peak[0] = max(peak[0], _tree_rss_mb(os.getpid()))
+            peak[0] = max(peak[0], _tree_rss_mb(os.getpid(), recorder.app_id))
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
     started = time.perf_counter()
-    job.run()
+    job.start()
+    _watch_cluster(job, recorder)
+    try:
+        job.wait()
+    finally:
+        job.stop()
     done.set()
     print(
         f"run:     {time.perf_counter() - started:.1f} s wall for all files, incl. Spark start; "
-        f"peak RSS {peak[0]:,.0f} MiB (driver + JVM + Python workers)"
+        f"peak RSS {peak[0]:,.0f} MiB (driver + JVMs + Python workers)"
     )
     with_input = sum(1 for p in recorder.progress.values() if p[2])
     skip = max(1, with_input // 3) if args.warmup is None else args.warmup
@@ -401,13 +461,14 @@ def realtime(args: argparse.Namespace, work: Path) -> None:
         target=_feed, args=(str(inbox), args.shape, args.partitions, args.duration, args.seed), daemon=True
     )
     job.start()
+    _watch_cluster(job, recorder)
     feeder.start()
     recorder.feeder = feeder.pid
     samples: list[tuple[float, float]] = []
     started = time.time()
     while feeder.is_alive():
         time.sleep(10)
-        samples.append((time.time() - started, _tree_rss_mb(os.getpid())))
+        samples.append((time.time() - started, _tree_rss_mb(os.getpid(), recorder.app_id)))
         if args.verbose:
             print(f"  memory at {samples[-1][0]:.0f} s: {samples[-1][1]:,.0f} MiB", flush=True)
     job.wait()
@@ -420,7 +481,7 @@ def realtime(args: argparse.Namespace, work: Path) -> None:
         print(
             f"memory:  RSS {statistics.mean(m for _, m in minute):,.0f} MiB in the first minute, "
             f"{statistics.mean(m for _, m in tail):,.0f} MiB in the last, peak {max(m for _, m in samples):,.0f} "
-            f"MiB (driver + JVM + Python workers)"
+            f"MiB (driver + JVMs + Python workers)"
         )
     if args.stages:
         _stages(job, skip=3)

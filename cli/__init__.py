@@ -10,9 +10,9 @@ from importlib.metadata import version
 from isrwatch.state.config import ConfigError
 from isrwatch.store import StoreError
 
-from . import bench, demo, lab, replay, run, serve, simulate
+from . import bench, demo, lab, package, replay, run, serve, simulate
 
-COMMANDS = (replay, run, serve, simulate, demo, lab, bench)
+COMMANDS = (replay, run, serve, simulate, demo, lab, bench, package)
 
 
 def build_parser() -> argparse.ArgumentParser:

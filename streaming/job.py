@@ -24,11 +24,12 @@ from isrwatch.store import DEFAULT_STORE
 
 from .buckets import Layout
 from .checkpoint import Checkpoint
+from .preflight import check_executors, python_start_failure
 from .progress import ProgressListener, lost_records, progress_record
 from .query import plan
 from .sink import KafkaOutput, StoreSink
 from .sources import arrival_warnings, parse_source, read_stream
-from .spark import SparkSettings, session
+from .spark import SparkSettings, is_local, session
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -60,8 +61,12 @@ class JobOptions:
 
 
 def describe_failure(exc: BaseException) -> str:
-    """A failed query's error in one line: Spark's error class and, for Python errors, the exception itself."""
+    """A failed query's error in one line: Spark's error class and, for Python errors, the exception itself; for
+    an executor that could not start its Python, the node and the path."""
     text = str(exc)
+    python = python_start_failure(text)
+    if python is not None:
+        return python
     head = text.split("\n", 1)[0].split(": Traceback", 1)[0].strip()
     body = text.split("=== Streaming Query ===", 1)[0]
     lines = [line.strip() for line in body.splitlines() if line.strip() and not line.strip().startswith("SQLSTATE")]
@@ -107,6 +112,9 @@ class StreamJob:
             Path(o.checkpoint).mkdir(parents=True, exist_ok=True)
         store = self.store = open_store(o.store)
         spark = self.spark = session(o.spark)
+        if not is_local(spark):
+            ready = check_executors(spark)
+            self._say(f"executors ready: {', '.join(f'{host} ({python})' for host, python in ready)}")
         checkpoint = Checkpoint(o.checkpoint, spark)
         fresh = not checkpoint.has_entries("offsets")
         last = store.last_batch_id()

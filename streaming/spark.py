@@ -113,8 +113,12 @@ class SparkSettings:
         return conf
 
 
-def quiet_environment() -> None:
-    """Settings the driver and its Python workers must inherit; set before the JVM starts."""
+def quiet_environment(python: str | None = None) -> None:
+    """Settings the driver and its Python workers must inherit; set before the JVM starts. The workers' Python is
+    `python` (`spark.pyspark.python`, which PySpark reads only under spark-submit), else PYSPARK_PYTHON, else the
+    driver's own interpreter (on a cluster, the preflight checks that the executors have it)."""
+    if python:
+        os.environ["PYSPARK_PYTHON"] = python
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     warnings = os.environ.get("PYTHONWARNINGS", "")
@@ -124,12 +128,18 @@ def quiet_environment() -> None:
 
 def session(settings: SparkSettings | None = None) -> SparkSession:
     """The process's Spark session, created quiet on first use (later calls reuse it and its settings)."""
-    quiet_environment()
+    settings = settings or SparkSettings()
+    quiet_environment(settings.extra.get("spark.pyspark.python"))
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder
-    for key, value in (settings or SparkSettings()).conf().items():
+    for key, value in settings.conf().items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def is_local(spark: SparkSession) -> bool:
+    """Whether the session runs its tasks in the driver's JVM (`local`, `local[N]`): no executors elsewhere."""
+    return spark.sparkContext.master.startswith("local")
