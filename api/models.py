@@ -234,11 +234,32 @@ class PartitionIsr(BaseModel):
     )
 
 
+class Proposal(BaseModel):
+    """What became of a leader's proposed ISR change (AlterPartition, SPEC §4.9)."""
+
+    state: Literal["pending", "committed", "refused"] = Field(
+        description="pending: not answered yet, the committed ISR stands; committed: the controller took it; "
+        "refused: the controller answered an error, the committed ISR stands"
+    )
+    answered_ms: int | None
+    error: str | None = Field(description="Kafka's error (refused)")
+    committed_isr: list[int] | None
+    committed_partition_epoch: int | None
+
+
 Decision = _from_struct(
     records.Decision,
     _DECISION,
     "A SPEC §5 decision record.",
     {"reasons": "why each removed replica left the ISR (shrinks)"},
+    proposal=(
+        Proposal | None,
+        Field(
+            None,
+            description="a shrink or expand of a leader that proposes with AlterPartition: only proposed, and what "
+            "became of it; null: the leader wrote its ISR itself (ZooKeeper mode), or a controller's decision",
+        ),
+    ),
 )
 
 

@@ -89,6 +89,11 @@ BROKER_PENDING_ISR_CHANGES = gauge(
 BROKER_SECONDS_SINCE_LAST_PROPAGATION = gauge(
     "broker_seconds_since_last_propagation", "Event time since a broker's last ISR-change batch", _BROKER
 )
+BROKER_OUT_OF_SYNC_REPLICAS = gauge(
+    "broker_out_of_sync_replicas",
+    "Replicas a broker hosts that are out of their partition's ISR: the broker's view as a follower",
+    _BROKER,
+)
 BROKER_CLOCK_OFFSET = gauge(
     "broker_clock_offset_seconds",
     "A reporting broker's clock minus its cluster's median clock (SPEC §6; absent: the broker reports no events)",
@@ -114,6 +119,11 @@ BROKER_ALTER_PARTITION_IN_FLIGHT_AGE = gauge(
 # Counters, tallied by the store at write time
 ISR_SHRINKS = counter(
     "isr_shrinks", "Followers removed from an ISR, by the leader that removed them", ("cluster", "broker", "reason")
+)
+FOLLOWER_SHRINKS = counter(
+    "follower_shrinks",
+    "Followers removed from an ISR, by the removed replica's broker (the follower's view) and the reason",
+    ("cluster", "broker", "reason"),
 )
 ISR_EXPANDS = counter("isr_expands", "Followers added back to an ISR, by leader", ("cluster", "broker"))
 DECISIONS = counter("decisions", "Decisions made, by kind", ("cluster", "kind"))
@@ -202,12 +212,14 @@ CATALOGUE: tuple[Metric, ...] = (
     FOLLOWER_LAG_OFFSETS,
     BROKER_PENDING_ISR_CHANGES,
     BROKER_SECONDS_SINCE_LAST_PROPAGATION,
+    BROKER_OUT_OF_SYNC_REPLICAS,
     BROKER_CLOCK_OFFSET,
     BROKER_ISR_PENDING_PARTITIONS,
     BROKER_OLDEST_ISR_PENDING,
     BROKER_ALTER_PARTITION_QUEUE,
     BROKER_ALTER_PARTITION_IN_FLIGHT_AGE,
     ISR_SHRINKS,
+    FOLLOWER_SHRINKS,
     ISR_EXPANDS,
     DECISIONS,
     PROPAGATION_BATCHES,
@@ -262,10 +274,10 @@ def tallies(
 ) -> dict[TallyKey, float]:
     """The cumulative-counter increments one batch contributes.
 
-    Counted once at write time, so /metrics never scans the decision history: shrinks per removed
-    follower by its reason, expands, decisions by kind, batches by trigger, the batch-size and
-    change-to-batch delay histograms, divergences by kind and cause, AlterPartition answers by outcome and the
-    request latency histogram, plus the step's `name[.reason]` counters.
+    Counted once at write time, so /metrics never scans the decision history: shrinks per removed follower by
+    its reason (under its leader's broker and under its own), expands, decisions by kind, batches by trigger, the
+    batch-size and change-to-batch delay histograms, divergences by kind and cause, AlterPartition answers by
+    outcome and the request latency histogram, plus the step's `name[.reason]` counters.
     """
     counts: dict[TallyKey, float] = defaultdict(float)
 
@@ -275,8 +287,9 @@ def tallies(
     for d in decisions:
         add(DECISIONS.tally, cluster=d.cluster, kind=d.kind)
         if d.kind is DecisionKind.SHRINK:
-            for reason in d.reasons.values():
+            for replica, reason in d.reasons.items():
                 add(ISR_SHRINKS.tally, broker=d.leader, cluster=d.cluster, reason=reason)
+                add(FOLLOWER_SHRINKS.tally, broker=replica, cluster=d.cluster, reason=reason)
         elif d.kind is DecisionKind.EXPAND:
             add(ISR_EXPANDS.tally, broker=d.leader, cluster=d.cluster)
     samples: list[tuple[Metric, str, float]] = []  # (histogram, cluster, value)

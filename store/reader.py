@@ -16,12 +16,20 @@ from typing import Any, Generic, TypeVar
 import msgspec
 
 from isrwatch.state.metrics import PARTITION_FLAGS, SOURCE_LOST_RECORDS
-from isrwatch.state.records import AlterPartitionRequest, Decision, PartitionRecord, PartitionState, Propagation
+from isrwatch.state.records import (
+    AlterPartitionRequest,
+    Decision,
+    DecisionKind,
+    PartitionRecord,
+    PartitionState,
+    Propagation,
+)
 
 from .schema import PROGRESS_FIELDS, Database
 
 _decode = msgspec.json.decode
 _partition = msgspec.json.Decoder(PartitionRecord).decode
+_PROPOSED = (DecisionKind.SHRINK, DecisionKind.EXPAND)
 _decoders: dict[type, Any] = {
     Decision: msgspec.json.Decoder(Decision).decode,
     Propagation: msgspec.json.Decoder(Propagation).decode,
@@ -175,6 +183,44 @@ class Reader(Database):
             params.append(broker)
         return self._newest_first(Decision, "decisions", where, params, after, limit)
 
+    def proposal_outcomes(self, decisions: Sequence[Decision]) -> list[dict[str, Any] | None]:
+        """For each decision, when it is a proposal (a shrink or expand of a leader that proposes with AlterPartition,
+        SPEC §4.9), its fate: `committed` (with the ISR and partition epoch the controller committed) or `refused`
+        (with Kafka's error) by the answer to the item the leader queued at its time, else `pending`; None for an ISR
+        its leader wrote itself, and for a controller's decision."""
+        proposers = set(self._rows("SELECT cluster, broker FROM brokers WHERE queue IS NOT NULL"))
+        return [
+            self._proposal_outcome(d) if d.kind in _PROPOSED and (d.cluster, d.leader) in proposers else None
+            for d in decisions
+        ]
+
+    def _proposal_outcome(self, d: Decision) -> dict[str, Any]:
+        # One item per partition in a manager at a time (Kafka's putIfAbsent): the first answers after the decision
+        # that carried the partition hold its own, submitted at the decision's time.
+        rows = self._rows(
+            "SELECT a.record FROM alter_partitions a JOIN alter_partition_items i ON i.batch_id = a.batch_id"
+            " AND i.seq = a.seq WHERE a.cluster = ? AND a.broker = ? AND i.topic = ? AND i.partition = ?"
+            " AND a.ts >= ? ORDER BY a.ts, a.batch_id, a.seq LIMIT 4",
+            (d.cluster, d.leader, d.topic, d.partition, d.ts),
+        )
+        for (record,) in rows:
+            for item in _decoders[AlterPartitionRequest](record).partitions:
+                if (item.topic, item.partition, item.submitted_ms) == (d.topic, d.partition, d.ts):
+                    return {
+                        "state": "refused" if item.error else "committed",
+                        "answered_ms": item.answered_ms,
+                        "error": item.error,
+                        "committed_isr": item.committed_isr,
+                        "committed_partition_epoch": item.committed_partition_epoch,
+                    }
+        return {
+            "state": "pending",
+            "answered_ms": None,
+            "error": None,
+            "committed_isr": None,
+            "committed_partition_epoch": None,
+        }
+
     def propagations(
         self,
         *,
@@ -291,8 +337,10 @@ class Reader(Database):
         `queue` and `in_flight` request, and when it reports its own events its `clock_offset_ms`, without touching
         the replica rows.
 
-        `last_propagation_ms` falls back to its last batch in the history when the writer kept no broker
-        state (a replay).
+        `last_propagation_ms` is its last ISR-change batch in the history (None: it never sent one, as a leader that
+        proposes with AlterPartition never does); `last_isr_change_ms` of a broker that proposes with AlterPartition
+        is its last commit (None: none yet): the propagation throttle's own clocks start at the schedule's origin and
+        mean nothing to a reader.
         """
         cond, params = _broker_filter(cluster, broker)
         out: dict[tuple[str, int], dict[str, Any]] = {}
@@ -306,10 +354,23 @@ class Reader(Database):
                 out[(c, b)]["clock_offset_ms"] = offset
             if queue is not None:  # a broker that proposes with AlterPartition: its manager
                 out[(c, b)].update(queue=_decode(queue), in_flight=None if in_flight is None else _decode(in_flight))
+        for state in out.values():
+            state["last_propagation_ms"] = None
+            if "queue" in state:
+                state["last_isr_change_ms"] = None
         for c, b, last_prop in self._rows(
             "SELECT cluster, broker, MAX(ts) FROM propagations" + cond + " GROUP BY broker, cluster", params
         ):
-            out.setdefault((c, b), _propagation_state(c, b, last_propagation_ms=last_prop))
+            out.setdefault((c, b), _propagation_state(c, b))["last_propagation_ms"] = last_prop
+        committed = (
+            "SELECT a.cluster, a.broker, MAX(a.ts) FROM alter_partitions a WHERE EXISTS (SELECT 1 FROM"
+            " alter_partition_items i WHERE i.batch_id = a.batch_id AND i.seq = a.seq AND i.outcome = 'committed')"
+        )
+        for c, b, last_commit in self._rows(
+            committed + cond.replace(" WHERE ", " AND ") + " GROUP BY a.broker, a.cluster", params
+        ):
+            if "queue" in out.get((c, b), {}):
+                out[(c, b)]["last_isr_change_ms"] = last_commit
         return [out[k] for k in sorted(out)]
 
     def out_of_sync_replicas(self, cluster: str, broker: int, limit: int = 100) -> list[dict[str, Any]]:
