@@ -99,6 +99,7 @@ function pictured() {
             background: getComputedStyle(s).backgroundColor,
           })),
           isr: tr.querySelector(".isr").textContent,
+          badges: [...tr.querySelectorAll(".badge")].map((b) => b.textContent),
         })),
         followers: rows("#followers"),
         decisions: rows("#decisions"),
@@ -108,6 +109,7 @@ function pictured() {
         stream: rows("#stream"),
         brokers: rows("#brokers"),
         alterPartitionShown: !document.getElementById("alter-partition").hidden,
+        propagationsShown: !document.getElementById("propagation-section").hidden,
         isrPending: rows("#isr-pending"),
         alterPartitionBrokers: rows("#alter-partition-brokers"),
       };
