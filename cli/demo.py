@@ -159,6 +159,7 @@ class Summary:
         self.stuck: dict[int, tuple[int, int, int]] = {}  # broker -> (in-flight partitions, queue, age) last told
         self.proposers: set[tuple[str, int]] = set()  # leader brokers that propose with AlterPartition
         self.refusals: dict[tuple[int, str], Refusals] = {}  # (broker, error) -> a run of refusals not told yet
+        self.again: dict[tuple, tuple[int, int]] = {}  # this look's proposals -> (repeats, last time)
         self.health: tuple | None = None
         self.said_health_at = 0.0
         self.ready = False
@@ -209,6 +210,7 @@ class Summary:
         )
         controller: dict[str, list[str]] = {}
         refused: set[tuple[int, str]] = set()
+        self.again.clear()
         for ts, what, item in news:
             if what == 1:
                 self.last_batch_ts = ts
@@ -225,6 +227,10 @@ class Summary:
                 self.counts[item["kind"]] += 1
                 outcome = f"rejected ({item['error']})" if item["error"] else "accepted"
                 controller.setdefault(outcome, []).append(f"{item['topic']}-{item['partition']}")
+        for (_, leader, name, kind, *_), (count, last) in self.again.items():
+            if not count:
+                continue
+            self.say(f"  PROPOSE {kind} {name} by leader {leader} again, {count} more times until {_clock(last)}")
         for outcome, names in controller.items():
             self.say(f"  {self.controller_word}  {len(names)} {outcome}: {_listed(names)}")
         # A run of refusals is told once, when a look brings no more of it.
@@ -301,6 +307,12 @@ class Summary:
             why = f"replica {d['replicas_changed'][0]} caught up"
         if (d["cluster"], d["leader"]) in self.proposers:
             self.counts["proposed"] += 1
+            # The same proposal again (a leader re-proposes what the controller refused) is told once per look.
+            key = (d["cluster"], d["leader"], name, d["kind"], isr, why)
+            if key in self.again:
+                self.again[key] = (self.again[key][0] + 1, d["ts"])
+                return
+            self.again[key] = (0, d["ts"])
             label = f"PROPOSE {d['kind']}"
         else:
             self.counts[d["kind"]] += 1
