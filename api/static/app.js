@@ -452,7 +452,7 @@ async function refresh() {
     const more = document.getElementById("partitions-more");
     more.hidden = !partitions.next_page_token;
     more.textContent = "Showing the first 1000 partitions; narrow them with the topic filter or use the API.";
-    renderTimeline(pictureData);
+    renderTimeline(pictureData, brokers.brokers.filter((b) => b.cluster === pictured).map((b) => b.broker));
     // Leaders that propose with AlterPartition send no ISR-change batch: the propagation panel and card say
     // nothing about them, so they show only where some leader batches (or a batch was sent).
     const batching = propagations.propagations.length > 0 || !brokers.brokers.some((b) => b.queue_size !== undefined);

@@ -61,7 +61,7 @@ function incidentPeriod(incident) {
   return `${clock(incident.opened_ms)} → ${incident.closed_ms === null ? "open" : clock(incident.closed_ms)}`;
 }
 
-function renderTimeline(data) {
+function renderTimeline(data, known = []) {
   timeline.data = data;
   if (data === null) {
     document.getElementById("timeline-span").textContent = "no micro-batch yet";
@@ -73,7 +73,10 @@ function renderTimeline(data) {
     timeline.chart = echarts.init(node, null, { renderer: "canvas" });
     timeline.chart.on("click", (p) => { if (p.componentType === "markArea") zoomTo(p.data.incident); });
   }
-  const lanes = [CLUSTER_LANE, ...data.brokers.map((b) => `broker ${b.broker}`)];
+  // One lane per broker: those of the cluster the page lists (with no interval too) and any the data names.
+  const ids = new Set([...known, ...data.brokers.map((b) => b.broker),
+    ...data.markers.map((m) => m.broker).filter((b) => b !== null && b !== undefined)]);
+  const lanes = [CLUSTER_LANE, ...[...ids].sort((a, b) => a - b).map((b) => `broker ${b}`)];
   const laneOf = (broker) => (broker === null || broker === undefined ? 0 : lanes.indexOf(`broker ${broker}`));
   const until = data.until;
   const intervals = Object.entries(INTERVAL_KINDS).map(([kind, style]) => ({

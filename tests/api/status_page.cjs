@@ -115,6 +115,8 @@ function pictured() {
       };
     }, tableRows.toString());
     seen.timeline = await page.evaluate(pictured);
+    // The first screen as a person opens the page (the README shows it): the picture, the cards.
+    if (screenshot) await page.screenshot({ path: screenshot.replace(/\.png$/, "-top.png") });
     if (seen.timeline && seen.timeline.bands.length) {
       // Hover the first incident's band where no interval or marker lies (the cluster lane): its summary shows; a
       // click on its entry in the list zooms the picture to it.
