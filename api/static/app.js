@@ -444,9 +444,9 @@ async function refresh() {
     view.fetchedAt = Date.now();
     view.partitions = partitions.partitions;
     view.clusters = [...new Set([...partitions.partitions.map((p) => p.cluster), ...brokers.brokers.map((b) => b.cluster)])];
-    // The picture of the first cluster (alphabetically), over the span its range or zoom asks for.
-    const pictured = [...view.clusters].sort()[0];
-    const pictureData = pictured === undefined || view.asOf === null ? null : await getJSON(timelinePath(pictured, view.asOf));
+    // The picture of one cluster, over the span its range or zoom asks for.
+    const pictured = picturedCluster(view.clusters);
+    const pictureData = pictured === null || view.asOf === null ? null : await getJSON(timelinePath(pictured, view.asOf));
     document.getElementById("clusters").textContent = view.clusters.length ? `cluster ${view.clusters.join(", ")}` : "";
     document.getElementById("as-of").textContent = view.asOf === null ? "" : `as of ${clock(view.asOf)}`;
     const more = document.getElementById("partitions-more");

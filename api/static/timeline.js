@@ -30,10 +30,24 @@ const CLUSTER_LANE = "cluster"; // markers about no one broker (a controller cha
 
 const timeline = {
   chart: null,
+  cluster: null, // the cluster pictured (a store may hold several): the first until one is picked
   rangeMs: 5 * 60000,
   zoomed: null, // the incident the picture is zoomed to, or null: the last `rangeMs`
   data: null,
 };
+
+function picturedCluster(clusters) {
+  // The cluster picked, or the first (alphabetically); the picker shows when there is a choice.
+  const sorted = [...clusters].sort();
+  if (!sorted.includes(timeline.cluster)) timeline.cluster = sorted[0] ?? null;
+  const select = document.getElementById("timeline-cluster");
+  if (select.options.length !== sorted.length || [...select.options].some((o, i) => o.value !== sorted[i])) {
+    select.replaceChildren(...sorted.map((c) => el("option", { value: c }, c)));
+  }
+  select.value = timeline.cluster ?? "";
+  document.getElementById("timeline-cluster-control").hidden = sorted.length < 2;
+  return timeline.cluster;
+}
 
 function timelineWindow(asOf) {
   // The span to ask for: the last 5, 15 or 60 minutes up to the settled watermark, or one incident with a margin.
@@ -158,8 +172,8 @@ function renderTimeline(data, known = []) {
   renderIncidentList(data.incidents);
   const zoom = document.getElementById("timeline-unzoom");
   zoom.hidden = timeline.zoomed === null;
-  document.getElementById("timeline-span").textContent = `${view.clusters.length > 1 ? `cluster ${data.cluster}, ` : ""}`
-    + `${clock(data.since)} → ${clock(until)}${timeline.zoomed === null ? "" : " (one incident)"}`;
+  document.getElementById("timeline-span").textContent =
+    `${clock(data.since)} → ${clock(until)}${timeline.zoomed === null ? "" : " (one incident)"}`;
 }
 
 function drawInterval(params, api) {
@@ -215,6 +229,11 @@ function zoomTo(incident) {
 
 document.getElementById("timeline-range").addEventListener("change", (event) => {
   timeline.rangeMs = Number(event.target.value);
+  timeline.zoomed = null;
+  refresh();
+});
+document.getElementById("timeline-cluster").addEventListener("change", (event) => {
+  timeline.cluster = event.target.value;
   timeline.zoomed = null;
   refresh();
 });

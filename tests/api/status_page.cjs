@@ -25,15 +25,19 @@ function tableRows(selector) {
 function pictured() {
   const node = document.getElementById("timeline-chart");
   const chart = window.echarts && echarts.getInstanceByDom(node);
+  const picker = document.getElementById("timeline-cluster");
+  const clusters = document.getElementById("timeline-cluster-control").hidden ? null
+    : { options: [...picker.options].map((o) => o.value), value: picker.value };
   const listed = [...document.querySelectorAll("#incident-list li[data-incident]")].map((li) => ({
     id: li.dataset.incident, kind: li.dataset.kind, classes: [...li.classList], text: li.textContent.trim(),
   }));
-  if (!chart) return { span: document.getElementById("timeline-span").textContent, incidents: listed, bands: [] };
+  if (!chart) return { span: document.getElementById("timeline-span").textContent, clusters, incidents: listed, bands: [] };
   const option = chart.getOption();
   const custom = option.series.filter((s) => s.type === "custom");
   const bandData = (custom[0] && custom[0].markArea && custom[0].markArea.data) || [];
   return {
     span: document.getElementById("timeline-span").textContent,
+    clusters,
     since: option.xAxis[1].min,
     until: option.xAxis[1].max,
     lanes: option.yAxis[1].data,

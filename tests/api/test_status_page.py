@@ -161,6 +161,7 @@ def test_status_page_before_the_first_batch_says_so_without_errors(tmp_path):
         seen = browse(base + "/", tmp_path / "empty.png", "#partitions tbody tr.empty")
     assert seen["problems"] == [] and seen["error"] is None
     assert seen["status"] == "no batch yet" and seen["partitions"] == []
+    assert seen["timeline"]["span"] == "no micro-batch yet" and seen["timeline"]["clusters"] is None
     assert [r["cells"] for r in seen["decisions"]] == [["no decisions yet"]]
     assert seen["summary"]["total"]["value"] == "0"
 
@@ -213,6 +214,7 @@ def test_status_page_shows_where_the_model_and_the_brokers_disagree(tmp_path):
         ("t-0 epoch 1", "unexplained_by_model", None),
     ]
     assert seen["timingCauses"] == ["margin 1", "shifted 2"]
+    assert seen["timeline"]["clusters"] == {"options": ["a", "b"], "value": "a"}  # two clusters: a picker
 
 
 def test_status_page_shows_the_pending_isr_changes_and_each_brokers_alter_partition_queue(tmp_path):
