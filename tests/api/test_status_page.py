@@ -237,6 +237,16 @@ def test_status_page_shows_the_pending_isr_changes_and_each_brokers_alter_partit
     assert brokers["1"]["cells"] == ["1", "1", "1 partition", "25.1 s"] and "warning" in brokers["1"]["classes"]
     assert brokers["2"]["cells"] == ["2", "0", "none", "—"] and brokers["2"]["classes"] == []
     assert set(brokers) == {"1", "2"}  # broker 3 leads nothing: it has no manager
+    # Each proposal reads as one, with what became of it: the refused one is no expand (nor any shrink).
+    kinds = sorted((r["cells"][1], r["cells"][2]) for r in seen["decisions"] if r["dataset"])
+    assert kinds == [
+        ("ledger-0", "shrink proposed → pending"),
+        ("ledger-1", "shrink proposed → pending"),
+        ("ledger-2", "expand proposed → committed"),
+        ("ledger-3", "expand proposed → committed"),
+        ("ledger-3", "expand proposed → refused INELIGIBLE_REPLICA"),
+    ]
+    assert not seen["propagationsShown"]  # its leaders send no ISR-change batch
 
 
 def test_status_page_flags_a_broker_whose_clock_is_off(tmp_path):
