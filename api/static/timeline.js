@@ -151,12 +151,12 @@ function renderTimeline(data, known = []) {
   });
   timeline.chart.setOption({
     animation: false,
-    legend: { bottom: 0, type: "scroll", itemWidth: 14, itemHeight: 10, textStyle: { fontSize: 11 } },
+    legend: { bottom: 0, itemWidth: 14, itemHeight: 10, itemGap: 8, textStyle: { fontSize: 11 } },
     tooltip: { trigger: "item", confine: true, formatter: timelineTooltip },
     axisPointer: { link: [{ xAxisIndex: "all" }] },
     grid: [
       { left: 80, right: 20, top: 24, height: 80 },
-      { left: 80, right: 20, top: 120, bottom: 58 },
+      { left: 80, right: 20, top: 120, bottom: 76 },
     ],
     xAxis: [timeAxis(0, false), timeAxis(1, true)],
     yAxis: [
@@ -167,7 +167,7 @@ function renderTimeline(data, known = []) {
     ],
     series: [...counts, ...intervals, ...markers],
   }, { notMerge: true });
-  node.style.height = `${Math.max(240, 170 + lanes.length * 44)}px`;
+  node.style.height = `${Math.max(260, 190 + lanes.length * 44)}px`;
   timeline.chart.resize();
   renderIncidentList(data.incidents);
   const zoom = document.getElementById("timeline-unzoom");
