@@ -50,12 +50,13 @@ from .partition import (
     maybe_shrink_isr,
     next_shrink_eligible_at,
     observe_alter_partition_sent,
+    partition_health,
     partition_record,
     removed_by_controller,
     restarted,
     update_follower_fetch_state,
 )
-from .records import PartitionRecord, PropagationTick
+from .records import DecisionKind, PartitionRecord, PropagationTick
 from .schedule import INF, first_at_or_after
 
 STATE_VERSION = 3  # 3: a partition's AlterPartition items are held by brokers; registrations as each broker has them
@@ -276,6 +277,33 @@ class PartitionEngine:
         return applied, exact
 
     def _apply(self, ev: Event, out: Outputs) -> None:
+        """Apply one input event (or explicit tick) at its place in event time, and note the health of what it
+        changed (`_note_states`)."""
+        mark = len(out.decisions)
+        leader_before = None
+        if type(ev) is LeaderAndIsr:
+            p = self.partitions.get((ev.cluster, ev.topic, ev.partition))
+            leader_before = None if p is None else p.leader
+        self._take(ev, out)
+        if len(out.decisions) > mark or type(ev) is AlterPartitionResponse or type(ev) is IsrUpdated:
+            self._note_states(out, mark, ev, leader_before)
+
+    def _note_states(self, out: Outputs, mark: int, ev: Event | None = None, leader_before: int | None = None) -> None:
+        """The health of each partition a decision since `mark` (or `ev`, a commit) concerns, for the incident book:
+        a few per ISR change, never one per fetch (`partition_health`)."""
+        at: dict[PartitionKey, int] = {}
+        for d in out.decisions[mark:]:
+            if d.kind is not DecisionKind.REJECTED:
+                at[(d.cluster, d.topic, d.partition)] = d.ts
+        if type(ev) is AlterPartitionResponse or type(ev) is IsrUpdated:
+            at[(ev.cluster, ev.topic, ev.partition)] = ev.ts
+        for key, ts in at.items():
+            p = self.partitions.get(key)
+            if p is not None:
+                before = leader_before if type(ev) is LeaderAndIsr else None
+                out.states.append(partition_health(p, ts, self._leader_config(p), before))
+
+    def _take(self, ev: Event, out: Outputs) -> None:
         """Apply one input event (or explicit tick) at its place in event time."""
         partitions = self.partitions
         config = self.config
@@ -336,7 +364,10 @@ class PartitionEngine:
         if self.interval > 0 or not caught_up_repeat(p, ev):
             return False
         leader_config = self._leader_config(p) if self.kafka_versions or self.isr_protocols else self.config
+        mark = len(out.decisions)
         update_follower_fetch_state(p, ev, leader_config, out, self.metadata_of(p))
+        if len(out.decisions) > mark:
+            self._note_states(out, mark)
         self.stale = True
         return True
 
@@ -403,7 +434,10 @@ class PartitionEngine:
                 at = max(at, first_at_or_after(self.next_eligible, self.origin, self.interval))
             if at >= limit:
                 break
+            mark = len(out.decisions)
             self.next_eligible = self._check(at, out, None, Order.scheduled_expiration(at))
+            if len(out.decisions) > mark:
+                self._note_states(out, mark)
             self.stale = False
             self.next_check = at + self.interval
         if not self.stale:
@@ -460,7 +494,10 @@ class PartitionEngine:
         if not p.hosted:
             return  # the run skips it, here and when the tick comes
         if p.checked_in_run != tick.ts:
+            mark = len(out.decisions)
             self._check_partition(p, tick.ts, out, Order.of_event(tick), tick.end_ms)
+            if len(out.decisions) > mark:
+                self._note_states(out, mark)
         p.checked_ahead = (*p.checked_ahead, tick.ts)
 
     def _keeps_rules(self, tick: Tick) -> bool:

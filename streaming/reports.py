@@ -16,6 +16,7 @@ from isrwatch.state.records import (
     IsrChange,
     IsrWrite,
     Observation,
+    PartitionHealth,
     PartitionRecord,
     PropagationTick,
 )
@@ -102,6 +103,7 @@ class Report(Struct, array_like=True):
     blob: bytes | None = None  # the bucket's state, only when replaying (to finish at --until)
     alter_partition: list[AlterPartitionSubmit | AlterPartitionAnswer | AlterPartitionSendSeen] = []  # for the managers
     clocks: list[ClockSample] = []  # the reporting brokers' clocks as this call's lines showed them (SPEC §6)
+    states: list[PartitionHealth] = []  # partitions' health where it may have changed, for the incident book
 
 
 # Module-level functions (not bound methods) so that Spark's closure pickling refers to them by name.

@@ -24,6 +24,7 @@ from isrwatch.state.alter_partition import AlterPartitionBook
 from isrwatch.state.audit import Audit
 from isrwatch.state.clock import ClockBook
 from isrwatch.state.config import Config
+from isrwatch.state.incidents import IncidentBook
 from isrwatch.state.metrics import LATE_EVENTS
 from isrwatch.state.propagation import PropagationBook
 from isrwatch.state.schedule import INF
@@ -50,8 +51,9 @@ STORE_DOWN: tuple[type[BaseException], ...] = (
 FRONTIERS_BLOB = "frontiers"
 MANAGERS_BLOB = "alter_partition_managers"  # the brokers' AlterPartition managers, kept as the propagation book is
 CLOCKS_BLOB = "clocks"  # the reporting brokers' clocks (isrwatch.state.clock), likewise
+INCIDENTS_BLOB = "incidents"  # the open incidents and the timeline's running state (isrwatch.state.incidents)
 # The sink's state, kept in the store with each batch.
-SINK_BLOBS = (BOOK_BLOB, AUDIT_BLOB, FRONTIERS_BLOB, MANAGERS_BLOB, CLOCKS_BLOB)
+SINK_BLOBS = (BOOK_BLOB, AUDIT_BLOB, FRONTIERS_BLOB, MANAGERS_BLOB, CLOCKS_BLOB, INCIDENTS_BLOB)
 
 
 class Frontiers(msgspec.Struct, array_like=True):
@@ -102,10 +104,11 @@ def settle_reports(
     managers = AlterPartitionBook(blobs.get(MANAGERS_BLOB))
     frontiers = Frontiers.load(blobs.get(FRONTIERS_BLOB))
     clocks = ClockBook(blobs.get(CLOCKS_BLOB))
+    incidents = IncidentBook(config, blobs.get(INCIDENTS_BLOB))
     for r in reports:
         frontiers.report(r.bucket, r.frontiers)
         clocks.merge(r.clocks)
-    settled = settle(book, reports, frontiers.settled(), audit, managers, clocks)
+    settled = settle(book, reports, frontiers.settled(), audit, managers, clocks, incidents)
     for r in reports:
         settled.add_dead_letters(r.dead)
         settled.counters[LATE_EVENTS.tally] += sum(1 for d in r.dead if d.category == "late")
@@ -118,6 +121,7 @@ def settle_reports(
         AUDIT_BLOB: audit.to_bytes(),
         FRONTIERS_BLOB: msgspec.msgpack.encode(frontiers),
         CLOCKS_BLOB: clocks.to_bytes(),
+        INCIDENTS_BLOB: incidents.to_bytes(),
     }
 
 

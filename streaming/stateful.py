@@ -457,6 +457,7 @@ def absorb(
     report.writes.extend(out.writes)
     report.observed.extend(out.observed)
     report.alter_partition.extend(out.alter_partition)
+    report.states.extend(out.states)
     counters = report.counters
     for name, n in out.counters.items():
         counters[name] = counters.get(name, 0) + n

@@ -51,6 +51,7 @@ def test_outputs_and_summary(tmp_path: Path) -> None:
     assert sorted(p.name for p in out.iterdir()) == [
         "dead_letter.jsonl",
         "decisions.jsonl",
+        "incidents.jsonl",
         "propagations.jsonl",
         "state.jsonl",
         "summary.json",
