@@ -514,6 +514,7 @@ _INCIDENT = {
     "leaders": [1, 3, 4],
     "counts": {"stuck": 7},
     "controller_epoch": None,
+    "offline_ms": None,
     "decision_count": 14,
 }
 
@@ -535,6 +536,7 @@ class Incident(BaseModel):
     leaders: list[int] = Field(description="the leaders that removed its brokers, or that sent its requests")
     counts: dict[str, int] = Field(description="shrinks by reason, or divergences by kind")
     controller_epoch: int | None
+    offline_ms: int | None = Field(description="when the controller removed its broker (offline incidents)")
     decision_count: int
 
 

@@ -146,6 +146,7 @@ class Summary:
         self.last_divergence_ts = start_ms
         self.last_answer_ts = start_ms
         self.stuck: dict[int, tuple[int, int, int]] = {}  # broker -> (in-flight partitions, queue, age) last told
+        self.incidents: dict[str, bool] = {}  # incident id -> whether its close was told
         self.health: tuple | None = None
         self.said_health_at = 0.0
         self.ready = False
@@ -211,6 +212,7 @@ class Summary:
             self.say(f"  LEADER_AND_ISR  {len(names)} {outcome}: {listed}")
         self._divergences()
         self._stuck()
+        self._incidents()
 
     def _divergences(self) -> None:
         """Where the model and a broker disagreed (only with broker-reported input: `demo --real`)."""
@@ -242,6 +244,17 @@ class Summary:
                 f"for {age / 1000:.0f} s, {_many(now[1], 'proposal')} queued behind it "
                 "(/v1/partitions?state=isr_pending)"
             )
+
+    def _incidents(self) -> None:
+        """Each incident once when it opens and once when it closes, with its one-line summary (SPEC §8)."""
+        page = self.api.get("/v1/incidents", since=self.start, page_size=100) or {}
+        for i in sorted(page.get("incidents", []), key=lambda i: (i["opened_ms"], i["id"])):
+            if i["id"] not in self.incidents:
+                self.incidents[i["id"]] = False
+                self.say(f"  INCIDENT opened  {i['kind']} at {_offset(i['opened_ms'], self.start)}: {i['summary']}")
+            if i["closed_ms"] is not None and not self.incidents[i["id"]]:
+                self.incidents[i["id"]] = True
+                self.say(f"  INCIDENT closed  {i['kind']} at {_offset(i['closed_ms'], self.start)}: {i['summary']}")
 
     def _answer(self, r: dict) -> None:
         """The controller's answer to one AlterPartition request: what each partition committed, or its error."""

@@ -92,6 +92,7 @@ class Incident(Struct, kw_only=True):
     leaders: list[int] = []  # the leaders that removed its brokers, or sent its requests
     counts: dict[str, int] = {}  # by reason (stuck, slow) or divergence kind
     controller_epoch: int | None = None
+    offline_ms: int | None = None  # when the controller removed its broker (`offline`: at or after it opened)
     decision_count: int = 0
     last_ms: int = 0
     quiet_ms: int = 0
@@ -283,6 +284,9 @@ class IncidentBook:
             self.now[cluster] = max(self.now.get(cluster, at), at)
             self._close_due(cluster, at)
             self._timeline.horizons[cluster] = at - self.retention
+        for i in self.open.values():  # its under_min_isr_ms grows with its cluster's time: this step's is its latest
+            if any(s.end_ms is None and s.state is Health.UNDER_MIN_ISR for p in i.partitions for s in p.intervals):
+                self._changed[i.id] = i
         return self._flush()
 
     def _requests(
@@ -356,11 +360,13 @@ class IncidentBook:
             for r in added:
                 self.causes.pop((*key, r), None)
             self._mark(d.cluster, d.ts, "expand", added[0] if added else None, d.topic, d.partition, _text(d))
-        else:  # the controller's state: its removals are the controller's, unless the leader's own shrink committed
+        else:  # the controller's state: its removals are the controller's, unless it commits the leader's shrink
             for r in removed:
                 cause = self.causes.get((*key, r))
-                if cause is None or cause.kind is not DecisionKind.SHRINK:
+                if cause is None or cause.kind is not DecisionKind.SHRINK or cause.leader != d.leader:
                     self.causes[(*key, r)] = d
+            for r in d.isr_after:
+                self.causes.pop((*key, r), None)
         concerned = set(removed) | set(added)
         for i in self._holding(key):
             if concerned & set(i.brokers):
@@ -377,8 +383,6 @@ class IncidentBook:
             self.health.pop(key, None)
         else:
             self.health[key] = h
-        for r in h.isr:
-            self.causes.pop((*key, r), None)
         for i in self._holding(key):
             self._partition_state(i, key, h)
         missing = _missing(h) - _missing(before)
@@ -412,6 +416,7 @@ class IncidentBook:
         self._opened.append(incident.id)
         self._changed[incident.id] = incident
         if kind is IncidentKind.OFFLINE:
+            incident.offline_ms = at
             for b in brokers:
                 self._interval(cluster, b, "offline", at, None, 0)
         return incident
@@ -434,9 +439,9 @@ class IncidentBook:
         if h is not None:
             part.worst = h.health
             part.intervals.append(StateInterval(state=h.health, start_ms=at))
-        if i.kind is IncidentKind.OFFLINE:
+        if i.offline_ms is not None:
             for b in i.brokers:
-                self._interval(i.cluster, b, "offline", i.opened_ms, None, len(i.partitions))
+                self._interval(i.cluster, b, "offline", i.offline_ms, None, len(i.partitions))
 
     def _add_decision(self, i: Incident, d: Decision) -> None:
         if any(x == d for x in i.decisions):
@@ -466,9 +471,9 @@ class IncidentBook:
             i.closed_ms = i.quiet_ms
             del self.open[i.id]
             self._changed[i.id] = i
-            if i.kind is IncidentKind.OFFLINE:
+            if i.offline_ms is not None:
                 for b in i.brokers:
-                    self._interval(cluster, b, "offline", i.opened_ms, i.quiet_ms, len(i.partitions))
+                    self._interval(cluster, b, "offline", i.offline_ms, i.quiet_ms, len(i.partitions))
 
     # -- the timeline
 
@@ -548,15 +553,23 @@ class IncidentBook:
 def follower_removed(book: IncidentBook, h: PartitionHealth, missing: set[int]) -> None:
     """Rule 1, `stuck` / `slow`: a partition's committed ISR lost a follower its leader shrank out (Kafka's
     Partition.maybeShrinkIsr, Partition@3.9.0-rc3 L1238-1262: out of sync as stuck or slow, getOutOfSyncReplicas
-    L1300-1320). It joins that broker's open stuck or slow incident (shrinks on many leaders are one incident),
-    else opens one. A proposal the controller refused commits nothing: it opens nothing."""
+    L1300-1320). It joins the leader's own open stuck or slow incident (a stalled leader shrinks its followers when
+    it resumes: lastCaughtUpTimeMs is stale on its clock), else that broker's open stuck, slow or offline incident
+    (shrinks on many leaders are one incident), else opens one. A proposal the controller refused commits nothing:
+    it opens nothing."""
     key = (h.cluster, h.topic, h.partition)
     for r in sorted(missing):
         cause = book.causes.get((*key, r))
         if cause is None or cause.kind is not DecisionKind.SHRINK or h.health is Health.OFFLINE:
             continue
         reason = cause.reasons.get(str(r), ShrinkReason.STUCK)
-        i = book.find(h.cluster, FOLLOWER_KINDS, r) or book.open_incident(h.cluster, IncidentKind(reason), [r], h.ts)
+        # A leader that was itself stalled judges its followers on its stale clock when it resumes: its stall's.
+        stalled = None if cause.leader is None else book.find(h.cluster, FOLLOWER_KINDS, cause.leader)
+        i = (
+            stalled
+            or book.find(h.cluster, (*FOLLOWER_KINDS, IncidentKind.OFFLINE), r)
+            or book.open_incident(h.cluster, IncidentKind(reason), [r], h.ts)
+        )
         i.counts = {**i.counts, str(reason): i.counts.get(str(reason), 0) + 1}
         book.join(i, key, h.ts, cause)
 
@@ -565,16 +578,20 @@ def broker_offline(book: IncidentBook, h: PartitionHealth, missing: set[int]) ->
     """Rule 2, `offline`: the controller removed a broker from a partition's ISR or leadership (a LeaderAndIsr or
     KRaft metadata change it did not propose: ReplicationControlManager@4.4 handleBrokerFenced /
     handleBrokerUnregistered; KafkaController@3.9 onBrokerFailure), or the partition lost its leader (offline: its
-    last leader is the broker). It joins that broker's open offline incident, else opens one."""
+    last leader is the broker). It joins that broker's open incident (a stuck or slow one becomes `offline`: it
+    stopped fetching, then the controller removed it), else opens one."""
     key = (h.cluster, h.topic, h.partition)
     for r in sorted(missing):
         cause = book.causes.get((*key, r))
         by_controller = cause is not None and cause.kind is DecisionKind.LEADER_AND_ISR
         if not by_controller and h.health is not Health.OFFLINE:
             continue
-        i = book.find(h.cluster, (IncidentKind.OFFLINE,), r) or book.open_incident(
-            h.cluster, IncidentKind.OFFLINE, [r], h.ts
-        )
+        i = book.find(h.cluster, (*FOLLOWER_KINDS, IncidentKind.OFFLINE), r)
+        if i is None:
+            i = book.open_incident(h.cluster, IncidentKind.OFFLINE, [r], h.ts)
+        elif i.kind is not IncidentKind.OFFLINE:  # it stopped fetching, then the controller removed it
+            i.kind, i.offline_ms = IncidentKind.OFFLINE, h.ts
+            book._interval(i.cluster, r, "offline", h.ts, None, 0)
         book.join(i, key, h.ts, cause)
 
 
@@ -674,6 +691,8 @@ def summary(i: Incident) -> str:
         head += leaders or "?"
     elif i.kind is IncidentKind.OFFLINE:
         head = f"broker {who} offline: the controller removed it from the ISR or leadership of {parts}"
+        if i.counts:
+            head = f"broker {who} stopped fetching, then went offline: removed from the ISR or leadership of {parts}"
     elif i.kind is IncidentKind.CONTROLLER:
         short = f"{parts} left short of their full ISR" if n else "no partition left short of its full ISR"
         head = f"controller change (epoch {i.controller_epoch}): {short}"

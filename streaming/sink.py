@@ -185,8 +185,9 @@ class StoreSink:
 
 
 class KafkaOutput:
-    """Decisions, propagation batches and AlterPartition requests as JSON Kafka records, keyed by partition, by
-    broker and by broker.
+    """Decisions, propagation batches, AlterPartition requests and incidents as JSON Kafka records, keyed by
+    partition, by broker, by broker and by incident (each version of an incident as it changed: the latest per key
+    is the incident, so the topic may be compacted).
 
     Delivery is at least once: a batch re-run after a failure sends its records again. Every record carries
     the headers `isrwatch-batch` and `isrwatch-seq` (the same on a re-run), by which a consumer drops what it
@@ -199,11 +200,13 @@ class KafkaOutput:
         decisions_topic: str = "isrwatch.decisions",
         propagations_topic: str = "isrwatch.propagations",
         alter_partitions_topic: str = "isrwatch.alter-partitions",
+        incidents_topic: str = "isrwatch.incidents",
     ) -> None:
         self.producer = JsonProducer(bootstrap, acks="all", enable_idempotence=True)
         self.decisions_topic = decisions_topic
         self.propagations_topic = propagations_topic
         self.alter_partitions_topic = alter_partitions_topic
+        self.incidents_topic = incidents_topic
 
     def send(self, settled: Settled, batch_id: int) -> None:
         batch = str(batch_id).encode()
@@ -213,6 +216,12 @@ class KafkaOutput:
         self._send_each(self.propagations_topic, settled.propagations, batch, lambda p: f"{p.cluster}/{p.broker}")
         self._send_each(
             self.alter_partitions_topic, settled.alter_partitions, batch, lambda r: f"{r.cluster}/{r.broker}"
+        )
+        self._send_each(
+            self.incidents_topic,
+            [i.to_record() for i in settled.incidents],
+            batch,
+            lambda i: f"{i['cluster']}/{i['id']}",
         )
         self.producer.flush()
 

@@ -3,6 +3,11 @@ replayed in one pass and streamed in cuts, and the rules one at a time."""
 
 from __future__ import annotations
 
+import dataclasses
+from operator import itemgetter
+from pathlib import Path
+
+import msgspec
 import pytest
 
 from isrwatch.state.config import Config
@@ -19,8 +24,10 @@ from isrwatch.state.records import (
 )
 from isrwatch.state.replay import ReplayResult, replay_events
 from isrwatch.streaming.testing import run_stateful
-from tests.state.helpers import append, canonical, fetch, lai, lines_of, parse_all
+from tests.state.helpers import append, canonical, fetch, lai, lines_of, parse_all, run_local
+from tests.state.helpers import run_stateful as run_stateful_lines
 
+AGENT = Path(__file__).parents[1] / "agent"
 # (topic, partition) -> replicas, the first its leader. v-0 has two replicas: without one it is under min ISR.
 PARTS = {("t", 0): [1, 2, 3], ("t", 1): [3, 2, 4], ("t", 2): [4, 2, 1], ("u", 0): [1, 3, 4], ("v", 0): [1, 2]}
 END = 112_000
@@ -212,3 +219,47 @@ def test_divergences_of_one_broker_are_one_incident_and_timing_ones_none() -> No
     assert len(changed) == 1 and changed[0].counts == {"different_isr": 1, "missed_by_model": 1}
     assert (changed[0].opened_ms, changed[0].closed_ms) == (100, 600)
     assert [m.kind for m in timeline.markers] == ["divergence", "divergence"]
+
+
+def recording(data: str, with_seq: bool) -> list[dict]:
+    """A repository recording of isrwatch-agent on three brokers (tests/agent/data*/README.md), as events in time
+    order (the ZooKeeper one without `seq`, as tests/state/test_agent_recording.py streams it)."""
+    lines = [line for b in (1, 2, 3) for line in (AGENT / data / f"broker{b}.events.jsonl").read_bytes().splitlines()]
+    events = [msgspec.json.decode(line) for line in lines]
+    if not with_seq:
+        return sorted(({k: v for k, v in e.items() if k != "seq"} for e in events), key=itemgetter("ts"))
+    return sorted(events, key=lambda e: (e["ts"], e["broker"], e["seq"]))
+
+
+@pytest.mark.parametrize(
+    ("data", "with_seq", "lag", "want"),
+    [
+        # SIGSTOP broker 3 (12 s), SIGSTOP broker 1 (9 s), SIGKILL broker 2 (its session expires: a new controller),
+        # the brokers stopped at the end (offline, not back before the recording ends).
+        (
+            "data",
+            False,
+            6000,
+            [
+                ("stuck", [3], True),
+                ("stuck", [1], True),
+                ("offline", [2], True),
+                ("controller", [], True),
+                ("offline", [2], False),
+                ("offline", [1], False),
+            ],
+        ),
+        # stall broker 3 (10 s), then "fence" broker 2: it stalls 22 s and the controller fences it after 18 s.
+        ("data-kraft", True, 5000, [("stuck", [3], True), ("offline", [2], True)]),
+    ],
+)
+def test_a_recording_gives_one_incident_per_stalled_broker_in_replay_and_stream(
+    data: str, with_seq: bool, lag: int, want: list
+) -> None:
+    events = recording(data, with_seq)
+    config = dataclasses.asdict(Config(replica_lag_time_max_ms=lag).with_profile("agent"))
+    replayed, streamed = run_local(events, **config), run_stateful_lines(events, **config)
+    assert [(i["kind"], i["brokers"], i["closed_ms"] is not None) for i in replayed.incidents] == want
+    stalled = [i for i in replayed.incidents if i["counts"].get("stuck")]
+    assert all(i["summary"].startswith(f"broker {i['brokers'][0]} stopped fetching") for i in stalled)
+    assert canonical(streamed.incidents) == canonical(replayed.incidents)
