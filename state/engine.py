@@ -276,37 +276,32 @@ class PartitionEngine:
             exact[key] = max(until, self.applied_until)
         return applied, exact
 
-    def _apply(self, ev: Event, out: Outputs) -> None:
-        """Apply one input event (or explicit tick) at its place in event time, and note the health of what it
-        changed (`_note_states`)."""
-        mark = len(out.decisions)
-        leader_before = None
-        if type(ev) is LeaderAndIsr:
-            p = self.partitions.get((ev.cluster, ev.topic, ev.partition))
-            leader_before = None if p is None else p.leader
-        self._take(ev, out)
-        if len(out.decisions) > mark or type(ev) is AlterPartitionResponse or type(ev) is IsrUpdated:
-            self._note_states(out, mark, ev, leader_before)
-
-    def _note_states(self, out: Outputs, mark: int, ev: Event | None = None, leader_before: int | None = None) -> None:
-        """The health of each partition a decision since `mark` (or `ev`, a commit) concerns, for the incident book:
-        a few per ISR change, never one per fetch (`partition_health`)."""
+    def _note_states(
+        self,
+        out: Outputs,
+        mark: int,
+        commit: AlterPartitionResponse | IsrUpdated | None = None,
+        leader_before: int | None = None,
+    ) -> None:
+        """The health of each partition a decision since `mark` (or `commit`) concerns, for the incident book: a few per
+        ISR change, never one per fetch (`partition_health`). `leader_before`: a LeaderAndIsr's partition's leader."""
         at: dict[PartitionKey, int] = {}
         for d in out.decisions[mark:]:
             if d.kind is not DecisionKind.REJECTED:
                 at[(d.cluster, d.topic, d.partition)] = d.ts
-        if type(ev) is AlterPartitionResponse or type(ev) is IsrUpdated:
-            at[(ev.cluster, ev.topic, ev.partition)] = ev.ts
+        if commit is not None:
+            at[(commit.cluster, commit.topic, commit.partition)] = commit.ts
         for key, ts in at.items():
             p = self.partitions.get(key)
             if p is not None:
-                before = leader_before if type(ev) is LeaderAndIsr else None
-                out.states.append(partition_health(p, ts, self._leader_config(p), before))
+                out.states.append(partition_health(p, ts, self._leader_config(p), leader_before))
 
-    def _take(self, ev: Event, out: Outputs) -> None:
-        """Apply one input event (or explicit tick) at its place in event time."""
+    def _apply(self, ev: Event, out: Outputs) -> None:
+        """Apply one input event (or explicit tick) at its place in event time, and note the health of what its
+        decisions or commit changed (`_note_states`)."""
         partitions = self.partitions
         config = self.config
+        mark = len(out.decisions)
         versions, protocols = self.kafka_versions, self.isr_protocols  # either: some broker has its own rules
         if ev.broker is not None and ev.seq is not None:
             self._saw(ev.cluster, ev.broker, ev.seq, ev.ts)
@@ -314,10 +309,14 @@ class PartitionEngine:
             p = partitions.get((ev.cluster, ev.topic, ev.partition))
             leader_config = self._leader_config(p) if versions or protocols else config
             update_follower_fetch_state(p, ev, leader_config, out, self.metadata_of(p))
+            if len(out.decisions) > mark:  # an expand
+                self._note_states(out, mark)
         elif type(ev) is Append:
             p = partitions.get((ev.cluster, ev.topic, ev.partition))
             leader_config = self._leader_config(p) if versions or protocols else config
             append_to_leader(p, ev, leader_config, out, self.metadata_of(p))
+            if len(out.decisions) > mark:  # its check's shrink
+                self._note_states(out, mark)
         elif type(ev) is LeaderAndIsr:
             key = (ev.cluster, ev.topic, ev.partition)
             p = partitions.get(key)
@@ -332,12 +331,16 @@ class PartitionEngine:
                 leader_reports_writes(p)
             for replica in removed_by_controller(p, *before):
                 self._fence_in_metadata_of(p.cluster, ev.leader, replica)
+            self._note_states(out, mark, leader_before=before[0])
         elif type(ev) is Tick:
             self._tick(ev, out)
+            if len(out.decisions) > mark:  # its isr-expiration run's shrinks
+                self._note_states(out, mark)
         elif type(ev) is AlterPartitionResponse:
             p = partitions.get((ev.cluster, ev.topic, ev.partition))
             leader_config = self._leader_config(p) if versions or protocols else config
             handle_alter_partition_response(p, ev, leader_config, out, self.metadata_of(p))
+            self._note_states(out, mark, ev)
         elif type(ev) is BrokerRegistration:
             reporter = -1 if ev.broker is None else ev.broker
             self.registrations.setdefault((ev.cluster, reporter), {})[ev.id] = Registration(
@@ -348,6 +351,7 @@ class PartitionEngine:
             p = partitions.get((ev.cluster, ev.topic, ev.partition))
             leader_config = self._leader_config(p) if versions or protocols else config
             commit_isr_write(p, ev, leader_config, self.metadata_of(p))
+            self._note_states(out, mark, ev)
             # An AlterPartition leader's write is a commit: the audit pairs its proposals (SPEC §7).
             out.observe(p, replace(ev, arrival=0), audited=not leader_config.alter_partition)
         elif type(ev) is AlterPartitionSent:

@@ -108,3 +108,12 @@ def test_the_timeline_between_since_and_until(told: TestClient) -> None:
     assert all(50_000 <= m["ts"] <= 70_000 for m in body["markers"])
     bad = told.get("/v1/timeline", params={"since": 70_000, "until": 50_000})
     assert bad.status_code == 422 and bad.json()["detail"].startswith("since")
+
+
+def test_metrics_count_incidents_opened_and_open(told: TestClient) -> None:
+    scrape = told.get("/metrics").text
+    for kind in ("stuck", "offline", "controller"):
+        assert f'isrwatch_incidents_total{{cluster="default",kind="{kind}"}} 1.0' in scrape
+    assert "isrwatch_incidents_open{" not in scrape  # every incident of the story closed
+    assert "# TYPE isrwatch_incidents_open gauge" in scrape
+    assert "# TYPE isrwatch_incidents_open_under_min_isr gauge" in scrape
