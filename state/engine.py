@@ -346,6 +346,8 @@ class PartitionEngine:
             self.registrations.setdefault((ev.cluster, reporter), {})[ev.id] = Registration(
                 ev.epoch, ev.fenced, ev.in_controlled_shutdown
             )
+            if self.owns_ticks:  # every state key gets it; one passes it on (the incident book's fenced brokers)
+                out.registrations.append(replace(ev, arrival=0))
         elif type(ev) is IsrUpdated:
             # What a broker did: recorded with the model's view, after it commits the model's write in flight.
             p = partitions.get((ev.cluster, ev.topic, ev.partition))

@@ -21,6 +21,7 @@ import msgspec
 from msgspec import Struct
 
 from .config import Config
+from .events import BrokerRegistration
 from .propagation import PropagationBook
 from .records import (
     HEALTH_RANK,
@@ -97,6 +98,7 @@ class Incident(Struct, kw_only=True):
     last_ms: int = 0
     quiet_ms: int = 0
     pending: list[int] = []  # the send times of its AlterPartition requests still in flight
+    held: list[int] = []  # its brokers the controller has fenced, until unfenced
     partitions: list[IncidentPartition] = []
     decisions: list[Decision] = []
 
@@ -110,7 +112,7 @@ class Incident(Struct, kw_only=True):
 
 
 # An incident's fields that only the book reads: when it last joined, when its effects ended, what is in flight.
-INTERNAL_FIELDS = ("last_ms", "quiet_ms", "pending")
+INTERNAL_FIELDS = ("last_ms", "quiet_ms", "pending", "held")
 
 
 class CountPoint(Struct, kw_only=True):
@@ -168,9 +170,14 @@ class _Request(Struct, frozen=True):
     answered: bool
 
 
+_Ordered = Decision | PartitionHealth | BrokerRegistration | _Request
+
+
 class _State(Struct, array_like=True):
     decisions: list[Decision]
     states: list[PartitionHealth]
+    registrations: list[BrokerRegistration]
+    fenced: list[tuple[str, int, list[tuple[int, bool]], bool]]  # cluster, broker, reports by reporter, fenced
     health: list[PartitionHealth]
     causes: list[tuple[int, Decision]]
     counts: dict[str, list[int]]
@@ -193,7 +200,9 @@ class IncidentBook:
         self.window = config.incident_window_ms
         self.pending_ms = config.isr_change_pending_ms
         self.retention = config.timeline_retention_ms
-        self.buffer: list[Decision | PartitionHealth] = []
+        self.buffer: list[Decision | PartitionHealth | BrokerRegistration] = []
+        # A broker's registration as each reporter last had it (fenced or not), and whether it counts as fenced.
+        self.fenced: dict[tuple[str, int], tuple[dict[int, bool], bool]] = {}
         self.health: dict[PartitionKey, PartitionHealth] = {}  # partitions not at their full ISR
         self.causes: dict[tuple[str, str, int, int], Decision] = {}  # why a replica left a partition's ISR
         self.counts: dict[str, list[int]] = {}  # cluster -> [under_replicated, under_min_isr, offline]
@@ -205,7 +214,8 @@ class IncidentBook:
         self.now: dict[str, int] = {}  # cluster -> how far the book has applied it
         if blob is not None:
             s = _state.decode(blob)
-            self.buffer = [*s.decisions, *s.states]
+            self.buffer = [*s.decisions, *s.states, *s.registrations]
+            self.fenced = {(c, b): (dict(reports), now) for c, b, reports, now in s.fenced}
             self.health = {(h.cluster, h.topic, h.partition): h for h in s.health}
             self.causes = {(d.cluster, d.topic, d.partition, r): d for r, d in s.causes}
             self.counts = s.counts
@@ -226,6 +236,8 @@ class IncidentBook:
             _State(
                 [x for x in self.buffer if isinstance(x, Decision)],
                 [x for x in self.buffer if isinstance(x, PartitionHealth)],
+                [x for x in self.buffer if isinstance(x, BrokerRegistration)],
+                [(c, b, sorted(reports.items()), now) for (c, b), (reports, now) in self.fenced.items()],
                 list(self.health.values()),
                 [(k[3], d) for k, d in self.causes.items()],
                 self.counts,
@@ -244,10 +256,16 @@ class IncidentBook:
         """Every cluster the book or the propagation book holds anything of (a replay's one `until` is theirs)."""
         return {x.cluster for x in self.buffer} | self.now.keys() | set(book.clusters)
 
-    def add(self, decisions: Iterable[Decision], states: Iterable[PartitionHealth]) -> None:
+    def add(
+        self,
+        decisions: Iterable[Decision],
+        states: Iterable[PartitionHealth],
+        registrations: Iterable[BrokerRegistration] = (),
+    ) -> None:
         """Buffer the ordered inputs: they apply once their cluster's frontier passes them."""
         self.buffer.extend(d for d in decisions if d.kind is not DecisionKind.REJECTED)
         self.buffer.extend(states)
+        self.buffer.extend(registrations)
 
     def advance(
         self,
@@ -259,9 +277,7 @@ class IncidentBook:
     ) -> tuple[list[Incident], list[Incident], Timeline]:
         """Apply every buffered input before its cluster's frontier in event time, then the step's cluster-wide inputs;
         returns the incidents opened and every incident changed (as they are now), and the timeline's additions."""
-        due: list[Decision | PartitionHealth | _Request] = [
-            x for x in self.buffer if x.ts < frontiers.get(x.cluster, x.ts)
-        ]
+        due: list[_Ordered] = [x for x in self.buffer if x.ts < frontiers.get(x.cluster, x.ts)]
         if due:
             self.buffer = [x for x in self.buffer if x.ts >= frontiers.get(x.cluster, x.ts)]
         due += self._requests(requests, brokers, frontiers)
@@ -272,6 +288,8 @@ class IncidentBook:
                 self._take_decision(x)
             elif isinstance(x, PartitionHealth):
                 self._take_state(x)
+            elif isinstance(x, BrokerRegistration):
+                broker_fenced(self, x)
             else:
                 isr_change_pending(self, x)
             self.now[x.cluster] = max(self.now.get(x.cluster, x.ts), x.ts)
@@ -595,6 +613,45 @@ def broker_offline(book: IncidentBook, h: PartitionHealth, missing: set[int]) ->
         book.join(i, key, h.ts, cause)
 
 
+def broker_fenced(book: IncidentBook, r: BrokerRegistration) -> None:
+    """Rule 2b, `offline`: the controller fenced a broker it had unfenced (its registration, KRaft: a session that
+    expired, ClusterControlManager@4.4 / BrokerHeartbeatManager): it joins the broker's open stuck, slow or offline
+    incident (which becomes `offline`), else opens one, and holds it open until unfenced. The brokers report each
+    registration as their metadata has it: a broker counts as fenced while most of those that reported it say so.
+    A broker fenced when first seen (starting up) opens none."""
+    key = (r.cluster, r.id)
+    known = key in book.fenced
+    reports, was = book.fenced.get(key, ({}, False))
+    reports = {**reports, -1 if r.broker is None else r.broker: r.fenced}
+    votes = sum(reports.values())
+    now = was if votes * 2 == len(reports) else votes * 2 > len(reports)
+    book.fenced[key] = (reports, now)
+    if now == was:
+        return
+    if not now:
+        current = book.intervals.get((r.cluster, r.id, "fenced"))
+        if current is not None:
+            book._interval(r.cluster, r.id, "fenced", current.start_ms, r.ts, 0)
+        for held in book.open.values():
+            if held.cluster == r.cluster and r.id in held.held:
+                held.held = [b for b in held.held if b != r.id]
+                held.last_ms, held.quiet_ms = max(held.last_ms, r.ts), max(held.quiet_ms, r.ts)
+                book._changed[held.id] = held
+        return
+    book._interval(r.cluster, r.id, "fenced", r.ts, None, 0)
+    if not known:
+        return
+    i = book.find(r.cluster, (*FOLLOWER_KINDS, IncidentKind.OFFLINE), r.id)
+    if i is None:
+        i = book.open_incident(r.cluster, IncidentKind.OFFLINE, [r.id], r.ts)
+    elif i.kind is not IncidentKind.OFFLINE:
+        i.kind, i.offline_ms = IncidentKind.OFFLINE, r.ts
+        book._interval(i.cluster, r.id, "offline", r.ts, None, len(i.partitions))
+    i.held = sorted({*i.held, r.id})
+    i.last_ms = max(i.last_ms, r.ts)
+    book._changed[i.id] = i
+
+
 def controller_change(book: IncidentBook, h: PartitionHealth, missing: set[int]) -> None:
     """Rule 3, `controller`: a partition state from a controller epoch above any seen in its cluster (a new
     controller: KafkaController@3.9 onControllerFailover increments it) opens one; partitions that state leaves
@@ -658,8 +715,9 @@ def divergence(book: IncidentBook, d: Divergence) -> None:
 
 def closes(book: IncidentBook, i: Incident, at: int) -> bool:
     """Every kind closes alike: at `at`, each partition it touched is back to its full ISR, none of its requests is in
-    flight, and nothing joined it for `incident_window_ms` (a shrink within it would be the same incident)."""
-    if i.pending or at < i.last_ms + book.window:
+    flight, none of its brokers is fenced, and nothing joined it for `incident_window_ms` (a shrink within it would be
+    the same incident)."""
+    if i.pending or i.held or at < i.last_ms + book.window:
         return False
     return not any((i.cluster, p.topic, p.partition) in book.health for p in i.partitions)
 
@@ -742,12 +800,14 @@ def _propagation_text(p: Propagation) -> str:
 # -- helpers
 
 
-def _order(x: Decision | PartitionHealth | _Request) -> tuple[int, int, str, str, int]:
-    """Event time, a decision before the health it leads to before a request, then the partition or broker: the same
-    in every cut."""
+def _order(x: _Ordered) -> tuple[int, int, str, str, int, int]:
+    """Event time; a decision, a registration, the health a decision leads to, a request; then the partition or broker
+    (a registration: its reporter): the same in every cut."""
     if isinstance(x, _Request):
-        return (x.ts, 2 + x.answered, x.cluster, "", x.request.broker)
-    return (x.ts, 0 if isinstance(x, Decision) else 1, x.cluster, x.topic, x.partition)
+        return (x.ts, 3 + x.answered, x.cluster, "", x.request.broker, 0)
+    if isinstance(x, BrokerRegistration):
+        return (x.ts, 1, x.cluster, "", x.id, -1 if x.broker is None else x.broker)
+    return (x.ts, 0 if isinstance(x, Decision) else 2, x.cluster, x.topic, x.partition, 0)
 
 
 def _missing(h: PartitionHealth | None) -> set[int]:

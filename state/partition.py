@@ -18,7 +18,16 @@ from msgspec import Struct
 from msgspec.structs import replace
 
 from .config import Config
-from .events import AlterPartitionResponse, AlterPartitionSent, Append, BrokerObserved, Fetch, IsrUpdated, LeaderAndIsr
+from .events import (
+    AlterPartitionResponse,
+    AlterPartitionSent,
+    Append,
+    BrokerObserved,
+    BrokerRegistration,
+    Fetch,
+    IsrUpdated,
+    LeaderAndIsr,
+)
 from .metrics import (
     FAILED_ISR_UPDATES,
     IGNORED_ALTER_PARTITION_RESPONSES,
@@ -164,6 +173,7 @@ class Outputs:
         "counters",
         "touched",
         "states",
+        "registrations",
     )
 
     def __init__(self) -> None:
@@ -179,6 +189,7 @@ class Outputs:
         self.counters: Counter[str] = Counter()
         self.touched: set[PartitionKey] = set()
         self.states: list[PartitionHealth] = []  # partitions' health where a decision or a commit may change it
+        self.registrations: list[BrokerRegistration] = []  # the KRaft registrations brokers reported (once per stream)
 
     def count(self, kind: Metric, reason: str) -> None:
         """Count under `kind.reason` an input the rules took and that changed nothing, or an ISR update that failed:

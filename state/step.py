@@ -22,7 +22,7 @@ from msgspec.structs import replace
 from .alter_partition import AlterPartitionBook
 from .audit import Audit, sorted_divergences
 from .clock import ClockBook
-from .events import BrokerObserved, DeadLetter, IsrUpdated, Observed
+from .events import BrokerObserved, BrokerRegistration, DeadLetter, IsrUpdated, Observed
 from .incidents import Incident, IncidentBook, Timeline
 from .metrics import DEAD_LETTERS, IGNORED_ALTER_PARTITION_ANSWERS, LATE_EVENTS, counter_key
 from .propagation import PropagationBook
@@ -66,6 +66,8 @@ class StepOutputs(Protocol):
     def alter_partition(self) -> list[AlterPartitionSubmit | AlterPartitionAnswer | AlterPartitionSendSeen]: ...
     @property
     def states(self) -> list[PartitionHealth]: ...
+    @property
+    def registrations(self) -> list[BrokerRegistration]: ...
 
 
 @dataclass
@@ -121,6 +123,7 @@ def settle(
     writes: list[IsrWrite] = []
     observed: list[Observation | BrokerObserved] = []
     states: list[PartitionHealth] = []
+    registrations: list[BrokerRegistration] = []
     for out in outputs:
         settled.decisions.extend(out.decisions)
         items.extend(out.changes)
@@ -129,6 +132,7 @@ def settle(
         observed.extend(out.observed)
         proposals.extend(out.alter_partition)
         states.extend(out.states)
+        registrations.extend(out.registrations)
         counters.update(out.counters)
     counters[LATE_EVENTS.tally] += book.add(items) + managers.add(proposals)
     # What brokers did, as they reported it: a proposal observed for the audit is its request's, recorded once.
@@ -156,7 +160,7 @@ def settle(
     settled.divergences = sorted_divergences(divergences)
     settled.brokers = brokers_view(book, managers, clocks)
     if incidents is not None:
-        incidents.add(settled.decisions, states)
+        incidents.add(settled.decisions, states, registrations)
         if until is not None:
             frontiers = dict(until) if not isinstance(until, int) else {c: until for c in incidents.clusters(book)}
             settled.opened, settled.incidents, settled.timeline = incidents.advance(

@@ -7,7 +7,7 @@ import pyarrow as pa
 from msgspec import Struct
 
 from isrwatch.state.clock import ClockSample
-from isrwatch.state.events import BrokerObserved, DeadLetter, Event
+from isrwatch.state.events import BrokerObserved, BrokerRegistration, DeadLetter, Event
 from isrwatch.state.records import (
     AlterPartitionAnswer,
     AlterPartitionSendSeen,
@@ -104,6 +104,7 @@ class Report(Struct, array_like=True):
     alter_partition: list[AlterPartitionSubmit | AlterPartitionAnswer | AlterPartitionSendSeen] = []  # for the managers
     clocks: list[ClockSample] = []  # the reporting brokers' clocks as this call's lines showed them (SPEC §6)
     states: list[PartitionHealth] = []  # partitions' health where it may have changed, for the incident book
+    registrations: list[BrokerRegistration] = []  # the KRaft registrations brokers reported, for the incident book
 
 
 # Module-level functions (not bound methods) so that Spark's closure pickling refers to them by name.

@@ -11,6 +11,7 @@ import msgspec
 import pytest
 
 from isrwatch.state.config import Config
+from isrwatch.state.events import BrokerRegistration
 from isrwatch.state.incidents import Incident, IncidentBook
 from isrwatch.state.records import (
     AlterPartitionItem,
@@ -263,3 +264,32 @@ def test_a_recording_gives_one_incident_per_stalled_broker_in_replay_and_stream(
     stalled = [i for i in replayed.incidents if i["counts"].get("stuck")]
     assert all(i["summary"].startswith(f"broker {i['brokers'][0]} stopped fetching") for i in stalled)
     assert canonical(streamed.incidents) == canonical(replayed.incidents)
+
+
+def _registration(ts: int, reporter: int, broker: int, fenced: bool) -> BrokerRegistration:
+    return BrokerRegistration(
+        ts=ts, cluster="c", broker=reporter, id=broker, epoch=1, fenced=fenced, in_controlled_shutdown=False
+    )
+
+
+def test_a_broker_fenced_by_most_reporters_is_offline_until_unfenced() -> None:
+    """Rule 2b: a broker fenced when first seen opens nothing; fenced later, by most of the brokers that report it,
+    it is an offline incident held open until they report it unfenced, and a `fenced` lane."""
+    book = IncidentBook(Config(incident_window_ms=1000))
+    reports = [
+        _registration(0, 1, 2, True),  # starting up
+        _registration(10, 1, 2, False),
+        _registration(10, 3, 2, False),
+        _registration(5000, 1, 2, True),  # one of two: not yet
+        _registration(5100, 3, 2, True),
+        _registration(9000, 2, 2, False),  # the fenced broker's own stale view: one of three
+        _registration(20_000, 3, 2, False),
+        _registration(20_050, 1, 2, False),
+    ]
+    book.add([], [], reports)
+    _, held, _ = book.advance({"c": 15_000})
+    assert [(i.kind, i.brokers, i.opened_ms, i.closed_ms) for i in held] == [("offline", [2], 5100, None)]
+    _, closed, timeline = book.advance({"c": 30_000})
+    assert [(i.opened_ms, i.closed_ms, i.offline_ms) for i in closed] == [(5100, 20_000, 5100)]
+    lanes = [(i.kind, i.start_ms, i.end_ms) for i in timeline.intervals]
+    assert ("fenced", 5100, 20_000) in lanes and ("offline", 5100, 20_000) in lanes
