@@ -187,11 +187,15 @@ class Summary:
         news = sorted(
             [(d["ts"], 0, d) for d in decisions.get("decisions", [])]
             + [(b["ts"], 1, b) for b in batches.get("propagations", [])]
-            + [(r["response_ms"], 2, r) for r in answers.get("alter_partitions", [])],
+            + [(r["response_ms"], 2, r) for r in answers.get("alter_partitions", [])]
+            + self._incidents(),
             key=lambda n: n[:2],
         )
         controller: dict[str, list[str]] = {}
         for ts, what, item in news:
+            if what == 3:
+                self._incident(ts, item)
+                continue
             if what == 1:
                 self.last_batch_ts = ts
                 self._batch(item)
@@ -212,7 +216,6 @@ class Summary:
             self.say(f"  LEADER_AND_ISR  {len(names)} {outcome}: {listed}")
         self._divergences()
         self._stuck()
-        self._incidents()
 
     def _divergences(self) -> None:
         """Where the model and a broker disagreed (only with broker-reported input: `demo --real`)."""
@@ -245,16 +248,23 @@ class Summary:
                 "(/v1/partitions?state=isr_pending)"
             )
 
-    def _incidents(self) -> None:
-        """Each incident once when it opens and once when it closes, with its one-line summary (SPEC §8)."""
+    def _incidents(self) -> list[tuple[int, int, dict]]:
+        """The news of incidents (SPEC §8) not told yet: each once when it opens and once when it closes, at its time
+        (told after the decisions of the same time)."""
         page = self.api.get("/v1/incidents", since=self.start, page_size=100) or {}
-        for i in sorted(page.get("incidents", []), key=lambda i: (i["opened_ms"], i["id"])):
+        news = []
+        for i in page.get("incidents", []):
             if i["id"] not in self.incidents:
-                self.incidents[i["id"]] = False
-                self.say(f"  INCIDENT opened  {i['kind']} at {_offset(i['opened_ms'], self.start)}: {i['summary']}")
-            if i["closed_ms"] is not None and not self.incidents[i["id"]]:
-                self.incidents[i["id"]] = True
-                self.say(f"  INCIDENT closed  {i['kind']} at {_offset(i['closed_ms'], self.start)}: {i['summary']}")
+                news.append((i["opened_ms"], 3, {"what": "opened", "incident": i}))
+            if i["closed_ms"] is not None and not self.incidents.get(i["id"]):
+                news.append((i["closed_ms"], 3, {"what": "closed", "incident": i}))
+        return news
+
+    def _incident(self, ts: int, news: dict) -> None:
+        """One INCIDENT line with the incident's summary as it stands now."""
+        i = news["incident"]
+        self.incidents[i["id"]] = news["what"] == "closed"
+        self.say(f"  INCIDENT {news['what']}  {i['kind']} at {_offset(ts, self.start)}: {i['summary']}")
 
     def _answer(self, r: dict) -> None:
         """The controller's answer to one AlterPartition request: what each partition committed, or its error."""
