@@ -40,6 +40,7 @@ class StoreCollector(Collector):
         yield from self._partitions(now)
         yield from self._followers(now)
         yield from self._brokers(now)
+        yield from self._incidents()
         yield from self._tallies()
         yield from self._stream(position, now)
 
@@ -134,6 +135,14 @@ class StoreCollector(Collector):
                 if now_ms is not None and since_ms is not None:
                     age.add_metric(labels, (now_ms - since_ms) / 1000)
             yield from (count, age)
+
+    def _incidents(self) -> Iterator[Metric]:
+        """Open incidents by kind, and those with a partition under min ISR or offline (SPEC §8)."""
+        open_, severe = _gauge(m.INCIDENTS_OPEN), _gauge(m.INCIDENTS_OPEN_UNDER_MIN_ISR)
+        for cluster, kind, n, under in self.store.incidents_open():
+            open_.add_metric([cluster, kind], n)
+            severe.add_metric([cluster, kind], under)
+        yield from (open_, severe)
 
     def _tallies(self) -> Iterator[Metric]:
         counters = {

@@ -160,6 +160,7 @@ class Summary:
         self.proposers: set[tuple[str, int]] = set()  # leader brokers that propose with AlterPartition
         self.refusals: dict[tuple[int, str], Refusals] = {}  # (broker, error) -> a run of refusals not told yet
         self.again: dict[tuple, tuple[int, int]] = {}  # this look's proposals -> (repeats, last time)
+        self.incidents: dict[str, bool] = {}  # incident id -> whether its close was told
         self.health: tuple | None = None
         self.said_health_at = 0.0
         self.ready = False
@@ -205,13 +206,17 @@ class Summary:
         news = sorted(
             [(d["ts"], 0, d) for d in decisions.get("decisions", [])]
             + [(b["ts"], 1, b) for b in batches.get("propagations", [])]
-            + [(r["response_ms"], 2, r) for r in answers.get("alter_partitions", [])],
+            + [(r["response_ms"], 2, r) for r in answers.get("alter_partitions", [])]
+            + self._incidents(),
             key=lambda n: n[:2],
         )
         controller: dict[str, list[str]] = {}
         refused: set[tuple[int, str]] = set()
         self.again.clear()
         for ts, what, item in news:
+            if what == 3:
+                self._incident(ts, item)
+                continue
             if what == 1:
                 self.last_batch_ts = ts
                 self._batch(item)
@@ -269,6 +274,24 @@ class Summary:
                 f"for {age / 1000:.0f} s, {_many(now[1], 'proposal')} queued behind it "
                 "(/v1/partitions?state=isr_pending)"
             )
+
+    def _incidents(self) -> list[tuple[int, int, dict]]:
+        """The news of incidents (SPEC §8) not told yet: each once when it opens and once when it closes, at its time
+        (told after the decisions of the same time)."""
+        page = self.api.get("/v1/incidents", since=self.start, page_size=100) or {}
+        news = []
+        for i in page.get("incidents", []):
+            if i["id"] not in self.incidents:
+                news.append((i["opened_ms"], 3, {"what": "opened", "incident": i}))
+            if i["closed_ms"] is not None and not self.incidents.get(i["id"]):
+                news.append((i["closed_ms"], 3, {"what": "closed", "incident": i}))
+        return news
+
+    def _incident(self, ts: int, news: dict) -> None:
+        """One INCIDENT line with the incident's summary as it stands now."""
+        i = news["incident"]
+        self.incidents[i["id"]] = news["what"] == "closed"
+        self.say(f"  INCIDENT {news['what']}  {i['kind']} at {_clock(ts)}: {i['summary']}")
 
     def _answer(self, r: dict) -> set[tuple[int, str]]:
         """The controller's answer to one AlterPartition request: a COMMIT line for what it committed; its refusals

@@ -116,6 +116,14 @@ BROKER_ALTER_PARTITION_IN_FLIGHT_AGE = gauge(
     "Event time since a broker sent its AlterPartition request still in flight (absent: none in flight)",
     _BROKER,
 )
+# Incidents (SPEC §8)
+INCIDENTS_OPEN = gauge("incidents_open", "Incidents open, by kind (SPEC §8)", ("cluster", "kind"))
+INCIDENTS_OPEN_UNDER_MIN_ISR = gauge(
+    "incidents_open_under_min_isr",
+    "Open incidents with a partition that went under min ISR or offline (producers with acks=all get "
+    "NOT_ENOUGH_REPLICAS)",
+    ("cluster", "kind"),
+)
 # Counters, tallied by the store at write time
 ISR_SHRINKS = counter(
     "isr_shrinks", "Followers removed from an ISR, by the leader that removed them", ("cluster", "broker", "reason")
@@ -161,6 +169,7 @@ IGNORED_ALTER_PARTITION_RESPONSES = counter(
 IGNORED_ALTER_PARTITION_ANSWERS = counter(
     "ignored_alter_partition_answers", "Answers no AlterPartition request of the broker awaited", ("reason",)
 )
+INCIDENTS = counter("incidents", "Incidents opened, by kind (SPEC §8)", ("cluster", "kind"))
 LATE_EVENTS = counter("late_events", "Events at or behind the watermark, counted and dropped")
 STREAM_INPUT_ROWS = counter("stream_input_rows", "Input rows the streaming query read")
 SOURCE_LOST_RECORDS = counter(
@@ -218,6 +227,8 @@ CATALOGUE: tuple[Metric, ...] = (
     BROKER_OLDEST_ISR_PENDING,
     BROKER_ALTER_PARTITION_QUEUE,
     BROKER_ALTER_PARTITION_IN_FLIGHT_AGE,
+    INCIDENTS_OPEN,
+    INCIDENTS_OPEN_UNDER_MIN_ISR,
     ISR_SHRINKS,
     FOLLOWER_SHRINKS,
     ISR_EXPANDS,
@@ -233,6 +244,7 @@ CATALOGUE: tuple[Metric, ...] = (
     FAILED_ISR_UPDATES,
     IGNORED_ALTER_PARTITION_RESPONSES,
     IGNORED_ALTER_PARTITION_ANSWERS,
+    INCIDENTS,
     LATE_EVENTS,
     STREAM_INPUT_ROWS,
     SOURCE_LOST_RECORDS,
@@ -271,13 +283,15 @@ def tallies(
     counters: Mapping[str, int],
     divergences: Iterable[Divergence] = (),
     alter_partitions: Iterable[AlterPartitionRequest] = (),
+    incidents_opened: Iterable[tuple[str, str]] = (),
 ) -> dict[TallyKey, float]:
     """The cumulative-counter increments one batch contributes.
 
     Counted once at write time, so /metrics never scans the decision history: shrinks per removed follower by
     its reason (under its leader's broker and under its own), expands, decisions by kind, batches by trigger, the
     batch-size and change-to-batch delay histograms, divergences by kind and cause, AlterPartition answers by
-    outcome and the request latency histogram, plus the step's `name[.reason]` counters.
+    outcome and the request latency histogram, incidents opened by (cluster, kind), plus the step's
+    `name[.reason]` counters.
     """
     counts: dict[TallyKey, float] = defaultdict(float)
 
@@ -307,6 +321,8 @@ def tallies(
         add(f"{histogram.tally}_bucket", cluster=cluster, le=bucket_label(value, histogram.buckets))
         add(f"{histogram.tally}_sum", value, cluster=cluster)
         add(f"{histogram.tally}_count", cluster=cluster)
+    for cluster, kind in incidents_opened:
+        add(INCIDENTS.tally, cluster=cluster, kind=kind)
     for divergence in divergences:
         add(DIVERGENCES.tally, cluster=divergence.cluster, kind=divergence.kind, cause=divergence.cause or "")
     for name, value in counters.items():

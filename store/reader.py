@@ -15,6 +15,7 @@ from typing import Any, Generic, TypeVar
 
 import msgspec
 
+from isrwatch.state.incidents import INTERNAL_FIELDS
 from isrwatch.state.metrics import PARTITION_FLAGS, SOURCE_LOST_RECORDS
 from isrwatch.state.records import (
     AlterPartitionRequest,
@@ -283,6 +284,106 @@ class Reader(Database):
         where, params = _event_filters(*((f"d.{c}", equal.get(c)) for c in columns), since=since)
         return self._newest_first(dict, table, where, params, after, limit)
 
+    def incidents(
+        self,
+        *,
+        cluster: str | None = None,
+        kind: str | None = None,
+        broker: int | None = None,
+        open: bool | None = None,
+        since: int | None = None,
+        after: Key | None = None,
+        limit: int = 100,
+    ) -> Page[dict[str, Any]]:
+        """Incidents newest first by (opened_ms, id), without their partitions and decisions (`incident` has them);
+        `since`: those not closed before it; `open`: closed_ms null (True) or not (False)."""
+        where, params = _equal(("i.cluster", cluster), ("i.kind", kind))
+        if broker is not None:
+            where.append("i.brokers LIKE ?")
+            params.append(f"%,{broker},%")
+        if open is not None:
+            where.append("i.closed_ms IS NULL" if open else "i.closed_ms IS NOT NULL")
+        if since is not None:
+            where.append("(i.closed_ms IS NULL OR i.closed_ms >= ?)")
+            params.append(since)
+        if after is not None:
+            where.append("(i.opened_ms, i.id) < (?, ?)")
+            params.extend(after)
+        sql = "SELECT i.opened_ms, i.id, i.record FROM incidents i"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        rows = self._rows(sql + " ORDER BY i.opened_ms DESC, i.id DESC LIMIT ?", (*params, limit + 1))
+        items = [_incident_summary(r[2]) for r in rows[:limit]]
+        return Page(items, tuple(rows[limit - 1][:2]) if len(rows) > limit else None)
+
+    def incident(self, incident_id: str) -> dict[str, Any] | None:
+        """One incident with its partitions' intervals and its decisions (None: no such incident)."""
+        row = self._one("SELECT record FROM incidents WHERE id = ?", (incident_id,))
+        return None if row is None else _public(_decoders[dict](row[0]))
+
+    def incidents_open(self) -> list[tuple[str, str, int, int]]:
+        """(cluster, kind, open incidents, those with a partition under min ISR or offline), for /metrics."""
+        return [
+            (c, k, n, int(m or 0))
+            for c, k, n, m in self._rows(
+                "SELECT cluster, kind, COUNT(*), SUM(CASE WHEN worst IN ('under_min_isr', 'offline') THEN 1 ELSE 0 END)"
+                " FROM incidents WHERE closed_ms IS NULL GROUP BY cluster, kind ORDER BY cluster, kind"
+            )
+        ]
+
+    def timeline(self, cluster: str, since: int, until: int, markers: int = 10_000) -> dict[str, Any]:
+        """The timeline of `cluster` between `since` and `until` (event time, inclusive): its partition counts (the
+        one in force at `since` first), each broker's intervals that overlap it, at most `markers` markers, and the
+        incidents that overlap it."""
+        counts = self._rows(
+            "SELECT ts, under_replicated, under_min_isr, offline FROM timeline_counts WHERE cluster = ? AND ts < ?"
+            " ORDER BY ts DESC LIMIT 1",
+            (cluster, since),
+        )
+        counts = [(since, *r[1:]) for r in counts] + self._rows(
+            "SELECT ts, under_replicated, under_min_isr, offline FROM timeline_counts"
+            " WHERE cluster = ? AND ts >= ? AND ts <= ? ORDER BY ts",
+            (cluster, since, until),
+        )
+        lanes: dict[int, list[dict[str, Any]]] = {}
+        for broker, kind, start, end, partitions in self._rows(
+            "SELECT broker, kind, start_ms, end_ms, partitions FROM timeline_intervals"
+            " WHERE cluster = ? AND start_ms <= ? AND (end_ms IS NULL OR end_ms >= ?) ORDER BY broker, start_ms, kind",
+            (cluster, until, since),
+        ):
+            lanes.setdefault(broker, []).append(
+                {"kind": kind, "start_ms": start, "end_ms": end, "partitions": partitions}
+            )
+        marks = self._rows(
+            "SELECT ts, kind, broker, topic, partition, text FROM timeline_markers"
+            " WHERE cluster = ? AND ts >= ? AND ts <= ? ORDER BY ts, batch_id, seq LIMIT ?",
+            (cluster, since, until, markers),
+        )
+        incidents = self._rows(
+            "SELECT record FROM incidents WHERE cluster = ? AND opened_ms <= ?"
+            " AND (closed_ms IS NULL OR closed_ms >= ?) ORDER BY opened_ms, id",
+            (cluster, until, since),
+        )
+        names = ("ts", "kind", "broker", "topic", "partition", "text")
+        return {
+            "cluster": cluster,
+            "since": since,
+            "until": until,
+            "counts": [
+                dict(zip(("ts", "under_replicated", "under_min_isr", "offline"), r, strict=True)) for r in counts
+            ],
+            "brokers": [{"broker": b, "intervals": lanes[b]} for b in sorted(lanes)],
+            "markers": [dict(zip(names, m, strict=True)) for m in marks],
+            "incidents": [_incident_summary(r[0]) for r in incidents],
+        }
+
+    def timeline_clusters(self) -> list[str]:
+        """The clusters the store has incidents or timeline counts of."""
+        return [
+            r[0]
+            for r in self._rows("SELECT cluster FROM timeline_counts UNION SELECT cluster FROM incidents ORDER BY 1")
+        ]
+
     def dead_letters(
         self, *, since: int | None = None, after: Key | None = None, limit: int = 100
     ) -> Page[dict[str, Any]]:
@@ -541,6 +642,16 @@ class _Elr(msgspec.Struct):
 
 
 _elr_of = msgspec.json.Decoder(_Elr).decode
+
+
+def _public(incident: dict[str, Any]) -> dict[str, Any]:
+    """An incident's row as its record: without the fields only the incident book reads."""
+    return {k: v for k, v in incident.items() if k not in INTERNAL_FIELDS}
+
+
+def _incident_summary(record: str) -> dict[str, Any]:
+    """An incident as a list shows it: without its partitions and decisions."""
+    return {k: v for k, v in _public(_decoders[dict](record)).items() if k not in ("partitions", "decisions")}
 
 
 def _one_partition(columns: str, topic: str, partition: int, cluster: str | None) -> tuple[str, tuple[Any, ...]]:
