@@ -17,7 +17,7 @@ from . import docs, errors
 from .metrics import registry_for
 from .params import JSON
 from .query import KnownQueryParameters
-from .routers import alter_partitions, audit, brokers, health, history, metrics, partitions
+from .routers import alter_partitions, audit, brokers, health, history, incidents, metrics, partitions
 from .settings import Settings
 
 DESCRIPTION = """Read-only view of what isrwatch's streaming job (or a replay) wrote to its store: every
@@ -66,7 +66,7 @@ def create_app(store_url: str, settings: Settings | None = None, **overrides: An
     app.state.registry = registry_for(store, settings)
     errors.install(app)
     docs.install(app)
-    for module in (partitions, brokers, history, alter_partitions, audit, metrics, health):
+    for module in (partitions, brokers, history, alter_partitions, audit, incidents, metrics, health):
         app.include_router(module.router)
     app.mount("/static", StatusPageFiles(directory=settings.static_dir, check_dir=False), name="static")
     app.add_middleware(KnownQueryParameters, api=app)

@@ -40,6 +40,7 @@ class StoreCollector(Collector):
         yield from self._partitions(now)
         yield from self._followers(now)
         yield from self._brokers(now)
+        yield from self._incidents()
         yield from self._tallies()
         yield from self._stream(position, now)
 
@@ -99,9 +100,10 @@ class StoreCollector(Collector):
 
     def _brokers(self, now: EventTime) -> Iterator[Metric]:
         pending, since = _gauge(m.BROKER_PENDING_ISR_CHANGES), _gauge(m.BROKER_SECONDS_SINCE_LAST_PROPAGATION)
-        clock = _gauge(m.BROKER_CLOCK_OFFSET)
-        for b in self.store.broker_propagation():
+        clock, out_of_sync = _gauge(m.BROKER_CLOCK_OFFSET), _gauge(m.BROKER_OUT_OF_SYNC_REPLICAS)
+        for b in self.store.brokers():  # every broker that hosts a replica or has propagation state
             labels = [b["cluster"], str(b["broker"])]
+            out_of_sync.add_metric(labels, b["out_of_sync_replicas"])  # its view as a follower
             pending.add_metric(labels, len(b["pending"]))
             now_ms = now.of(b["cluster"])
             if now_ms is not None and b["last_propagation_ms"] is not None:
@@ -110,6 +112,7 @@ class StoreCollector(Collector):
                 clock.add_metric(labels, b["clock_offset_ms"] / 1000)
         yield pending
         yield since
+        yield out_of_sync
         yield clock
         yield from self._alter_partition(now)
 
@@ -132,6 +135,14 @@ class StoreCollector(Collector):
                 if now_ms is not None and since_ms is not None:
                     age.add_metric(labels, (now_ms - since_ms) / 1000)
             yield from (count, age)
+
+    def _incidents(self) -> Iterator[Metric]:
+        """Open incidents by kind, and those with a partition under min ISR or offline (SPEC §8)."""
+        open_, severe = _gauge(m.INCIDENTS_OPEN), _gauge(m.INCIDENTS_OPEN_UNDER_MIN_ISR)
+        for cluster, kind, n, under in self.store.incidents_open():
+            open_.add_metric([cluster, kind], n)
+            severe.add_metric([cluster, kind], under)
+        yield from (open_, severe)
 
     def _tallies(self) -> Iterator[Metric]:
         counters = {

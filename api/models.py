@@ -234,11 +234,32 @@ class PartitionIsr(BaseModel):
     )
 
 
+class Proposal(BaseModel):
+    """What became of a leader's proposed ISR change (AlterPartition, SPEC §4.9)."""
+
+    state: Literal["pending", "committed", "refused"] = Field(
+        description="pending: not answered yet, the committed ISR stands; committed: the controller took it; "
+        "refused: the controller answered an error, the committed ISR stands"
+    )
+    answered_ms: int | None
+    error: str | None = Field(description="Kafka's error (refused)")
+    committed_isr: list[int] | None
+    committed_partition_epoch: int | None
+
+
 Decision = _from_struct(
     records.Decision,
     _DECISION,
     "A SPEC §5 decision record.",
     {"reasons": "why each removed replica left the ISR (shrinks)"},
+    proposal=(
+        Proposal | None,
+        Field(
+            None,
+            description="a shrink or expand of a leader that proposes with AlterPartition: only proposed, and what "
+            "became of it; null: the leader wrote its ISR itself (ZooKeeper mode), or a controller's decision",
+        ),
+    ),
 )
 
 
@@ -495,3 +516,110 @@ class ObservedPage(BaseModel):
 class DivergencePage(BaseModel):
     divergences: list[Divergence]
     next_page_token: str | None
+
+
+# Incidents and the timeline (SPEC §8)
+_HEALTH = Literal["under_replicated", "under_min_isr", "offline"]
+_INCIDENT = {
+    "id": "stuck-5d1c0f7e2a9b4c31",
+    "cluster": "default",
+    "kind": "stuck",
+    "brokers": [2],
+    "opened_ms": 1700000030001,
+    "closed_ms": 1700000055001,
+    "summary": "broker 2 stopped fetching: removed as stuck from 7 partitions by leaders 1, 3, 4; none under min ISR; "
+    "back after 25 s",
+    "partition_count": 7,
+    "worst": "under_replicated",
+    "under_min_isr_ms": 0,
+    "leaders": [1, 3, 4],
+    "counts": {"stuck": 7},
+    "controller_epoch": None,
+    "offline_ms": None,
+    "decision_count": 14,
+}
+
+
+class Incident(BaseModel):
+    model_config = _example(_INCIDENT)
+    id: str = Field(description="stable: the same events give the same id in replay and in the stream")
+    cluster: str
+    kind: Literal["stuck", "slow", "offline", "controller", "isr_change_pending", "divergence"]
+    brokers: list[int] = Field(description="the broker(s) it is about")
+    opened_ms: int
+    closed_ms: int | None = Field(description="null while open")
+    summary: str = Field(description="one line a person reads")
+    partition_count: int
+    worst: _HEALTH | None = Field(description="the worst state a partition reached (null: all kept their full ISR)")
+    under_min_isr_ms: int = Field(
+        description="how long some partition was under min ISR (producers with acks=all got NOT_ENOUGH_REPLICAS)"
+    )
+    leaders: list[int] = Field(description="the leaders that removed its brokers, or that sent its requests")
+    counts: dict[str, int] = Field(description="shrinks by reason, or divergences by kind")
+    controller_epoch: int | None
+    offline_ms: int | None = Field(description="when the controller removed its broker (offline incidents)")
+    decision_count: int
+
+
+class StateInterval(BaseModel):
+    state: _HEALTH
+    start_ms: int
+    end_ms: int | None
+
+
+class IncidentPartition(BaseModel):
+    topic: str
+    partition: int
+    worst: _HEALTH | None
+    intervals: list[StateInterval]
+
+
+class IncidentDetail(Incident):
+    partitions: list[IncidentPartition]
+    decisions: list[Decision]  # type: ignore[valid-type]
+
+
+class IncidentPage(BaseModel):
+    model_config = _example({"incidents": [_INCIDENT], "next_page_token": None})
+    incidents: list[Incident]
+    next_page_token: str | None
+
+
+class CountPoint(BaseModel):
+    ts: int
+    under_replicated: int
+    under_min_isr: int
+    offline: int
+
+
+class BrokerInterval(BaseModel):
+    kind: Literal[
+        "out_of_sync", "offline", "fenced", "leading_fewer", "alter_partition_in_flight", "alter_partition_queue"
+    ]
+    start_ms: int
+    end_ms: int | None
+    partitions: int
+
+
+class BrokerLane(BaseModel):
+    broker: int
+    intervals: list[BrokerInterval]
+
+
+class Marker(BaseModel):
+    ts: int
+    kind: Literal["shrink", "expand", "controller", "propagation", "divergence"]
+    broker: int | None
+    topic: str | None
+    partition: int | None
+    text: str
+
+
+class Timeline(BaseModel):
+    cluster: str
+    since: int
+    until: int
+    counts: list[CountPoint] = Field(description="the partition counts from each ts on; the first is the one at since")
+    brokers: list[BrokerLane]
+    markers: list[Marker]
+    incidents: list[Incident]

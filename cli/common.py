@@ -30,6 +30,9 @@ CONFIG_HELP = """configuration keys (SPEC §2; --config FILE.json and/or --set K
   audit_window_ms                lag    agent input: how long the model's ISR write or batch and the broker's wait
                                         for each other before either is a divergence
   audit_timing_ms                100    agent input: a shrink that hinges on less than this is a `timing` divergence
+  incident_window_ms             10000  a follower's shrinks on many leaders within this are one incident (SPEC §8)
+  isr_change_pending_ms          5000   an AlterPartition request in flight this long is an incident
+  timeline_retention_ms          86400000  the store keeps the timeline's history this long (event time)
 
 profiles (--profile NAME, applied after --config and before --set):
   agent    input from isrwatch-agent: isr_expiration_interval_ms=0 and isr_change_check_interval_ms=0, so the

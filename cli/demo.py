@@ -68,19 +68,27 @@ class Api:
             return None
 
 
-def _offset(ms: int | None, start: int) -> str:
+def _offset(ms: int, start: int) -> str:
+    """`ms` after `start` as +m:ss.s, rounded to the tenth first so that 59.97 s reads +1:00.0, not +0:60.0."""
+    tenths = round((ms - start) / 100)
+    return f"+{tenths // 600}:{tenths % 600 / 10:04.1f}"
+
+
+def _clock(ms: int | None) -> str:
+    """Event time as the status page shows it (its `clock`: local HH:MM:SS.mmm), so a terminal line and the page's
+    rows and timeline read on one clock."""
     if ms is None:
         return "-"
-    s = (ms - start) / 1000
-    return f"+{int(s // 60)}:{s % 60:04.1f}"
+    return time.strftime("%H:%M:%S", time.localtime(ms // 1000)) + f".{ms % 1000:03d}"
 
 
 def _many(n: int, thing: str) -> str:
     return f"{n} {thing}{'' if n == 1 else 's'}"
 
 
-def story_lines(faults: list[Fault], kafka: Config, session_timeout_ms: int) -> list[str]:
-    """What the audience will see, in event time from the start (faults may overlap: told in time order)."""
+def story_lines(faults: list[Fault], kafka: Config, session_timeout_ms: int, start_ms: int) -> list[str]:
+    """What the audience will see, at the event time the page will show (`start_ms` plus each fault's time, with
+    that offset; faults may overlap: told in time order)."""
     lag = kafka.replica_lag_time_max_ms / 1000
     if kafka.alter_partition:
         shrink = (
@@ -98,7 +106,7 @@ def story_lines(faults: list[Fault], kafka: Config, session_timeout_ms: int) -> 
 
     def tell(ms: int | None, text: str) -> None:
         if ms is not None:  # a fault without an end has none to tell
-            lines.append((ms, f"{_offset(ms, 0)}  {text}"))
+            lines.append((ms, f"{_clock(start_ms + ms)} ({_offset(ms, 0)})  {text}"))
 
     for f in faults:
         at, until = f.start_ms, f.end_ms
@@ -141,17 +149,24 @@ def story_lines(faults: list[Fault], kafka: Config, session_timeout_ms: int) -> 
 
 
 class Summary:
-    """Prints what changed since the last look: ISR decisions, batches, partition health."""
+    """Prints what changed since the last look: ISR decisions (or proposals and their answers), batches, partition
+    health, all at the event time the status page shows (`_clock`)."""
 
-    def __init__(self, api: Api, start_ms: int, say: Callable[[str], None]) -> None:
+    def __init__(self, api: Api, start_ms: int, say: Callable[[str], None], metadata: bool = False) -> None:
         self.api = api
         self.start = start_ms
         self.say = say
+        # KRaft's controller changes a partition with metadata records, not a LeaderAndIsr request.
+        self.controller_word = "METADATA" if metadata else "LEADER_AND_ISR"
         self.last_decision_ts = start_ms
         self.last_batch_ts = start_ms
         self.last_divergence_ts = start_ms
         self.last_answer_ts = start_ms
         self.stuck: dict[int, tuple[int, int, int]] = {}  # broker -> (in-flight partitions, queue, age) last told
+        self.proposers: set[tuple[str, int]] = set()  # leader brokers that propose with AlterPartition
+        self.refusals: dict[tuple[int, str], Refusals] = {}  # (broker, error) -> a run of refusals not told yet
+        self.again: dict[tuple, tuple[int, int]] = {}  # this look's proposals -> (repeats, last time)
+        self.incidents: dict[str, bool] = {}  # incident id -> whether its close was told
         self.health: tuple | None = None
         self.said_health_at = 0.0
         self.ready = False
@@ -165,6 +180,9 @@ class Summary:
             "batches": 0,
             "divergences": 0,
             "requests": 0,
+            "proposed": 0,
+            "committed": 0,
+            "refused": 0,
         }
 
     def tick(self) -> None:
@@ -186,44 +204,58 @@ class Summary:
             self.health = health
             self.said_health_at = time.monotonic()
             self.say(
-                f"watermark {_offset(page['as_of_ms'], self.start)}: {len(parts)} partitions, "
+                f"watermark {_clock(page['as_of_ms'])}: {len(parts)} partitions, "
                 f"{health[0]} under-replicated, {health[1]} under min ISR, {health[2]} offline"
             )
 
     def _news(self) -> None:
         """New decisions, batches and AlterPartition answers, told in event-time order (a batch or an answer after
         the changes it carries)."""
+        brokers = (self.api.get("/v1/brokers") or {}).get("brokers", [])
+        self.proposers.update((b["cluster"], b["broker"]) for b in brokers if "queue_size" in b)
         decisions = self.api.get("/v1/decisions", since=self.last_decision_ts + 1, page_size=500) or {}
         batches = self.api.get("/v1/propagations", since=self.last_batch_ts + 1, page_size=500) or {}
         answers = self.api.get("/v1/alter-partitions", since=self.last_answer_ts + 1, page_size=500) or {}
         news = sorted(
             [(d["ts"], 0, d) for d in decisions.get("decisions", [])]
             + [(b["ts"], 1, b) for b in batches.get("propagations", [])]
-            + [(r["response_ms"], 2, r) for r in answers.get("alter_partitions", [])],
+            + [(r["response_ms"], 2, r) for r in answers.get("alter_partitions", [])]
+            + self._incidents(),
             key=lambda n: n[:2],
         )
         controller: dict[str, list[str]] = {}
+        refused: set[tuple[int, str]] = set()
+        self.again.clear()
         for ts, what, item in news:
+            if what == 3:
+                self._incident(ts, item)
+                continue
             if what == 1:
                 self.last_batch_ts = ts
                 self._batch(item)
                 continue
             if what == 2:
                 self.last_answer_ts = ts
-                self._answer(item)
+                refused.update(self._answer(item))
                 continue
             self.last_decision_ts = ts
-            self.counts[item["kind"]] += 1
             if item["kind"] in ("shrink", "expand"):
                 self._isr_change(item)
             else:
+                self.counts[item["kind"]] += 1
                 outcome = f"rejected ({item['error']})" if item["error"] else "accepted"
                 controller.setdefault(outcome, []).append(f"{item['topic']}-{item['partition']}")
+        for (_, leader, name, kind, *_), (count, last) in self.again.items():
+            if not count:
+                continue
+            self.say(f"  PROPOSE {kind} {name} by leader {leader} again, {count} more times until {_clock(last)}")
         for outcome, names in controller.items():
-            listed = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
-            self.say(f"  LEADER_AND_ISR  {len(names)} {outcome}: {listed}")
+            self.say(f"  {self.controller_word}  {len(names)} {outcome}: {_listed(names)}")
+        # A run of refusals is told once, when a look brings no more of it.
+        for key in [key for key in self.refusals if key not in refused]:
+            self.refusals.pop(key).tell(self.say, key)
         self._divergences()
-        self._stuck()
+        self._stuck(brokers)
 
     def _divergences(self) -> None:
         """Where the model and a broker disagreed (only with broker-reported input: `demo --real`)."""
@@ -234,13 +266,13 @@ class Summary:
             where = f"{d['topic']}-{d['partition']}" if d["topic"] is not None else "its batch"
             self.say(
                 f"  AUDIT   broker {d['broker']} {d['subject']} {where}: {d['kind']} "
-                f"(at {_offset(d['ts'], self.start)}; /v1/divergences)"
+                f"(at {_clock(d['ts'])}; /v1/divergences)"
             )
 
-    def _stuck(self) -> None:
+    def _stuck(self, brokers: list[dict]) -> None:
         """A broker's AlterPartition request the controller has left unanswered for STUCK_MS, with the queue behind
         it: told again when either grows, or every 10 s more (SPEC §4.9; ZooKeeper-mode leaders have no queue)."""
-        for b in (self.api.get("/v1/brokers") or {}).get("brokers", []):
+        for b in brokers:
             age = b.get("in_flight_age_ms")
             if age is None or age < STUCK_MS:
                 self.stuck.pop(b["broker"], None)
@@ -256,31 +288,72 @@ class Summary:
                 "(/v1/partitions?state=isr_pending)"
             )
 
-    def _answer(self, r: dict) -> None:
-        """The controller's answer to one AlterPartition request: what each partition committed, or its error."""
+    def _incidents(self) -> list[tuple[int, int, dict]]:
+        """The news of incidents (SPEC §8) not told yet: each once when it opens and once when it closes, at its time
+        (told after the decisions of the same time)."""
+        page = self.api.get("/v1/incidents", since=self.start, page_size=100) or {}
+        news = []
+        for i in page.get("incidents", []):
+            if i["id"] not in self.incidents:
+                news.append((i["opened_ms"], 3, {"what": "opened", "incident": i}))
+            if i["closed_ms"] is not None and not self.incidents.get(i["id"]):
+                news.append((i["closed_ms"], 3, {"what": "closed", "incident": i}))
+        return news
+
+    def _incident(self, ts: int, news: dict) -> None:
+        """One INCIDENT line with the incident's summary as it stands now."""
+        i = news["incident"]
+        self.incidents[i["id"]] = news["what"] == "closed"
+        self.say(f"  INCIDENT {news['what']}  {i['kind']} at {_clock(ts)}: {i['summary']}")
+
+    def _answer(self, r: dict) -> set[tuple[int, str]]:
+        """The controller's answer to one AlterPartition request: a COMMIT line for what it committed; its refusals
+        join their broker's run of the same error (`Refusals`), told once. Returns the (broker, error) runs fed."""
         self.counts["requests"] += 1
-        outcomes = ", ".join(
-            f"{p['topic']}-{p['partition']} "
-            + (p["error"] or f"[{','.join(map(str, p['committed_isr']))}] epoch {p['committed_partition_epoch']}")
-            for p in r["partitions"]
-        )
         took = r["response_ms"] - r["sent_ms"]
-        self.say(
-            f"  {'ANSWER' if any(p['error'] for p in r['partitions']) else 'COMMIT'}  broker {r['broker']}'s "
-            f"request answered after {f'{took} ms' if took < 1000 else f'{took / 1000:.1f} s'}: {outcomes} "
-            f"(at {_offset(r['response_ms'], self.start)})"
-        )
+        committed = [p for p in r["partitions"] if not p["error"]]
+        self.counts["committed"] += len(committed)
+        if committed:
+            outcomes = ", ".join(
+                f"{p['topic']}-{p['partition']} [{','.join(map(str, p['committed_isr']))}] "
+                f"epoch {p['committed_partition_epoch']}"
+                for p in committed
+            )
+            self.say(
+                f"  COMMIT  broker {r['broker']}'s request answered after "
+                f"{f'{took} ms' if took < 1000 else f'{took / 1000:.1f} s'}: {outcomes} (at {_clock(r['response_ms'])})"
+            )
+        fed = set()
+        for p in r["partitions"]:
+            if p["error"]:
+                self.counts["refused"] += 1
+                key = (r["broker"], p["error"])
+                self.refusals.setdefault(key, Refusals(r["response_ms"])).add(r["response_ms"], p)
+                fed.add(key)
+        return fed
 
     def _isr_change(self, d: dict) -> None:
+        """A leader's shrink or expand: written at once in ZooKeeper mode; with AlterPartition only proposed, its
+        COMMIT or REFUSED line follows with the controller's answer (SPEC §4.9)."""
         name = f"{d['topic']}-{d['partition']}"
         isr = f"[{','.join(map(str, d['isr_before']))}] -> [{','.join(map(str, d['isr_after']))}]"
         if d["kind"] == "shrink":
-            what = "SHRINK", ", ".join(f"replica {r} {reason}" for r, reason in d["reasons"].items())
+            why = ", ".join(f"replica {r} {reason}" for r, reason in d["reasons"].items())
         else:
-            what = "EXPAND", f"replica {d['replicas_changed'][0]} caught up"
-        self.say(
-            f"  {what[0]}  {name:<12} {isr:<18} {what[1]}  (leader {d['leader']}, at {_offset(d['ts'], self.start)})"
-        )
+            why = f"replica {d['replicas_changed'][0]} caught up"
+        if (d["cluster"], d["leader"]) in self.proposers:
+            self.counts["proposed"] += 1
+            # The same proposal again (a leader re-proposes what the controller refused) is told once per look.
+            key = (d["cluster"], d["leader"], name, d["kind"], isr, why)
+            if key in self.again:
+                self.again[key] = (self.again[key][0] + 1, d["ts"])
+                return
+            self.again[key] = (0, d["ts"])
+            label = f"PROPOSE {d['kind']}"
+        else:
+            self.counts[d["kind"]] += 1
+            label = d["kind"].upper()
+        self.say(f"  {label}  {name:<12} {isr:<18} {why}  (leader {d['leader']}, at {_clock(d['ts'])})")
 
     def _batch(self, b: dict) -> None:
         self.counts["batches"] += 1
@@ -290,10 +363,53 @@ class Summary:
             if b["first_change_ts"] is None
             else f", {(b['ts'] - b['first_change_ts']) / 1000:.1f} s after the first change"
         )
-        self.say(
-            f"  BATCH   broker {b['broker']} propagated {names} ({b['trigger']}{delay}, at "
-            f"{_offset(b['ts'], self.start)})"
+        self.say(f"  BATCH   broker {b['broker']} propagated {names} ({b['trigger']}{delay}, at {_clock(b['ts'])})")
+
+    def finish(self) -> None:
+        """Tell the runs of refusals the last look left untold."""
+        for key, refusals in sorted(self.refusals.items()):
+            refusals.tell(self.say, key)
+        self.refusals.clear()
+
+    def outcome(self, alter_partition: bool) -> str:
+        """The closing count: ISR writes, or proposals by how they ended; the controller's changes by its word."""
+        c = self.counts
+        changes = (
+            f"{c['proposed']} ISR changes proposed ({c['committed']} committed, {c['refused']} refused)"
+            if alter_partition
+            else f"{c['shrink']} shrinks, {c['expand']} expands"
         )
+        word = "metadata changes" if self.controller_word == "METADATA" else "LeaderAndIsr"
+        return f"{changes}, {c['leader_and_isr']} {word} accepted, {c['rejected']} rejected"
+
+
+class Refusals:
+    """One broker's run of AlterPartition answers with the same error, told as one line when it ends: "broker 3: 80
+    answers STALE_BROKER_EPOCH in 6.0 s"."""
+
+    def __init__(self, at: int) -> None:
+        self.first = self.last = at
+        self.count = 0
+        self.partitions: list[str] = []
+
+    def add(self, at: int, item: dict) -> None:
+        self.count += 1
+        self.last = max(self.last, at)
+        name = f"{item['topic']}-{item['partition']}"
+        if name not in self.partitions:
+            self.partitions.append(name)
+
+    def tell(self, say: Callable[[str], None], key: tuple[int, str]) -> None:
+        broker, error = key
+        span = f" in {(self.last - self.first) / 1000:.1f} s" if self.count > 1 else ""
+        say(
+            f"  REFUSED broker {broker}: {_many(self.count, 'answer')} {error}{span}, the ISR stays as committed: "
+            f"{_listed(self.partitions)} (at {_clock(self.first)})"
+        )
+
+
+def _listed(names: list[str]) -> str:
+    return ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
 
 
 def _fresh(workdir: Path, store_url: str) -> None:
@@ -357,12 +473,10 @@ def _stop_on_signals(stop: threading.Event) -> None:
 
 
 def _narrator() -> Callable[[str], None]:
-    """Print each line with the time since the demo started, as [m:ss.s]."""
-    started = time.monotonic()
+    """Print each line with the wall clock it is said at, [HH:MM:SS] on the clock of the page's times (`_clock`)."""
 
     def say(message: str) -> None:
-        elapsed = time.monotonic() - started
-        print(f"[{int(elapsed // 60)}:{elapsed % 60:04.1f}] {message}", flush=True)
+        print(f"[{_clock(int(time.time() * 1000))[:8]}] {message}", flush=True)
 
     return say
 
@@ -401,11 +515,12 @@ def main(args: argparse.Namespace) -> int:
         f"  status page   {base}/\n"
         f"  API           {base}/docs   metrics {base}/metrics\n"
         f"  files         {workdir}/ (events/, job.log, api.log), store {store}\n"
-        f"The story (event time from now{f', played {args.speed:g}x faster' if args.speed != 1 else ''}; "
+        "The story (event time, as the status page shows it"
+        f"{f'; played {args.speed:g}x faster' if args.speed != 1 else ''}; "
         f"replica.lag.time.max.ms = {kafka.replica_lag_time_max_ms / 1000:g} s):",
         flush=True,
     )
-    for line in story_lines(list(story.faults), kafka, sim.zookeeper_session_timeout_ms):
+    for line in story_lines(list(story.faults), kafka, sim.zookeeper_session_timeout_ms, start):
         print(f"  {line}", flush=True)
     print("Press Ctrl-C to stop.", flush=True)
 
@@ -446,10 +561,10 @@ def main(args: argparse.Namespace) -> int:
         if kafka.alter_partition
         else f"{c['batches']} ISR-change batches"
     )
+    summary.finish()
     say(
-        f"stopped. {c['shrink']} shrinks, {c['expand']} expands, {c['leader_and_isr']} LeaderAndIsr accepted, "
-        f"{c['rejected']} rejected, {written}. The store stays in {store}: browse it again with "
-        f"`{_browse_again(store)}`."
+        f"stopped. {summary.outcome(kafka.alter_partition)}, {written}. The store stays in {store}: browse it again "
+        f"with `{_browse_again(store)}`."
     )
     return code
 
@@ -545,7 +660,7 @@ def real_main(args: argparse.Namespace) -> int:
     _stop_on_signals(stop)
     children: list[Child] = []
     teller: threading.Thread | None = None
-    summary = Summary(Api(base), int(time.time() * 1000), say)  # what happens from now on
+    summary = Summary(Api(base), int(time.time() * 1000), say, metadata=mode != ZOOKEEPER)  # from now on
     code = 0
     try:
         if attached:
@@ -580,9 +695,10 @@ def real_main(args: argparse.Namespace) -> int:
         if not attached and (lab_dir / LAB_JSON).exists() and load(lab_dir).started_ms >= summary.start:
             down(lab_dir, lambda message: say(f"lab: {message}"))
     c = summary.counts
+    summary.finish()
     say(
-        f"stopped. {c['shrink']} shrinks, {c['expand']} expands, {c['leader_and_isr']} LeaderAndIsr accepted, "
-        f"{c['batches']} ISR-change batches, {c['divergences']} divergences from the brokers. The store stays in "
+        f"stopped. {summary.outcome(mode != ZOOKEEPER)}, {c['batches']} ISR-change batches, "
+        f"{c['divergences']} divergences from the brokers. The store stays in "
         f"{store} (`{_browse_again(store)}`), the lab's logs in {lab_dir}" + (" (still running)." if attached else ".")
     )
     return code

@@ -1,8 +1,8 @@
 """Replay recorded events through the replica engine and write its outputs.
 
 Replay JSONL events (SPEC §3) in (ts, seq) order, run the scheduled isr-expiration and propagation checks up
-to --until, and write decisions.jsonl, propagations.jsonl, state.jsonl, dead_letter.jsonl and summary.json
-into --out (with agent input also observed.jsonl and divergences.jsonl; with AlterPartition leaders also
+to --until, and write decisions.jsonl, propagations.jsonl, state.jsonl, dead_letter.jsonl, incidents.jsonl and
+summary.json into --out (with agent input also observed.jsonl and divergences.jsonl; with AlterPartition leaders also
 alter_partitions.jsonl), and/or the store, in one pass.
 Replaying the same events with another --set replica_lag_time_max_ms=... shows how many shrinks it would cause.
 """
@@ -110,6 +110,7 @@ def write_outputs(out: Path, result: ReplayResult) -> None:
         ("propagations", result.propagations),
         ("state", result.records),
         ("dead_letter", [d.to_record() for d in result.dead_letters]),
+        ("incidents", [i.to_record() for i in result.incidents]),
     )
     if result.observed or result.divergences:  # agent input: what brokers did, and the audit
         files += (("observed", result.observed), ("divergences", result.divergences))

@@ -84,9 +84,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     rn.add_argument(
         "--kafka-output",
         metavar="BOOTSTRAP",
-        help="also send decisions, propagation batches and AlterPartition requests as JSON to Kafka topics "
-        "isrwatch.decisions (key cluster/topic/partition), isrwatch.propagations and isrwatch.alter-partitions "
-        "(key cluster/broker); at least once, with headers isrwatch-batch and isrwatch-seq to drop repeats by",
+        help="also send decisions, propagation batches, AlterPartition requests and incidents as JSON to Kafka "
+        "topics isrwatch.decisions (key cluster/topic/partition), isrwatch.propagations and isrwatch.alter-partitions "
+        "(key cluster/broker) and isrwatch.incidents (key cluster/id, each version as it changes); at least once, "
+        "with headers isrwatch-batch and isrwatch-seq to drop repeats by",
     )
     rn.add_argument(
         "--store-retry",

@@ -123,6 +123,11 @@ class Config:
     audit_timing_ms: int = 100
     kafka_version: str = "2.6"  # the brokers' Kafka version, for its rule set (an agent's tick overrides it per broker)
     isr_protocol: str = ZOOKEEPER  # how leaders write their ISR (an agent's tick overrides it per broker)
+    # Incidents (SPEC §8): a follower's shrinks on many leaders within this are one incident, and an incident stays
+    # open this long past its last join; an AlterPartition request in flight this long is an `isr_change_pending` one.
+    incident_window_ms: int = 10000
+    isr_change_pending_ms: int = 5000
+    timeline_retention_ms: int = 86_400_000  # the store keeps the timeline's history this long (event time)
 
     @property
     def expiration_interval_ms(self) -> int:

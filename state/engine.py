@@ -50,12 +50,13 @@ from .partition import (
     maybe_shrink_isr,
     next_shrink_eligible_at,
     observe_alter_partition_sent,
+    partition_health,
     partition_record,
     removed_by_controller,
     restarted,
     update_follower_fetch_state,
 )
-from .records import PartitionRecord, PropagationTick
+from .records import DecisionKind, PartitionRecord, PropagationTick
 from .schedule import INF, first_at_or_after
 
 STATE_VERSION = 3  # 3: a partition's AlterPartition items are held by brokers; registrations as each broker has them
@@ -336,10 +337,32 @@ class PartitionEngine:
             exact[key] = max(until, self.applied_until)
         return applied, exact
 
+    def _note_states(
+        self,
+        out: Outputs,
+        mark: int,
+        commit: AlterPartitionResponse | IsrUpdated | None = None,
+        leader_before: int | None = None,
+    ) -> None:
+        """The health of each partition a decision since `mark` (or `commit`) concerns, for the incident book: a few per
+        ISR change, never one per fetch (`partition_health`). `leader_before`: a LeaderAndIsr's partition's leader."""
+        at: dict[PartitionKey, int] = {}
+        for d in out.decisions[mark:]:
+            if d.kind is not DecisionKind.REJECTED:
+                at[(d.cluster, d.topic, d.partition)] = d.ts
+        if commit is not None:
+            at[(commit.cluster, commit.topic, commit.partition)] = commit.ts
+        for key, ts in at.items():
+            p = self.partitions.get(key)
+            if p is not None:
+                out.states.append(partition_health(p, ts, self._leader_config(p), leader_before))
+
     def _apply(self, ev: Event, out: Outputs) -> None:
-        """Apply one input event (or explicit tick) at its place in event time."""
+        """Apply one input event (or explicit tick) at its place in event time, and note the health of what its
+        decisions or commit changed (`_note_states`)."""
         partitions = self.partitions
         config = self.config
+        mark = len(out.decisions)
         versions, protocols = self.kafka_versions, self.isr_protocols  # either: some broker has its own rules
         if ev.broker is not None and ev.seq is not None:
             self._saw(ev.cluster, ev.broker, ev.seq, ev.ts)
@@ -347,10 +370,14 @@ class PartitionEngine:
             p = partitions.get((ev.cluster, ev.topic, ev.partition))
             leader_config = self._leader_config(p) if versions or protocols else config
             update_follower_fetch_state(p, ev, leader_config, out, self.metadata_of(p))
+            if len(out.decisions) > mark:  # an expand
+                self._note_states(out, mark)
         elif type(ev) is Append:
             p = partitions.get((ev.cluster, ev.topic, ev.partition))
             leader_config = self._leader_config(p) if versions or protocols else config
             append_to_leader(p, ev, leader_config, out, self.metadata_of(p))
+            if len(out.decisions) > mark:  # its check's shrink
+                self._note_states(out, mark)
         elif type(ev) is LeaderAndIsr:
             key = (ev.cluster, ev.topic, ev.partition)
             p = partitions.get(key)
@@ -365,21 +392,28 @@ class PartitionEngine:
                 leader_reports_writes(p)
             for replica in removed_by_controller(p, *before):
                 self.registrations.fence(p.cluster, ev.leader, replica)
+            self._note_states(out, mark, leader_before=before[0])
         elif type(ev) is Tick:
             self._tick(ev, out)
+            if len(out.decisions) > mark:  # its isr-expiration run's shrinks
+                self._note_states(out, mark)
         elif type(ev) is AlterPartitionResponse:
             p = partitions.get((ev.cluster, ev.topic, ev.partition))
             leader_config = self._leader_config(p) if versions or protocols else config
             handle_alter_partition_response(p, ev, leader_config, out, self.metadata_of(p))
+            self._note_states(out, mark, ev)
         elif type(ev) is BrokerRegistration:
             reporter = -1 if ev.broker is None else ev.broker
             registration = Registration(ev.epoch, ev.fenced, ev.in_controlled_shutdown)
             self.registrations.report(ev.cluster, reporter, ev.id, registration)
+            if self.owns_ticks:  # every state key gets it; one passes it on (the incident book's fenced brokers)
+                out.registrations.append(replace(ev, arrival=0))
         elif type(ev) is IsrUpdated:
             # What a broker did: recorded with the model's view, after it commits the model's write in flight.
             p = partitions.get((ev.cluster, ev.topic, ev.partition))
             leader_config = self._leader_config(p) if versions or protocols else config
             commit_isr_write(p, ev, leader_config, self.metadata_of(p))
+            self._note_states(out, mark, ev)
             # An AlterPartition leader's write is a commit: the audit pairs its proposals (SPEC §7).
             out.observe(p, replace(ev, arrival=0), audited=not leader_config.alter_partition)
         elif type(ev) is AlterPartitionSent:
@@ -396,7 +430,10 @@ class PartitionEngine:
         if self.interval > 0 or not caught_up_repeat(p, ev):
             return False
         leader_config = self._leader_config(p) if self.kafka_versions or self.isr_protocols else self.config
+        mark = len(out.decisions)
         update_follower_fetch_state(p, ev, leader_config, out, self.metadata_of(p))
+        if len(out.decisions) > mark:
+            self._note_states(out, mark)
         self.stale = True
         return True
 
@@ -454,7 +491,10 @@ class PartitionEngine:
                 at = max(at, first_at_or_after(self.next_eligible, self.origin, self.interval))
             if at >= limit:
                 break
+            mark = len(out.decisions)
             self.next_eligible = self._check(at, out, None, Order.scheduled_expiration(at))
+            if len(out.decisions) > mark:
+                self._note_states(out, mark)
             self.stale = False
             self.next_check = at + self.interval
         if not self.stale:
@@ -511,7 +551,10 @@ class PartitionEngine:
         if not p.hosted:
             return  # the run skips it, here and when the tick comes
         if p.checked_in_run != tick.ts:
+            mark = len(out.decisions)
             self._check_partition(p, tick.ts, out, Order.of_event(tick), tick.end_ms)
+            if len(out.decisions) > mark:
+                self._note_states(out, mark)
         p.checked_ahead = (*p.checked_ahead, tick.ts)
 
     def _keeps_rules(self, tick: Tick) -> bool:

@@ -92,6 +92,11 @@ BROKER_PENDING_ISR_CHANGES = gauge(
 BROKER_SECONDS_SINCE_LAST_PROPAGATION = gauge(
     "broker_seconds_since_last_propagation", "Event time since a broker's last ISR-change batch", _BROKER
 )
+BROKER_OUT_OF_SYNC_REPLICAS = gauge(
+    "broker_out_of_sync_replicas",
+    "Replicas a broker hosts that are out of their partition's ISR: the broker's view as a follower",
+    _BROKER,
+)
 BROKER_CLOCK_OFFSET = gauge(
     "broker_clock_offset_seconds",
     "A reporting broker's clock minus its cluster's median clock (SPEC §6; absent: the broker reports no events)",
@@ -114,9 +119,22 @@ BROKER_ALTER_PARTITION_IN_FLIGHT_AGE = gauge(
     "Event time since a broker sent its AlterPartition request still in flight (absent: none in flight)",
     _BROKER,
 )
+# Incidents (SPEC §8)
+INCIDENTS_OPEN = gauge("incidents_open", "Incidents open, by kind (SPEC §8)", ("cluster", "kind"))
+INCIDENTS_OPEN_UNDER_MIN_ISR = gauge(
+    "incidents_open_under_min_isr",
+    "Open incidents with a partition that went under min ISR or offline (producers with acks=all get "
+    "NOT_ENOUGH_REPLICAS)",
+    ("cluster", "kind"),
+)
 # Counters, tallied by the store at write time
 ISR_SHRINKS = counter(
     "isr_shrinks", "Followers removed from an ISR, by the leader that removed them", ("cluster", "broker", "reason")
+)
+FOLLOWER_SHRINKS = counter(
+    "follower_shrinks",
+    "Followers removed from an ISR, by the removed replica's broker (the follower's view) and the reason",
+    ("cluster", "broker", "reason"),
 )
 ISR_EXPANDS = counter("isr_expands", "Followers added back to an ISR, by leader", ("cluster", "broker"))
 DECISIONS = counter("decisions", "Decisions made, by kind", ("cluster", "kind"))
@@ -154,6 +172,7 @@ IGNORED_ALTER_PARTITION_RESPONSES = counter(
 IGNORED_ALTER_PARTITION_ANSWERS = counter(
     "ignored_alter_partition_answers", "Answers no AlterPartition request of the broker awaited", ("reason",)
 )
+INCIDENTS = counter("incidents", "Incidents opened, by kind (SPEC §8)", ("cluster", "kind"))
 LATE_EVENTS = counter("late_events", "Events at or behind the watermark, counted and dropped")
 STREAM_INPUT_ROWS = counter("stream_input_rows", "Input rows the streaming query read")
 SOURCE_LOST_RECORDS = counter(
@@ -212,12 +231,16 @@ CATALOGUE: tuple[Metric, ...] = (
     FOLLOWER_LAG_OFFSETS,
     BROKER_PENDING_ISR_CHANGES,
     BROKER_SECONDS_SINCE_LAST_PROPAGATION,
+    BROKER_OUT_OF_SYNC_REPLICAS,
     BROKER_CLOCK_OFFSET,
     BROKER_ISR_PENDING_PARTITIONS,
     BROKER_OLDEST_ISR_PENDING,
     BROKER_ALTER_PARTITION_QUEUE,
     BROKER_ALTER_PARTITION_IN_FLIGHT_AGE,
+    INCIDENTS_OPEN,
+    INCIDENTS_OPEN_UNDER_MIN_ISR,
     ISR_SHRINKS,
+    FOLLOWER_SHRINKS,
     ISR_EXPANDS,
     DECISIONS,
     PROPAGATION_BATCHES,
@@ -231,6 +254,7 @@ CATALOGUE: tuple[Metric, ...] = (
     FAILED_ISR_UPDATES,
     IGNORED_ALTER_PARTITION_RESPONSES,
     IGNORED_ALTER_PARTITION_ANSWERS,
+    INCIDENTS,
     LATE_EVENTS,
     STREAM_INPUT_ROWS,
     SOURCE_LOST_RECORDS,
@@ -270,13 +294,15 @@ def tallies(
     counters: Mapping[str, int],
     divergences: Iterable[Divergence] = (),
     alter_partitions: Iterable[AlterPartitionRequest] = (),
+    incidents_opened: Iterable[tuple[str, str]] = (),
 ) -> dict[TallyKey, float]:
     """The cumulative-counter increments one batch contributes.
 
-    Counted once at write time, so /metrics never scans the decision history: shrinks per removed
-    follower by its reason, expands, decisions by kind, batches by trigger, the batch-size and
-    change-to-batch delay histograms, divergences by kind and cause with the timing margins' histogram by cause,
-    AlterPartition answers by outcome and the request latency histogram, plus the step's `name[.reason]` counters.
+    Counted once at write time, so /metrics never scans the decision history: shrinks per removed follower by
+    its reason (under its leader's broker and under its own), expands, decisions by kind, batches by trigger, the
+    batch-size and change-to-batch delay histograms, divergences by kind and cause with the timing margins'
+    histogram by cause, AlterPartition answers by outcome and the request latency histogram, incidents opened by
+    (cluster, kind), plus the step's `name[.reason]` counters.
     """
     counts: dict[TallyKey, float] = defaultdict(float)
 
@@ -286,8 +312,9 @@ def tallies(
     for d in decisions:
         add(DECISIONS.tally, cluster=d.cluster, kind=d.kind)
         if d.kind is DecisionKind.SHRINK:
-            for reason in d.reasons.values():
+            for replica, reason in d.reasons.items():
                 add(ISR_SHRINKS.tally, broker=d.leader, cluster=d.cluster, reason=reason)
+                add(FOLLOWER_SHRINKS.tally, broker=replica, cluster=d.cluster, reason=reason)
         elif d.kind is DecisionKind.EXPAND:
             add(ISR_EXPANDS.tally, broker=d.leader, cluster=d.cluster)
     samples: list[tuple[Metric, dict[str, str], float]] = []  # (histogram, its labels but `le`, value)
@@ -301,6 +328,8 @@ def tallies(
             add(ALTER_PARTITION_REQUESTS.tally, broker=r.broker, cluster=r.cluster, outcome=item.error or "committed")
         if r.response_ms is not None:
             samples.append((ALTER_PARTITION_LATENCY, {"cluster": r.cluster}, (r.response_ms - r.sent_ms) / 1000))
+    for cluster, kind in incidents_opened:
+        add(INCIDENTS.tally, cluster=cluster, kind=kind)
     for divergence in divergences:
         add(DIVERGENCES.tally, cluster=divergence.cluster, kind=divergence.kind, cause=divergence.cause or "")
         if divergence.cause is not None and divergence.margin_ms is not None:

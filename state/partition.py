@@ -18,7 +18,16 @@ from msgspec import Struct
 from msgspec.structs import replace
 
 from .config import Config
-from .events import AlterPartitionResponse, AlterPartitionSent, Append, BrokerObserved, Fetch, IsrUpdated, LeaderAndIsr
+from .events import (
+    AlterPartitionResponse,
+    AlterPartitionSent,
+    Append,
+    BrokerObserved,
+    BrokerRegistration,
+    Fetch,
+    IsrUpdated,
+    LeaderAndIsr,
+)
 from .metrics import (
     FAILED_ISR_UPDATES,
     IGNORED_ALTER_PARTITION_RESPONSES,
@@ -36,10 +45,12 @@ from .records import (
     Decision,
     DecisionKind,
     FollowerRecord,
+    Health,
     IsrChange,
     IsrState,
     IsrWrite,
     Observation,
+    PartitionHealth,
     PartitionRecord,
     PropagationTick,
     ProposedIsr,
@@ -161,6 +172,8 @@ class Outputs:
         "alter_partition",
         "counters",
         "touched",
+        "states",
+        "registrations",
     )
 
     def __init__(self) -> None:
@@ -175,6 +188,8 @@ class Outputs:
         # `state.metrics`, which the step, the report, the store's tallies and /metrics carry as they are.
         self.counters: Counter[str] = Counter()
         self.touched: set[PartitionKey] = set()
+        self.states: list[PartitionHealth] = []  # partitions' health where a decision or a commit may change it
+        self.registrations: list[BrokerRegistration] = []  # the KRaft registrations brokers reported (once per stream)
 
     def count(self, kind: Metric, reason: str) -> None:
         """Count under `kind.reason` an input the rules took and that changed nothing, or an ISR update that failed:
@@ -1051,6 +1066,35 @@ _PARTITION_AS_IS = (
 
 def _as_is(state: Partition | Follower, names: tuple[str, ...]) -> dict[str, Any]:
     return {name: getattr(state, name) for name in names}
+
+
+def health(p: Partition, config: Config) -> Health:
+    """The partition's health by Kafka's broker metrics: offline without a leader (OfflinePartitionsCount), under min
+    ISR (Partition.isUnderMinIsr: producers with acks=all get NOT_ENOUGH_REPLICAS, Partition@3.9.0-rc3 L1377-1383),
+    under-replicated (Partition.isUnderReplicated: the ISR smaller than the replicas, L364)."""
+    if p.leader == -1:
+        return Health.OFFLINE
+    if p.leader is None or not p.replicas:
+        return Health.OK  # no state yet
+    if len(p.isr) < min_isr(p, config):
+        return Health.UNDER_MIN_ISR
+    return Health.UNDER_REPLICATED if len(p.isr) < len(p.replicas) else Health.OK
+
+
+def partition_health(p: Partition, ts: int, config: Config, leader_before: int | None = None) -> PartitionHealth:
+    """What the incident book takes of `p` at `ts`: its health and the committed state it follows from."""
+    return PartitionHealth(
+        ts,
+        p.cluster,
+        p.topic,
+        p.partition,
+        health(p, config),
+        p.leader,
+        leader_before,
+        p.isr,
+        p.replicas,
+        p.controller_epoch,
+    )
 
 
 def partition_record(p: Partition, config: Config) -> PartitionRecord:

@@ -59,6 +59,37 @@ class PartitionState(StrEnum):
     SHRINK_PREDICTED = "shrink_predicted"
 
 
+class Health(StrEnum):
+    """A partition's health as an incident reads it, worst last (`HEALTH_RANK`): Kafka's UnderReplicatedPartitions
+    (ISR smaller than the replicas), UnderMinIsrPartitionCount (producers with acks=all get NOT_ENOUGH_REPLICAS) and
+    OfflinePartitionsCount (no leader)."""
+
+    OK = "ok"
+    UNDER_REPLICATED = "under_replicated"
+    UNDER_MIN_ISR = "under_min_isr"
+    OFFLINE = "offline"
+
+
+HEALTH_RANK = {h: i for i, h in enumerate(Health)}
+
+
+class PartitionHealth(Struct, array_like=True, frozen=True):
+    """A partition's committed state where it may have changed (a decision, a commit): what the incident book takes
+    instead of every partition record (`isrwatch.state.incidents`). `leader_before`: its leader before a LeaderAndIsr
+    (None: not one)."""
+
+    ts: int
+    cluster: str
+    topic: str
+    partition: int
+    health: Health
+    leader: int | None
+    leader_before: int | None
+    isr: tuple[int, ...]
+    replicas: tuple[int, ...]
+    controller_epoch: int
+
+
 class TopicPartition(Struct, frozen=True, order=True):
     topic: str
     partition: int

@@ -15,6 +15,7 @@ from .clock import ClockBook
 from .config import Config
 from .engine import PartitionEngine
 from .events import DeadLetter, Event, in_future, parse_event, sorts_at
+from .incidents import IncidentBook
 from .propagation import PropagationBook
 from .step import Settled, settle, summarize
 
@@ -90,7 +91,8 @@ def replay_events(
     engine.add(events)
     book = PropagationBook(config)
     audit = Audit(config)
-    settled = settle(book, [engine.advance(until + 1)], until + 1, audit, AlterPartitionBook(), clocks)
+    incidents = IncidentBook(config)
+    settled = settle(book, [engine.advance(until + 1)], until + 1, audit, AlterPartitionBook(), clocks, incidents)
     result = ReplayResult(
         decisions=settled.decisions,
         propagations=settled.propagations,
@@ -101,6 +103,9 @@ def replay_events(
         brokers=settled.brokers,
         counters=settled.counters,
         watermark=settled.watermark,
+        incidents=settled.incidents,
+        opened=settled.opened,
+        timeline=settled.timeline,
     )
     result.add_dead_letters(dead)
     result.summary = {

@@ -22,7 +22,8 @@ from msgspec.structs import replace
 from .alter_partition import AlterPartitionBook
 from .audit import Audit, sorted_divergences
 from .clock import ClockBook
-from .events import BrokerObserved, DeadLetter, IsrUpdated, Observed
+from .events import BrokerObserved, BrokerRegistration, DeadLetter, IsrUpdated, Observed
+from .incidents import Incident, IncidentBook, Timeline
 from .metrics import DEAD_LETTERS, IGNORED_ALTER_PARTITION_ANSWERS, LATE_EVENTS, counter_key
 from .propagation import PropagationBook
 from .records import (
@@ -38,6 +39,7 @@ from .records import (
     IsrChange,
     IsrWrite,
     Observation,
+    PartitionHealth,
     PartitionRecord,
     Propagation,
     PropagationTick,
@@ -62,6 +64,10 @@ class StepOutputs(Protocol):
     def observed(self) -> list[Observation | BrokerObserved]: ...
     @property
     def alter_partition(self) -> list[AlterPartitionSubmit | AlterPartitionAnswer | AlterPartitionSendSeen]: ...
+    @property
+    def states(self) -> list[PartitionHealth]: ...
+    @property
+    def registrations(self) -> list[BrokerRegistration]: ...
 
 
 @dataclass
@@ -84,6 +90,9 @@ class Settled:
     watermark: int | None = None
     frontiers: dict[str, int] = field(default_factory=dict)
     as_of: dict[tuple[str, str, int], int] = field(default_factory=dict)  # event time each record is exact at
+    incidents: list[Incident] = field(default_factory=list)  # every incident the step opened or changed, as it is now
+    opened: list[Incident] = field(default_factory=list)  # those it opened
+    timeline: Timeline = field(default_factory=Timeline)
 
     def add_dead_letters(self, dead: Iterable[DeadLetter]) -> None:
         for d in dead:
@@ -98,12 +107,14 @@ def settle(
     audit: Audit | None = None,
     managers: AlterPartitionBook | None = None,
     clocks: ClockBook | None = None,
+    incidents: IncidentBook | None = None,
 ) -> Settled:
     """Fold state keys' outputs into one step: the ISR changes and ticks go to the brokers' propagation
     book, which advances to `until` (one time, or one per cluster; None: the book only buffers); the model's
     ISR writes and batches and the brokers' observed writes go to the `audit`, which advances likewise; the
     leaders' AlterPartition proposals and answers go to their brokers' `managers`, likewise. The broker records
-    carry the reporting brokers' clock offsets from `clocks`."""
+    carry the reporting brokers' clock offsets from `clocks`. The decisions and the partitions' health go to the
+    `incidents` book with the step's requests, brokers, divergences and batches, likewise (SPEC §8)."""
     settled = Settled()
     counters = settled.counters
     managers = AlterPartitionBook() if managers is None else managers
@@ -111,6 +122,8 @@ def settle(
     items: list[IsrChange | PropagationTick] = []
     writes: list[IsrWrite] = []
     observed: list[Observation | BrokerObserved] = []
+    states: list[PartitionHealth] = []
+    registrations: list[BrokerRegistration] = []
     for out in outputs:
         settled.decisions.extend(out.decisions)
         items.extend(out.changes)
@@ -118,6 +131,8 @@ def settle(
         writes.extend(out.writes)
         observed.extend(out.observed)
         proposals.extend(out.alter_partition)
+        states.extend(out.states)
+        registrations.extend(out.registrations)
         counters.update(out.counters)
     counters[LATE_EVENTS.tally] += book.add(items) + managers.add(proposals)
     # What brokers did, as they reported it: a proposal observed for the audit is its request's, recorded once.
@@ -144,6 +159,13 @@ def settle(
             divergences += audit.advance(until)
     settled.divergences = sorted_divergences(divergences)
     settled.brokers = brokers_view(book, managers, clocks)
+    if incidents is not None:
+        incidents.add(settled.decisions, states, registrations)
+        if until is not None:
+            frontiers = dict(until) if not isinstance(until, int) else {c: until for c in incidents.clusters(book)}
+            settled.opened, settled.incidents, settled.timeline = incidents.advance(
+                frontiers, settled.alter_partitions, settled.brokers, settled.divergences, settled.propagations
+            )
     return settled
 
 

@@ -15,13 +15,22 @@ from typing import Any, Generic, TypeVar
 
 import msgspec
 
+from isrwatch.state.incidents import INTERNAL_FIELDS
 from isrwatch.state.metrics import PARTITION_FLAGS, SOURCE_LOST_RECORDS
-from isrwatch.state.records import AlterPartitionRequest, Decision, PartitionRecord, PartitionState, Propagation
+from isrwatch.state.records import (
+    AlterPartitionRequest,
+    Decision,
+    DecisionKind,
+    PartitionRecord,
+    PartitionState,
+    Propagation,
+)
 
 from .schema import PROGRESS_FIELDS, Database
 
 _decode = msgspec.json.decode
 _partition = msgspec.json.Decoder(PartitionRecord).decode
+_PROPOSED = (DecisionKind.SHRINK, DecisionKind.EXPAND)
 _decoders: dict[type, Any] = {
     Decision: msgspec.json.Decoder(Decision).decode,
     Propagation: msgspec.json.Decoder(Propagation).decode,
@@ -175,6 +184,44 @@ class Reader(Database):
             params.append(broker)
         return self._newest_first(Decision, "decisions", where, params, after, limit)
 
+    def proposal_outcomes(self, decisions: Sequence[Decision]) -> list[dict[str, Any] | None]:
+        """For each decision, when it is a proposal (a shrink or expand of a leader that proposes with AlterPartition,
+        SPEC §4.9), its fate: `committed` (with the ISR and partition epoch the controller committed) or `refused`
+        (with Kafka's error) by the answer to the item the leader queued at its time, else `pending`; None for an ISR
+        its leader wrote itself, and for a controller's decision."""
+        proposers = set(self._rows("SELECT cluster, broker FROM brokers WHERE queue IS NOT NULL"))
+        return [
+            self._proposal_outcome(d) if d.kind in _PROPOSED and (d.cluster, d.leader) in proposers else None
+            for d in decisions
+        ]
+
+    def _proposal_outcome(self, d: Decision) -> dict[str, Any]:
+        # One item per partition in a manager at a time (Kafka's putIfAbsent): the first answers after the decision
+        # that carried the partition hold its own, submitted at the decision's time.
+        rows = self._rows(
+            "SELECT a.record FROM alter_partitions a JOIN alter_partition_items i ON i.batch_id = a.batch_id"
+            " AND i.seq = a.seq WHERE a.cluster = ? AND a.broker = ? AND i.topic = ? AND i.partition = ?"
+            " AND a.ts >= ? ORDER BY a.ts, a.batch_id, a.seq LIMIT 4",
+            (d.cluster, d.leader, d.topic, d.partition, d.ts),
+        )
+        for (record,) in rows:
+            for item in _decoders[AlterPartitionRequest](record).partitions:
+                if (item.topic, item.partition, item.submitted_ms) == (d.topic, d.partition, d.ts):
+                    return {
+                        "state": "refused" if item.error else "committed",
+                        "answered_ms": item.answered_ms,
+                        "error": item.error,
+                        "committed_isr": item.committed_isr,
+                        "committed_partition_epoch": item.committed_partition_epoch,
+                    }
+        return {
+            "state": "pending",
+            "answered_ms": None,
+            "error": None,
+            "committed_isr": None,
+            "committed_partition_epoch": None,
+        }
+
     def propagations(
         self,
         *,
@@ -237,6 +284,106 @@ class Reader(Database):
         where, params = _event_filters(*((f"d.{c}", equal.get(c)) for c in columns), since=since)
         return self._newest_first(dict, table, where, params, after, limit)
 
+    def incidents(
+        self,
+        *,
+        cluster: str | None = None,
+        kind: str | None = None,
+        broker: int | None = None,
+        open: bool | None = None,
+        since: int | None = None,
+        after: Key | None = None,
+        limit: int = 100,
+    ) -> Page[dict[str, Any]]:
+        """Incidents newest first by (opened_ms, id), without their partitions and decisions (`incident` has them);
+        `since`: those not closed before it; `open`: closed_ms null (True) or not (False)."""
+        where, params = _equal(("i.cluster", cluster), ("i.kind", kind))
+        if broker is not None:
+            where.append("i.brokers LIKE ?")
+            params.append(f"%,{broker},%")
+        if open is not None:
+            where.append("i.closed_ms IS NULL" if open else "i.closed_ms IS NOT NULL")
+        if since is not None:
+            where.append("(i.closed_ms IS NULL OR i.closed_ms >= ?)")
+            params.append(since)
+        if after is not None:
+            where.append("(i.opened_ms, i.id) < (?, ?)")
+            params.extend(after)
+        sql = "SELECT i.opened_ms, i.id, i.record FROM incidents i"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        rows = self._rows(sql + " ORDER BY i.opened_ms DESC, i.id DESC LIMIT ?", (*params, limit + 1))
+        items = [_incident_summary(r[2]) for r in rows[:limit]]
+        return Page(items, tuple(rows[limit - 1][:2]) if len(rows) > limit else None)
+
+    def incident(self, incident_id: str) -> dict[str, Any] | None:
+        """One incident with its partitions' intervals and its decisions (None: no such incident)."""
+        row = self._one("SELECT record FROM incidents WHERE id = ?", (incident_id,))
+        return None if row is None else _public(_decoders[dict](row[0]))
+
+    def incidents_open(self) -> list[tuple[str, str, int, int]]:
+        """(cluster, kind, open incidents, those with a partition under min ISR or offline), for /metrics."""
+        return [
+            (c, k, n, int(m or 0))
+            for c, k, n, m in self._rows(
+                "SELECT cluster, kind, COUNT(*), SUM(CASE WHEN worst IN ('under_min_isr', 'offline') THEN 1 ELSE 0 END)"
+                " FROM incidents WHERE closed_ms IS NULL GROUP BY cluster, kind ORDER BY cluster, kind"
+            )
+        ]
+
+    def timeline(self, cluster: str, since: int, until: int, markers: int = 10_000) -> dict[str, Any]:
+        """The timeline of `cluster` between `since` and `until` (event time, inclusive): its partition counts (the
+        one in force at `since` first), each broker's intervals that overlap it, at most `markers` markers, and the
+        incidents that overlap it."""
+        counts = self._rows(
+            "SELECT ts, under_replicated, under_min_isr, offline FROM timeline_counts WHERE cluster = ? AND ts < ?"
+            " ORDER BY ts DESC LIMIT 1",
+            (cluster, since),
+        )
+        counts = [(since, *r[1:]) for r in counts] + self._rows(
+            "SELECT ts, under_replicated, under_min_isr, offline FROM timeline_counts"
+            " WHERE cluster = ? AND ts >= ? AND ts <= ? ORDER BY ts",
+            (cluster, since, until),
+        )
+        lanes: dict[int, list[dict[str, Any]]] = {}
+        for broker, kind, start, end, partitions in self._rows(
+            "SELECT broker, kind, start_ms, end_ms, partitions FROM timeline_intervals"
+            " WHERE cluster = ? AND start_ms <= ? AND (end_ms IS NULL OR end_ms >= ?) ORDER BY broker, start_ms, kind",
+            (cluster, until, since),
+        ):
+            lanes.setdefault(broker, []).append(
+                {"kind": kind, "start_ms": start, "end_ms": end, "partitions": partitions}
+            )
+        marks = self._rows(
+            "SELECT ts, kind, broker, topic, partition, text FROM timeline_markers"
+            " WHERE cluster = ? AND ts >= ? AND ts <= ? ORDER BY ts, batch_id, seq LIMIT ?",
+            (cluster, since, until, markers),
+        )
+        incidents = self._rows(
+            "SELECT record FROM incidents WHERE cluster = ? AND opened_ms <= ?"
+            " AND (closed_ms IS NULL OR closed_ms >= ?) ORDER BY opened_ms, id",
+            (cluster, until, since),
+        )
+        names = ("ts", "kind", "broker", "topic", "partition", "text")
+        return {
+            "cluster": cluster,
+            "since": since,
+            "until": until,
+            "counts": [
+                dict(zip(("ts", "under_replicated", "under_min_isr", "offline"), r, strict=True)) for r in counts
+            ],
+            "brokers": [{"broker": b, "intervals": lanes[b]} for b in sorted(lanes)],
+            "markers": [dict(zip(names, m, strict=True)) for m in marks],
+            "incidents": [_incident_summary(r[0]) for r in incidents],
+        }
+
+    def timeline_clusters(self) -> list[str]:
+        """The clusters the store has incidents or timeline counts of."""
+        return [
+            r[0]
+            for r in self._rows("SELECT cluster FROM timeline_counts UNION SELECT cluster FROM incidents ORDER BY 1")
+        ]
+
     def dead_letters(
         self, *, since: int | None = None, after: Key | None = None, limit: int = 100
     ) -> Page[dict[str, Any]]:
@@ -291,8 +438,10 @@ class Reader(Database):
         `queue` and `in_flight` request, and when it reports its own events its `clock_offset_ms`, without touching
         the replica rows.
 
-        `last_propagation_ms` falls back to its last batch in the history when the writer kept no broker
-        state (a replay).
+        `last_propagation_ms` is its last ISR-change batch in the history (None: it never sent one, as a leader that
+        proposes with AlterPartition never does); `last_isr_change_ms` of a broker that proposes with AlterPartition
+        is its last commit (None: none yet): the propagation throttle's own clocks start at the schedule's origin and
+        mean nothing to a reader.
         """
         cond, params = _broker_filter(cluster, broker)
         out: dict[tuple[str, int], dict[str, Any]] = {}
@@ -306,10 +455,23 @@ class Reader(Database):
                 out[(c, b)]["clock_offset_ms"] = offset
             if queue is not None:  # a broker that proposes with AlterPartition: its manager
                 out[(c, b)].update(queue=_decode(queue), in_flight=None if in_flight is None else _decode(in_flight))
+        for state in out.values():
+            state["last_propagation_ms"] = None
+            if "queue" in state:
+                state["last_isr_change_ms"] = None
         for c, b, last_prop in self._rows(
             "SELECT cluster, broker, MAX(ts) FROM propagations" + cond + " GROUP BY broker, cluster", params
         ):
-            out.setdefault((c, b), _propagation_state(c, b, last_propagation_ms=last_prop))
+            out.setdefault((c, b), _propagation_state(c, b))["last_propagation_ms"] = last_prop
+        committed = (
+            "SELECT a.cluster, a.broker, MAX(a.ts) FROM alter_partitions a WHERE EXISTS (SELECT 1 FROM"
+            " alter_partition_items i WHERE i.batch_id = a.batch_id AND i.seq = a.seq AND i.outcome = 'committed')"
+        )
+        for c, b, last_commit in self._rows(
+            committed + cond.replace(" WHERE ", " AND ") + " GROUP BY a.broker, a.cluster", params
+        ):
+            if "queue" in out.get((c, b), {}):
+                out[(c, b)]["last_isr_change_ms"] = last_commit
         return [out[k] for k in sorted(out)]
 
     def out_of_sync_replicas(self, cluster: str, broker: int, limit: int = 100) -> list[dict[str, Any]]:
@@ -480,6 +642,16 @@ class _Elr(msgspec.Struct):
 
 
 _elr_of = msgspec.json.Decoder(_Elr).decode
+
+
+def _public(incident: dict[str, Any]) -> dict[str, Any]:
+    """An incident's row as its record: without the fields only the incident book reads."""
+    return {k: v for k, v in incident.items() if k not in INTERNAL_FIELDS}
+
+
+def _incident_summary(record: str) -> dict[str, Any]:
+    """An incident as a list shows it: without its partitions and decisions."""
+    return {k: v for k, v in _public(_decoders[dict](record)).items() if k not in ("partitions", "decisions")}
 
 
 def _one_partition(columns: str, topic: str, partition: int, cluster: str | None) -> tuple[str, tuple[Any, ...]]:

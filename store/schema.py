@@ -17,10 +17,11 @@ from typing import Any, Self
 from urllib.parse import urlsplit
 
 # 4: divergences.cause; 5: AlterPartition (isr_pending, brokers' queue and in-flight request, alter_partitions);
-# 6: brokers.clock_offset_ms
-SCHEMA_VERSION = 6
-# How a store of an older version becomes the next one, keeping its data: version -> its statements.
-MIGRATIONS: dict[int, tuple[str, ...]] = {5: ("ALTER TABLE brokers ADD COLUMN clock_offset_ms BIGINT",)}
+# 6: brokers.clock_offset_ms; 7: incidents and the timeline's history (SPEC §8)
+SCHEMA_VERSION = 7
+# How a store of an older version becomes the next one, keeping its data: version -> its statements (a version whose
+# change is new tables only has none: the DDL creates them).
+MIGRATIONS: dict[int, tuple[str, ...]] = {5: ("ALTER TABLE brokers ADD COLUMN clock_offset_ms BIGINT",), 6: ()}
 
 
 class StoreError(RuntimeError):
@@ -118,6 +119,22 @@ CREATE TABLE IF NOT EXISTS tallies (
     metric TEXT NOT NULL, labels TEXT NOT NULL, value DOUBLE PRECISION NOT NULL, PRIMARY KEY (metric, labels));
 CREATE TABLE IF NOT EXISTS clusters (cluster TEXT PRIMARY KEY, frontier_ms BIGINT NOT NULL);
 CREATE TABLE IF NOT EXISTS blobs (name TEXT PRIMARY KEY, value {blob} NOT NULL);
+-- Incidents (one row each, replaced as it changes, brokers as ",2,3," for the broker filter) and the timeline.
+CREATE TABLE IF NOT EXISTS incidents (id TEXT PRIMARY KEY, cluster TEXT NOT NULL, kind TEXT NOT NULL,
+    brokers TEXT NOT NULL, opened_ms BIGINT NOT NULL, closed_ms BIGINT, worst TEXT, record TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS incidents_time ON incidents (opened_ms, id);
+CREATE INDEX IF NOT EXISTS incidents_open ON incidents (cluster, kind) WHERE closed_ms IS NULL;
+CREATE TABLE IF NOT EXISTS timeline_counts (cluster TEXT NOT NULL, ts BIGINT NOT NULL,
+    under_replicated INTEGER NOT NULL, under_min_isr INTEGER NOT NULL, offline INTEGER NOT NULL,
+    PRIMARY KEY (cluster, ts));
+CREATE TABLE IF NOT EXISTS timeline_intervals (cluster TEXT NOT NULL, broker INTEGER NOT NULL, kind TEXT NOT NULL,
+    start_ms BIGINT NOT NULL, end_ms BIGINT, partitions INTEGER NOT NULL,
+    PRIMARY KEY (cluster, broker, kind, start_ms));
+CREATE INDEX IF NOT EXISTS timeline_intervals_end ON timeline_intervals (cluster, end_ms);
+CREATE TABLE IF NOT EXISTS timeline_markers (batch_id BIGINT NOT NULL, seq INTEGER NOT NULL, cluster TEXT NOT NULL,
+    ts BIGINT NOT NULL, kind TEXT NOT NULL, broker INTEGER, topic TEXT, partition INTEGER, text TEXT NOT NULL,
+    PRIMARY KEY (batch_id, seq));
+CREATE INDEX IF NOT EXISTS timeline_markers_time ON timeline_markers (cluster, ts);
 CREATE TABLE IF NOT EXISTS progress (
     batch_id BIGINT PRIMARY KEY, wall_ms BIGINT, watermark_ms BIGINT, input_rows BIGINT,
     input_rows_per_second DOUBLE PRECISION, processed_rows_per_second DOUBLE PRECISION,

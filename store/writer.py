@@ -200,7 +200,9 @@ class Writer(Database):
                 ],
                 upsert_on=2,
             )
-            self._add_tallies(cur, tallies(decisions, propagations, +out.counters, divergences, requests))
+            self._write_incidents(cur, batch_id, out)
+            opened = [(i.cluster, str(i.kind)) for i in out.opened]
+            self._add_tallies(cur, tallies(decisions, propagations, +out.counters, divergences, requests, opened))
             insert(cur, "blobs", ("name", "value"), list(blobs.items()), upsert_on=1)
             insert(cur, "clusters", ("cluster", "frontier_ms"), sorted(frontiers.items()), upsert_on=1)
             insert(
@@ -228,6 +230,61 @@ class Writer(Database):
                 ],
             )
         return True
+
+    def _write_incidents(self, cur: Any, batch_id: int, out: Settled) -> None:
+        """The step's incidents (each replaces its row) and the timeline's additions; the timeline keeps
+        `timeline_retention_ms` of event time per cluster (`Timeline.horizons`)."""
+        insert, timeline = self._insert, out.timeline
+        insert(
+            cur,
+            "incidents",
+            ("id", "cluster", "kind", "brokers", "opened_ms", "closed_ms", "worst", "record"),
+            [
+                (
+                    i.id,
+                    i.cluster,
+                    str(i.kind),
+                    "," + "".join(f"{b}," for b in i.brokers),
+                    i.opened_ms,
+                    i.closed_ms,
+                    None if i.worst is None else str(i.worst),
+                    _encode(i).decode(),
+                )
+                for i in out.incidents
+            ],
+            upsert_on=1,
+        )
+        insert(
+            cur,
+            "timeline_counts",
+            ("cluster", "ts", "under_replicated", "under_min_isr", "offline"),
+            [(c.cluster, c.ts, c.under_replicated, c.under_min_isr, c.offline) for c in timeline.counts],
+            upsert_on=2,
+        )
+        insert(
+            cur,
+            "timeline_intervals",
+            ("cluster", "broker", "kind", "start_ms", "end_ms", "partitions"),
+            [(i.cluster, i.broker, i.kind, i.start_ms, i.end_ms, i.partitions) for i in timeline.intervals],
+            upsert_on=4,
+        )
+        insert(
+            cur,
+            "timeline_markers",
+            ("batch_id", "seq", "cluster", "ts", "kind", "broker", "topic", "partition", "text"),
+            [
+                (batch_id, seq, m.cluster, m.ts, m.kind, m.broker, m.topic, m.partition, m.text)
+                for seq, m in enumerate(timeline.markers)
+            ],
+        )
+        for cluster, horizon in sorted(timeline.horizons.items()):
+            for sql in (
+                "DELETE FROM timeline_counts WHERE cluster = ? AND ts < ?",
+                "DELETE FROM timeline_intervals WHERE cluster = ? AND end_ms < ?",
+                "DELETE FROM timeline_markers WHERE cluster = ? AND ts < ?",
+                "DELETE FROM incidents WHERE cluster = ? AND closed_ms < ?",
+            ):
+                cur.execute(self._q(sql), (cluster, horizon))
 
     def _insert(
         self,

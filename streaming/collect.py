@@ -17,6 +17,7 @@ from isrwatch.state.clock import ClockBook
 from isrwatch.state.config import Config
 from isrwatch.state.engine import PartitionEngine
 from isrwatch.state.events import Event
+from isrwatch.state.incidents import IncidentBook, merge_incidents
 from isrwatch.state.metrics import LATE_EVENTS
 from isrwatch.state.propagation import PropagationBook
 from isrwatch.state.replay import ReplayResult
@@ -24,7 +25,7 @@ from isrwatch.state.step import Settled, settle, summarize
 
 from .framing import Role
 from .reports import Report, decode_bucket
-from .sink import AUDIT_BLOB, BOOK_BLOB, CLOCKS_BLOB, MANAGERS_BLOB, settle_reports
+from .sink import AUDIT_BLOB, BOOK_BLOB, CLOCKS_BLOB, INCIDENTS_BLOB, MANAGERS_BLOB, settle_reports
 from .stateful import count_events
 
 
@@ -52,6 +53,8 @@ class ReplayCollector:
         total.alter_partitions += settled.alter_partitions
         total.observed += settled.observed
         total.divergences += settled.divergences
+        total.incidents = merge_incidents(total.incidents, settled.incidents)
+        total.opened += settled.opened
         total.dead_letters += settled.dead_letters
         total.counters.update(settled.counters)
         total.frontiers.update(settled.frontiers)  # how far the batches settled each cluster by themselves
@@ -96,7 +99,8 @@ class ReplayCollector:
         audit = Audit(self.config, self.sink_blobs.get(AUDIT_BLOB))
         managers = AlterPartitionBook(self.sink_blobs.get(MANAGERS_BLOB))
         clocks = ClockBook(self.sink_blobs.get(CLOCKS_BLOB))
-        last = settle(book, outputs, end + 1, audit, managers, clocks)
+        incidents = IncidentBook(self.config, self.sink_blobs.get(INCIDENTS_BLOB))
+        last = settle(book, outputs, end + 1, audit, managers, clocks, incidents)
         records.sort(key=lambda r: (r.cluster, r.topic, r.partition))
         result = ReplayResult(
             decisions=total.decisions + last.decisions,
@@ -110,6 +114,8 @@ class ReplayCollector:
             counters=total.counters + last.counters,
             watermark=last.watermark,
             frontiers=last.frontiers,
+            incidents=merge_incidents(total.incidents, last.incidents),
+            opened=total.opened + last.opened,
         )
         summary: dict[str, Any] = {
             "events": self.events + self.after_until,

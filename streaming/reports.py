@@ -7,7 +7,7 @@ import pyarrow as pa
 from msgspec import Struct
 
 from isrwatch.state.clock import ClockSample
-from isrwatch.state.events import BrokerObserved, DeadLetter, Event
+from isrwatch.state.events import BrokerObserved, BrokerRegistration, DeadLetter, Event
 from isrwatch.state.records import (
     AlterPartitionAnswer,
     AlterPartitionSendSeen,
@@ -16,6 +16,7 @@ from isrwatch.state.records import (
     IsrChange,
     IsrWrite,
     Observation,
+    PartitionHealth,
     PartitionRecord,
     PropagationTick,
 )
@@ -102,6 +103,8 @@ class Report(Struct, array_like=True):
     blob: bytes | None = None  # the bucket's state, only when replaying (to finish at --until)
     alter_partition: list[AlterPartitionSubmit | AlterPartitionAnswer | AlterPartitionSendSeen] = []  # for the managers
     clocks: list[ClockSample] = []  # the reporting brokers' clocks as this call's lines showed them (SPEC §6)
+    states: list[PartitionHealth] = []  # partitions' health where it may have changed, for the incident book
+    registrations: list[BrokerRegistration] = []  # the KRaft registrations brokers reported, for the incident book
 
 
 # Module-level functions (not bound methods) so that Spark's closure pickling refers to them by name.

@@ -24,6 +24,7 @@ from isrwatch.state.alter_partition import AlterPartitionBook
 from isrwatch.state.audit import Audit
 from isrwatch.state.clock import ClockBook
 from isrwatch.state.config import Config
+from isrwatch.state.incidents import IncidentBook
 from isrwatch.state.metrics import LATE_EVENTS
 from isrwatch.state.propagation import PropagationBook
 from isrwatch.state.schedule import INF
@@ -50,8 +51,9 @@ STORE_DOWN: tuple[type[BaseException], ...] = (
 FRONTIERS_BLOB = "frontiers"
 MANAGERS_BLOB = "alter_partition_managers"  # the brokers' AlterPartition managers, kept as the propagation book is
 CLOCKS_BLOB = "clocks"  # the reporting brokers' clocks (isrwatch.state.clock), likewise
+INCIDENTS_BLOB = "incidents"  # the open incidents and the timeline's running state (isrwatch.state.incidents)
 # The sink's state, kept in the store with each batch.
-SINK_BLOBS = (BOOK_BLOB, AUDIT_BLOB, FRONTIERS_BLOB, MANAGERS_BLOB, CLOCKS_BLOB)
+SINK_BLOBS = (BOOK_BLOB, AUDIT_BLOB, FRONTIERS_BLOB, MANAGERS_BLOB, CLOCKS_BLOB, INCIDENTS_BLOB)
 
 
 class Frontiers(msgspec.Struct, array_like=True):
@@ -102,10 +104,11 @@ def settle_reports(
     managers = AlterPartitionBook(blobs.get(MANAGERS_BLOB))
     frontiers = Frontiers.load(blobs.get(FRONTIERS_BLOB))
     clocks = ClockBook(blobs.get(CLOCKS_BLOB))
+    incidents = IncidentBook(config, blobs.get(INCIDENTS_BLOB))
     for r in reports:
         frontiers.report(r.bucket, r.frontiers)
         clocks.merge(r.clocks)
-    settled = settle(book, reports, frontiers.settled(), audit, managers, clocks)
+    settled = settle(book, reports, frontiers.settled(), audit, managers, clocks, incidents)
     for r in reports:
         settled.add_dead_letters(r.dead)
         settled.counters[LATE_EVENTS.tally] += sum(1 for d in r.dead if d.category == "late")
@@ -118,6 +121,7 @@ def settle_reports(
         AUDIT_BLOB: audit.to_bytes(),
         FRONTIERS_BLOB: msgspec.msgpack.encode(frontiers),
         CLOCKS_BLOB: clocks.to_bytes(),
+        INCIDENTS_BLOB: incidents.to_bytes(),
     }
 
 
@@ -181,8 +185,9 @@ class StoreSink:
 
 
 class KafkaOutput:
-    """Decisions, propagation batches and AlterPartition requests as JSON Kafka records, keyed by partition, by
-    broker and by broker.
+    """Decisions, propagation batches, AlterPartition requests and incidents as JSON Kafka records, keyed by
+    partition, by broker, by broker and by incident (each version of an incident as it changed: the latest per key
+    is the incident, so the topic may be compacted).
 
     Delivery is at least once: a batch re-run after a failure sends its records again. Every record carries
     the headers `isrwatch-batch` and `isrwatch-seq` (the same on a re-run), by which a consumer drops what it
@@ -195,11 +200,13 @@ class KafkaOutput:
         decisions_topic: str = "isrwatch.decisions",
         propagations_topic: str = "isrwatch.propagations",
         alter_partitions_topic: str = "isrwatch.alter-partitions",
+        incidents_topic: str = "isrwatch.incidents",
     ) -> None:
         self.producer = JsonProducer(bootstrap, acks="all", enable_idempotence=True)
         self.decisions_topic = decisions_topic
         self.propagations_topic = propagations_topic
         self.alter_partitions_topic = alter_partitions_topic
+        self.incidents_topic = incidents_topic
 
     def send(self, settled: Settled, batch_id: int) -> None:
         batch = str(batch_id).encode()
@@ -209,6 +216,12 @@ class KafkaOutput:
         self._send_each(self.propagations_topic, settled.propagations, batch, lambda p: f"{p.cluster}/{p.broker}")
         self._send_each(
             self.alter_partitions_topic, settled.alter_partitions, batch, lambda r: f"{r.cluster}/{r.broker}"
+        )
+        self._send_each(
+            self.incidents_topic,
+            [i.to_record() for i in settled.incidents],
+            batch,
+            lambda i: f"{i['cluster']}/{i['id']}",
         )
         self.producer.flush()
 

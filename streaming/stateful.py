@@ -457,6 +457,8 @@ def absorb(
     report.writes.extend(out.writes)
     report.observed.extend(out.observed)
     report.alter_partition.extend(out.alter_partition)
+    report.states.extend(out.states)
+    report.registrations.extend(out.registrations)
     counters = report.counters
     for name, n in out.counters.items():
         counters[name] = counters.get(name, 0) + n

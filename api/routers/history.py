@@ -4,16 +4,19 @@ from __future__ import annotations
 
 from typing import Annotated
 
+import msgspec
 from fastapi import Query
+from fastapi.responses import Response
 from pydantic import BaseModel
 
 from isrwatch.state.events import MAX_ID
 from isrwatch.state.records import DecisionKind, Trigger
+from isrwatch.store import Page
 
-from ..deps import data_router
+from ..deps import StoreDep, data_router
 from ..listing import list_route
 from ..models import DeadLetterPage, DecisionPage, PropagationPage
-from ..pages import DEAD_LETTER_KEY
+from ..pages import DEAD_LETTER_KEY, EVENT_KEY, PageQ, page_answer
 from ..params import BrokerQ, CarryingTopicQ, ClusterQ, SinceQ, TopicQ
 
 router = data_router("/v1", "history")
@@ -45,7 +48,18 @@ class DeadLetterFilters(BaseModel):
     since: SinceQ = None
 
 
-list_route(router, "/decisions", "decisions", DecisionPage, DecisionFilters, "ISR decisions, newest first")
+@router.get("/decisions", response_model=DecisionPage, name="list_decisions", summary="ISR decisions, newest first")
+def list_decisions(store: StoreDep, filters: Annotated[DecisionFilters, Query()], page: PageQ) -> Response:
+    """Each with its `proposal`: with AlterPartition a leader's shrink or expand is a proposal, pending until the
+    controller commits or refuses it (SPEC §4.9)."""
+    found = store.decisions(after=page.after(EVENT_KEY), limit=page.page_size, **dict(filters))
+    items = [
+        {**msgspec.to_builtins(d), "proposal": outcome}
+        for d, outcome in zip(found.items, store.proposal_outcomes(found.items), strict=True)
+    ]
+    return page_answer("decisions", Page(items, found.next_key))
+
+
 list_route(
     router,
     "/propagations",

@@ -156,12 +156,16 @@ const SEVERITY = [
   ["shrink_predicted", "shrink predicted", "warn"],
 ];
 
-function severity(p) {
-  const index = SEVERITY.findIndex(([flag]) => p[flag]);
-  return index < 0 ? SEVERITY.length : index;
+function pendingChange(p) {
+  return p.isr_state !== undefined && p.isr_state !== "committed";
 }
 
-function renderSummary(metrics, brokers) {
+function severity(p) {
+  const index = SEVERITY.findIndex(([flag]) => p[flag]);
+  return index >= 0 ? index : pendingChange(p) ? SEVERITY.length - 1 : SEVERITY.length;
+}
+
+function renderSummary(metrics, brokers, batching) {
   const count = (state) => total(metrics, "isrwatch_partitions", { state });
   const cards = [
     ["total", "partitions", count("total"), ""],
@@ -171,8 +175,14 @@ function renderSummary(metrics, brokers) {
     ["offline", "offline", count("offline"), "bad"],
     ["predicted", "followers near their lag limit", total(metrics, "isrwatch_followers_predicted_to_shrink"), "warn"],
     ["brokers", "brokers", brokers.length, ""],
-    ["pending", "pending ISR changes", brokers.reduce((s, b) => s + b.pending_isr_change_count, 0), "warn"],
+    // Partitions whose ISR change is proposed (or written) and not committed: the AlterPartition panel's rows.
+    ["pending", "pending ISR changes", count("isr_pending"), "warn"],
   ];
+  if (batching) {
+    // ZooKeeper mode: ISR changes written and not yet announced in a batch (each leader's pending set).
+    cards.push(["unannounced", "ISR changes awaiting their batch",
+      brokers.reduce((s, b) => s + b.pending_isr_change_count, 0), "warn"]);
+  }
   document.getElementById("summary").replaceChildren(...cards.map(([key, label, value, alarm]) => {
     const level = value ? alarm : key === "total" || key === "brokers" ? "" : "ok";
     return el("div", { class: `card ${level}`, dataset: { metric: key } },
@@ -191,6 +201,10 @@ function renderPartitions() {
     const outOfSync = new Set(p["out-of-sync"]);
     const level = severity(p);
     const badges = SEVERITY.filter(([flag]) => p[flag]).map(([, text, cls]) => el("span", { class: `badge ${cls}` }, text));
+    if (pendingChange(p)) {
+      // Proposed, not committed: the ISR shown is the committed one until the controller answers.
+      badges.push(el("span", { class: "badge warn pending", title: "proposed, not committed yet" }, p.isr_state.replace("_", " ")));
+    }
     return el("tr", {
       class: level < 3 ? "problem" : level < SEVERITY.length ? "warning" : undefined,
       dataset: { partition: `${p.topic}-${p.partition}`, cluster: p.cluster },
@@ -265,11 +279,19 @@ function decisionWhy(d) {
   return `leader ${d.leader}, epoch ${d.leader_epoch}`;
 }
 
+function decisionKind(d) {
+  // A proposal (AlterPartition) reads as one, with what became of it: a refused one is no shrink.
+  if (!d.proposal) return el("td", { class: `kind-${d.kind}` }, d.kind);
+  const outcome = d.proposal.state === "refused" ? `refused ${d.proposal.error}` : d.proposal.state;
+  return el("td", { class: `kind-proposal kind-${d.proposal.state}`, title: `${d.kind} proposed to the controller` },
+    `${d.kind} proposed → ${outcome}`);
+}
+
 function renderDecisions(decisions) {
-  const rows = decisions.map((d) => el("tr", { dataset: { kind: d.kind } },
+  const rows = decisions.map((d) => el("tr", { dataset: d.proposal ? { kind: d.kind, proposal: d.proposal.state } : { kind: d.kind } },
     el("td", {}, clock(d.ts)),
     el("td", {}, partitionName(d)),
-    el("td", { class: `kind-${d.kind}` }, d.kind),
+    decisionKind(d),
     el("td", {}, d.leader),
     el("td", {}, `[${d.isr_before.join(",")}] → [${d.isr_after.join(",")}]`),
     el("td", { class: "why" }, decisionWhy(d))));
@@ -343,8 +365,12 @@ function renderStream(metrics) {
   status.className = `pill ${age === null ? "" : view.live ? "live" : "stale"}`;
 }
 
-function renderBrokers(brokers) {
+function renderBrokers(brokers, metrics) {
   const rows = brokers.map((b) => {
+    const labels = { cluster: b.cluster, broker: String(b.broker) };
+    const removed = total(metrics, "isrwatch_follower_shrinks_total", labels);
+    const pending = total(metrics, "isrwatch_broker_isr_pending_partitions", labels);
+    const proposes = b.queue_size !== undefined; // sends no batch: AlterPartition
     // A broker whose clock is off from its cluster's by more than the alert's threshold is judged on a wrong clock.
     const skewed = b.clock_offset_ms !== null && b.clock_offset_ms !== undefined && Math.abs(b.clock_offset_ms) > CLOCK_SKEW_MS;
     return el("tr", { class: b.out_of_sync_replicas || skewed ? "problem" : undefined, dataset: { broker: b.broker, cluster: b.cluster } },
@@ -352,12 +378,14 @@ function renderBrokers(brokers) {
       el("td", { class: "num" }, b.partitions_led),
       el("td", { class: "num" }, b.replicas),
       el("td", { class: "num" }, b.out_of_sync_replicas),
-      el("td", { class: "num" }, b.pending_isr_change_count),
-      el("td", {}, b.last_propagation_ms === null ? "—" : `${secs(b.time_since_last_propagation_ms)} ago`),
+      el("td", { class: "num removed" }, removed ?? 0),
+      el("td", { class: "num pending" }, pending ?? 0),
+      el("td", { class: "num awaiting" }, proposes ? "—" : b.pending_isr_change_count),
+      el("td", { class: "last-propagation" }, b.last_propagation_ms === null ? "—" : `${secs(b.time_since_last_propagation_ms)} ago`),
       el("td", { class: "clock" }, b.clock_offset_ms === null || b.clock_offset_ms === undefined ? "—" : offset(b.clock_offset_ms),
         skewed ? [" ", el("span", { class: "badge bad", title: "its clock is off from its cluster's median clock" }, "clock skewed")] : null));
   });
-  fillTable("brokers", rows, "no brokers yet", 7);
+  fillTable("brokers", rows, "no brokers yet", 9);
 }
 
 function renderAlterPartition(pending, brokers) {
@@ -416,14 +444,22 @@ async function refresh() {
     view.fetchedAt = Date.now();
     view.partitions = partitions.partitions;
     view.clusters = [...new Set([...partitions.partitions.map((p) => p.cluster), ...brokers.brokers.map((b) => b.cluster)])];
+    // The picture of one cluster, over the span its range or zoom asks for.
+    const pictured = picturedCluster(view.clusters);
+    const pictureData = pictured === null || view.asOf === null ? null : await getJSON(timelinePath(pictured, view.asOf));
     document.getElementById("clusters").textContent = view.clusters.length ? `cluster ${view.clusters.join(", ")}` : "";
     document.getElementById("as-of").textContent = view.asOf === null ? "" : `as of ${clock(view.asOf)}`;
     const more = document.getElementById("partitions-more");
     more.hidden = !partitions.next_page_token;
     more.textContent = "Showing the first 1000 partitions; narrow them with the topic filter or use the API.";
+    renderTimeline(pictureData, brokers.brokers.filter((b) => b.cluster === pictured).map((b) => b.broker));
+    // Leaders that propose with AlterPartition send no ISR-change batch: the propagation panel and card say
+    // nothing about them, so they show only where some leader batches (or a batch was sent).
+    const batching = propagations.propagations.length > 0 || !brokers.brokers.some((b) => b.queue_size !== undefined);
+    document.getElementById("propagation-section").hidden = !batching;
     renderStream(metrics);
-    renderSummary(metrics, brokers.brokers);
-    renderBrokers(brokers.brokers);
+    renderSummary(metrics, brokers.brokers, batching);
+    renderBrokers(brokers.brokers, metrics);
     renderPartitions();
     renderAlterPartition(pending.partitions, brokers.brokers);
     renderFollowers(followers);

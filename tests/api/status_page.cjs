@@ -20,6 +20,36 @@ function tableRows(selector) {
   }));
 }
 
+// What the timeline picture was given to draw: its span, lanes, intervals, markers, count series and incident
+// bands (each data item carries the API's record it was drawn from), and the incident list beside it.
+function pictured() {
+  const node = document.getElementById("timeline-chart");
+  const chart = window.echarts && echarts.getInstanceByDom(node);
+  const picker = document.getElementById("timeline-cluster");
+  const clusters = document.getElementById("timeline-cluster-control").hidden ? null
+    : { options: [...picker.options].map((o) => o.value), value: picker.value };
+  const listed = [...document.querySelectorAll("#incident-list li[data-incident]")].map((li) => ({
+    id: li.dataset.incident, kind: li.dataset.kind, classes: [...li.classList], text: li.textContent.trim(),
+  }));
+  if (!chart) return { span: document.getElementById("timeline-span").textContent, clusters, incidents: listed, bands: [] };
+  const option = chart.getOption();
+  const custom = option.series.filter((s) => s.type === "custom");
+  const bandData = (custom[0] && custom[0].markArea && custom[0].markArea.data) || [];
+  return {
+    span: document.getElementById("timeline-span").textContent,
+    clusters,
+    since: option.xAxis[1].min,
+    until: option.xAxis[1].max,
+    lanes: option.yAxis[1].data,
+    intervals: custom.flatMap((s) => s.data.map((d) => d.interval)),
+    markers: option.series.filter((s) => s.type === "scatter").flatMap((s) => s.data.map((d) => d.marker)),
+    counts: Object.fromEntries(option.series.filter((s) => s.type === "line").map((s) => [s.name, s.data])),
+    bands: bandData.map(([from, to]) => ({ id: from.incident.id, start: from.xAxis, end: to.xAxis, summary: from.name })),
+    incidents: listed,
+    height: node.getBoundingClientRect().height,
+  };
+}
+
 (async () => {
   const browser = await chromium.launch({ executablePath: "/usr/bin/chromium", args: ARGS });
   const problems = [];
@@ -73,6 +103,7 @@ function tableRows(selector) {
             background: getComputedStyle(s).backgroundColor,
           })),
           isr: tr.querySelector(".isr").textContent,
+          badges: [...tr.querySelectorAll(".badge")].map((b) => b.textContent),
         })),
         followers: rows("#followers"),
         decisions: rows("#decisions"),
@@ -82,10 +113,39 @@ function tableRows(selector) {
         stream: rows("#stream"),
         brokers: rows("#brokers"),
         alterPartitionShown: !document.getElementById("alter-partition").hidden,
+        propagationsShown: !document.getElementById("propagation-section").hidden,
         isrPending: rows("#isr-pending"),
         alterPartitionBrokers: rows("#alter-partition-brokers"),
       };
     }, tableRows.toString());
+    seen.timeline = await page.evaluate(pictured);
+    // The first screen as a person opens the page (the README shows it): the picture, the cards.
+    if (screenshot) await page.screenshot({ path: screenshot.replace(/\.png$/, "-top.png") });
+    if (seen.timeline && seen.timeline.bands.length) {
+      // Hover the first incident's band where no interval or marker lies (the cluster lane): its summary shows; a
+      // click on its entry in the list zooms the picture to it.
+      const band = seen.timeline.bands[0];
+      const at = await page.evaluate(([start, end]) => {
+        const chart = echarts.getInstanceByDom(document.getElementById("timeline-chart"));
+        const [x, y] = chart.convertToPixel({ xAxisIndex: 1, yAxisIndex: 1 }, [(start + end) / 2, 0]);
+        const box = document.getElementById("timeline-chart").getBoundingClientRect();
+        return [box.left + x, box.top + y + 12];
+      }, [band.start, band.end]);
+      await page.mouse.move(at[0], at[1]);
+      await page.waitForTimeout(400);
+      seen.timeline.hovered = await page.evaluate(() => [...document.querySelectorAll("#timeline-chart div")]
+        .filter((d) => getComputedStyle(d).visibility !== "hidden" && d.style.display !== "none"
+          && d.style.position === "absolute" && d.textContent).map((d) => d.textContent).join(" | "));
+      await page.mouse.move(0, 0);
+      await page.click(`#incident-list li[data-incident="${band.id}"]`);
+      await page.waitForFunction(() => document.getElementById("timeline-span").textContent.includes("one incident"),
+        null, { timeout: 10000 });
+      seen.timeline.zoomed = await page.evaluate(pictured);
+      if (screenshot) await page.screenshot({ path: screenshot.replace(/\.png$/, "-zoomed.png") });
+      await page.click("#timeline-unzoom");
+      await page.waitForFunction(() => !document.getElementById("timeline-span").textContent.includes("one incident"),
+        null, { timeout: 10000 });
+    }
     await page.check("#problems-only");
     seen.problemsOnly = await page.$$eval("#partitions tbody tr[data-partition]", (trs) => trs.map((tr) => tr.dataset.partition));
     await page.uncheck("#problems-only");

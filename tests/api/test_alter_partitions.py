@@ -84,6 +84,49 @@ def test_brokers_show_their_queue_and_request_in_flight(kraft: TestClient) -> No
     ]
 
 
+def test_decisions_tell_a_proposal_pending_committed_and_refused_apart(kraft: TestClient) -> None:
+    """A leader's shrink or expand is only proposed: ledger-0/1's shrinks wait (the first in flight, the second
+    queued), ledger-2's expand was committed, ledger-3's refused with INELIGIBLE_REPLICA then proposed again and
+    committed; the controller's LeaderAndIsr decisions are no proposals."""
+    decisions = pages(kraft, "/v1/decisions", "decisions", 3)
+    told = sorted(
+        (d["topic"], d["partition"], d["kind"], d["proposal"]["state"], d["proposal"]["error"])
+        for d in decisions
+        if d["proposal"] is not None
+    )
+    assert told == [
+        (*STUCK, "shrink", "pending", None),
+        (*QUEUED, "shrink", "pending", None),
+        ("ledger", 2, "expand", "committed", None),
+        ("ledger", 3, "expand", "committed", None),
+        ("ledger", 3, "expand", "refused", "INELIGIBLE_REPLICA"),
+    ]
+    assert all((d["proposal"] is None) is (d["kind"] == "leader_and_isr") for d in decisions)
+    [committed] = [d["proposal"] for d in decisions if d["partition"] == 2 and d["proposal"]]
+    assert committed == {
+        "state": "committed",
+        "answered_ms": 3020,
+        "error": None,
+        "committed_isr": [1, 2, 3],
+        "committed_partition_epoch": 1,
+    }
+
+
+def test_null_is_null_for_a_broker_that_never_sent_a_batch(kraft: TestClient) -> None:
+    """Leaders that propose with AlterPartition send no ISR-change batch: no last propagation (API and metric), and
+    their last ISR change is their last commit (broker 2's at 6010 ms; broker 1 has none)."""
+    brokers = {b["broker"]: b for b in kraft.get("/v1/brokers").json()["brokers"]}
+    assert {b: (v["last_propagation_ms"], v["time_since_last_propagation_ms"]) for b, v in brokers.items()} == {
+        b: (None, None) for b in (1, 2, 3)
+    }
+    assert (brokers[1]["last_isr_change_ms"], brokers[2]["last_isr_change_ms"]) == (None, 6010)
+    assert kraft.get("/v1/brokers/2").json()["last_isr_change_ms"] == 6010
+    scraped = kraft.get("/metrics").text
+    assert "isrwatch_broker_seconds_since_last_propagation{" not in scraped
+    for broker in (1, 2, 3):  # every replica is back in its ISR: each follower's view says 0
+        assert f'isrwatch_broker_out_of_sync_replicas{{broker="{broker}",cluster="kraft"}} 0.0' in scraped
+
+
 def test_metrics_show_the_alter_partition_path(kraft: TestClient) -> None:
     samples = {
         (s.name, tuple(sorted(s.labels.items()))): s.value

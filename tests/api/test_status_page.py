@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -160,6 +161,7 @@ def test_status_page_before_the_first_batch_says_so_without_errors(tmp_path):
         seen = browse(base + "/", tmp_path / "empty.png", "#partitions tbody tr.empty")
     assert seen["problems"] == [] and seen["error"] is None
     assert seen["status"] == "no batch yet" and seen["partitions"] == []
+    assert seen["timeline"]["span"] == "no micro-batch yet" and seen["timeline"]["clusters"] is None
     assert [r["cells"] for r in seen["decisions"]] == [["no decisions yet"]]
     assert seen["summary"]["total"]["value"] == "0"
 
@@ -212,6 +214,7 @@ def test_status_page_shows_where_the_model_and_the_brokers_disagree(tmp_path):
         ("t-0 epoch 1", "unexplained_by_model", None),
     ]
     assert seen["timingCauses"] == ["margin 1", "shifted 2"]
+    assert seen["timeline"]["clusters"] == {"options": ["a", "b"], "value": "a"}  # two clusters: a picker
 
 
 def test_status_page_shows_the_pending_isr_changes_and_each_brokers_alter_partition_queue(tmp_path):
@@ -234,6 +237,16 @@ def test_status_page_shows_the_pending_isr_changes_and_each_brokers_alter_partit
     assert brokers["1"]["cells"] == ["1", "1", "1 partition", "25.1 s"] and "warning" in brokers["1"]["classes"]
     assert brokers["2"]["cells"] == ["2", "0", "none", "—"] and brokers["2"]["classes"] == []
     assert set(brokers) == {"1", "2"}  # broker 3 leads nothing: it has no manager
+    # Each proposal reads as one, with what became of it: the refused one is no expand (nor any shrink).
+    kinds = sorted((r["cells"][1], r["cells"][2]) for r in seen["decisions"] if r["dataset"])
+    assert kinds == [
+        ("ledger-0", "shrink proposed → pending"),
+        ("ledger-1", "shrink proposed → pending"),
+        ("ledger-2", "expand proposed → committed"),
+        ("ledger-3", "expand proposed → committed"),
+        ("ledger-3", "expand proposed → refused INELIGIBLE_REPLICA"),
+    ]
+    assert not seen["propagationsShown"]  # its leaders send no ISR-change batch
 
 
 def test_status_page_flags_a_broker_whose_clock_is_off(tmp_path):
@@ -267,3 +280,126 @@ def test_status_page_flags_a_broker_whose_clock_is_off(tmp_path):
     assert rows["1"]["cells"][-1] == "+365.0 d clock skewed" and "problem" in rows["1"]["classes"]
     assert re.fullmatch(r"−9\.\d min clock skewed", rows["3"]["cells"][-1]) and "problem" in rows["3"]["classes"]
     assert rows["2"]["cells"][-1] == "+0.0 s"  # no flag (its row may stand out for a replica out of sync)
+
+
+CLOCK = re.compile(r"\d\d:\d\d:\d\d\.\d{3}")  # the page's clock, and the demo terminal's (cli/demo.py `_clock`)
+
+
+def _story(tmp_path: Path, duration: str, *options: str, judge: Sequence[str] = ()) -> tuple[str, int]:
+    """A simulated story ending about now (so the page reads it as a live stream would), replayed into a store: its
+    URL and the story's start."""
+    start = int(time.time() * 1000) - 300_000
+    events = tmp_path / "events"
+    simulate = ["simulate", "--speed", "0", "--start", str(start), "--duration", duration, *options, *LAG]
+    assert main([*simulate, "--seed", "3", "--out-dir", str(events), "--rotate", "10s"]) == 0
+    store = f"sqlite:///{tmp_path / 'isrwatch.db'}"
+    replay = ["replay", *map(str, sorted(events.iterdir())), "--store", store, *LAG, *judge]
+    assert main([*replay, "--set", f"schedule_origin_ms={start}"]) == 0
+    return store, start
+
+
+def _consistent(seen: dict) -> None:
+    """Nothing on the page contradicts anything else on it: the cards, the Partitions table, the Brokers table, the
+    AlterPartition panel and the picture's last counts tell the same numbers, on one clock."""
+    cards = {key: int(card["value"]) for key, card in seen["summary"].items()}
+    rows = seen["partitions"]
+    badges = {r["partition"]: r["badges"] for r in rows}
+    assert cards["under_replicated"] == sum("under-replicated" in b for b in badges.values())
+    assert cards["offline"] == sum("offline" in b for b in badges.values())
+    pending_rows = {r["dataset"]["partition"] for r in seen["isrPending"] if "partition" in r["dataset"]}
+    pending_badges = {p for p, b in badges.items() if any(x.startswith("pending") for x in b)}
+    assert cards["pending"] == len(pending_rows) == len(pending_badges) and pending_badges == pending_rows
+    brokers = {r["dataset"]["broker"]: r["cells"] for r in seen["brokers"]}
+    for broker, cells in brokers.items():
+        chips = sum(c["id"] == int(broker) and c["oos"] for r in rows for c in r["replicas"])
+        assert int(cells[3]) == chips, (broker, cells)  # out of sync, as a follower
+        assert int(cells[5]) == sum(  # pending ISR changes of the partitions it leads
+            r["leader"] == broker and any(x.startswith("pending") for x in r["badges"]) for r in rows
+        )
+    picture = seen["timeline"]
+    counts = picture["counts"]
+    if counts["under-replicated"]:
+        assert counts["under-replicated"][-1][1] == cards["under_replicated"]
+        assert counts["under min ISR"][-1][1] == cards["under_min_isr"]
+        assert counts["offline"][-1][1] == cards["offline"]
+    still_out = {iv["broker"] for iv in picture["intervals"] if iv["kind"] == "out_of_sync" and iv["end_ms"] is None}
+    assert still_out == {int(b) for b, cells in brokers.items() if int(cells[3]) > 0}
+    assert all(CLOCK.fullmatch(r["cells"][0]) for r in seen["decisions"] if r["dataset"])
+    assert CLOCK.search(picture["span"])
+
+
+def test_the_timeline_shows_broker_2s_stall_as_its_out_of_sync_interval_and_one_incident(tmp_path):
+    """Broker 2 stalls from 30 s to 80 s and is shrunk out of its ISRs, broker 4 crashes from 120 s to 170 s, broker 3
+    stalls from 215 s to the end (4 min): the picture's lane of broker 2 holds one out-of-sync interval from its first
+    shrink to its last expand (within a micro-batch), its incident is a band whose summary shows on hover and in the
+    list, a click zooms to it; broker 3 is still out of sync at the end, as the tables say."""
+    faults = ("stall:broker=2:start=30s:end=80s", "crash:broker=4:start=120s:end=170s", "stall:broker=3:start=215s")
+    store, start = _story(tmp_path, "240s", *(arg for fault in faults for arg in ("--fault", fault)))
+    with serving(store) as base:
+        decisions = httpx.get(f"{base}/v1/decisions", params={"page_size": 1000}).json()["decisions"]
+        incidents = httpx.get(f"{base}/v1/incidents").json()["incidents"]
+        seen = browse(base + "/", tmp_path / "timeline.png", "#incident-list li[data-incident]")
+    assert seen["problems"] == [] and seen["error"] is None
+    shrinks = [d for d in decisions if d["kind"] == "shrink" and d["replicas_changed"] == [2]]
+    expands = [d for d in decisions if d["kind"] == "expand" and d["replicas_changed"] == [2]]
+    assert shrinks and len(expands) == len(shrinks)
+    picture = seen["timeline"]
+    assert picture["lanes"] == ["cluster", "broker 1", "broker 2", "broker 3", "broker 4"]
+    [interval] = [iv for iv in picture["intervals"] if iv["broker"] == 2 and iv["kind"] == "out_of_sync"]
+    batch = 2000  # the demo's micro-batch (`isrwatch run --trigger 2`)
+    assert abs(interval["start_ms"] - min(d["ts"] for d in shrinks)) <= batch
+    assert abs(interval["end_ms"] - max(d["ts"] for d in expands)) <= batch
+    assert interval["partitions"] == len(shrinks)
+    assert start + 30_000 < interval["start_ms"] < interval["end_ms"] < start + 85_000
+    assert picture["since"] <= interval["start_ms"] and interval["end_ms"] <= picture["until"]
+    markers = {(m["kind"], m["topic"], m["partition"], m["ts"]) for m in picture["markers"]}
+    assert {("shrink", d["topic"], d["partition"], d["ts"]) for d in shrinks} <= markers
+    # Broker 2's stall is one incident: a band across the lanes, its summary on hover and in the list.
+    [incident] = [i for i in incidents if i["kind"] == "stuck" and i["brokers"] == [2]]
+    [band] = [b for b in picture["bands"] if b["id"] == incident["id"]]
+    assert band["summary"] == incident["summary"] and "broker 2" in incident["summary"]
+    assert abs(band["start"] - interval["start_ms"]) <= batch and abs(band["end"] - interval["end_ms"]) <= batch
+    listed = {i["id"]: i for i in picture["incidents"]}
+    assert incident["summary"] in listed[incident["id"]]["text"] and "closed" in listed[incident["id"]]["classes"]
+    assert picture["bands"][0]["id"] == incident["id"] and incident["summary"] in picture["hovered"]
+    zoomed = picture["zoomed"]
+    assert zoomed["since"] < interval["start_ms"] < interval["end_ms"] < zoomed["until"]
+    assert zoomed["until"] - zoomed["since"] < 60_000 < picture["until"] - picture["since"]
+    # Broker 2 was removed from as many ISRs as it had shrinks; broker 3 is still out.
+    brokers = {r["dataset"]["broker"]: r["cells"] for r in seen["brokers"]}
+    assert int(brokers["2"][4]) == len(shrinks) and int(brokers["3"][3]) > 0
+    assert not seen["alterPartitionShown"] and seen["propagationsShown"]
+    _consistent(seen)
+    # The first screen (tmp_path's timeline-top.png) is the README's picture: ISRWATCH_SCREENSHOT=1 renews it.
+    if os.environ.get("ISRWATCH_SCREENSHOT") == "1":
+        shutil.copyfile(tmp_path / "timeline-top.png", ROOT / "docs" / "img" / "status-page.png")
+
+
+def test_in_alter_partition_mode_a_proposal_reads_as_one_and_the_page_agrees_with_itself(tmp_path):
+    """The AlterPartition demo's stuck-queue story, cut while the controller holds broker 1's answers: its
+    shrinks are proposals, pending; the pending card, the Partitions table, the Brokers table and the AlterPartition
+    panel count the same partitions, none of them under-replicated (the committed ISR stands); no batch panel, no
+    last propagation; the picture holds broker 1's request in flight, open."""
+    judge = ["--set", 'kafka_version="3.9"', "--set", 'isr_protocol="alter_partition"']
+    store, start = _story(
+        tmp_path, "45s", "--isr-protocol", "alter_partition", "--scenario", "stuck-queue", judge=judge
+    )
+    with serving(store) as base:
+        seen = browse(base + "/", tmp_path / "alter-partition-timeline.png", "#isr-pending tbody tr[data-partition]")
+    assert seen["problems"] == [] and seen["error"] is None
+    assert seen["alterPartitionShown"] and not seen["propagationsShown"]
+    assert "unannounced" not in seen["summary"]  # no leader batches
+    proposals = [r for r in seen["decisions"] if r["dataset"].get("kind") in ("shrink", "expand")]
+    assert proposals and all("proposal" in r["dataset"] for r in proposals)
+    for r in proposals:  # a refused proposal reads "shrink proposed → refused ERROR", never as a shrink
+        assert r["cells"][2].startswith(f"{r['dataset']['kind']} proposed → {r['dataset']['proposal']}")
+    assert any(r["dataset"]["proposal"] == "pending" for r in proposals)
+    assert int(seen["summary"]["pending"]["value"]) > 0
+    brokers = {r["dataset"]["broker"]: r["cells"] for r in seen["brokers"]}
+    assert all(cells[6] in ("—", "0") and cells[7] == "—" for cells in brokers.values())  # never a batch
+    picture = seen["timeline"]
+    assert any(
+        iv["broker"] == 1 and iv["kind"] == "alter_partition_in_flight" and iv["end_ms"] is None
+        for iv in picture["intervals"]
+    )
+    _consistent(seen)

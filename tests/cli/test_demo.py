@@ -82,12 +82,14 @@ def test_demo_shows_a_stall_becoming_a_shrink_its_batch_and_an_expand_then_stops
     port = free_port()
     workdir = tmp_path / "demo"
     out: list[str] = []
-    seen = {"shrink": False, "shrink batch": False, "expand": False, "expand batch": False}
+    seen = {"shrink": False, "shrink batch": False, "expand": False, "expand batch": False, "incident": False}
     with running_demo(port, workdir, "--speed", "2", "--duration", "170") as proc:
         for line in proc.stdout:  # --duration ends the demo (and this loop) if the story never shows
             out.append(line)
             if "SHRINK" in line and "replica 2 stuck" in line:
                 seen["shrink"] = True
+            elif "INCIDENT opened  stuck" in line and "broker 2 stopped fetching" in line:
+                seen["incident"] = True
             elif "BATCH" in line and seen["shrink"] and not seen["expand"]:
                 seen["shrink batch"] = True
             elif "EXPAND" in line and "replica 2 caught up" in line:

@@ -51,6 +51,7 @@ def test_outputs_and_summary(tmp_path: Path) -> None:
     assert sorted(p.name for p in out.iterdir()) == [
         "dead_letter.jsonl",
         "decisions.jsonl",
+        "incidents.jsonl",
         "propagations.jsonl",
         "state.jsonl",
         "summary.json",
@@ -63,6 +64,13 @@ def test_outputs_and_summary(tmp_path: Path) -> None:
     assert summary["events_per_second"] > 0
     assert summary["config"]["replica_lag_time_max_ms"] == 10000
     assert "10 lines, 10 events" in proc.stderr
+    incidents = [json.loads(line) for line in (out / "incidents.jsonl").read_text().splitlines()]
+    assert [(i["kind"], i["brokers"], i["opened_ms"], i["closed_ms"], i["partition_count"]) for i in incidents] == [
+        ("stuck", [3], 15000, None, 1)
+    ]
+    assert incidents[0]["summary"] == (
+        "broker 3 stopped fetching: removed as stuck from 1 partition by leader 1; none under min ISR; not over yet"
+    )
 
 
 def test_what_if_a_longer_lag_avoids_the_shrink(tmp_path: Path) -> None:

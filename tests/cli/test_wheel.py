@@ -162,6 +162,9 @@ def test_the_wheel_holds_one_top_level_package_isrwatch(wheel: Path, venv: Venv)
     assert top == {"isrwatch", wheel.name.split("-py3")[0] + ".dist-info"}
     for data in (
         "isrwatch/api/static/index.html",
+        "isrwatch/api/static/timeline.js",
+        "isrwatch/api/static/echarts.min.js",  # the page's chart library ships inside: no CDN, works offline
+        "isrwatch/api/static/echarts.LICENSE",
         "isrwatch/lab/maven/kafka.xml",
         "isrwatch/streaming/log4j2.properties",
     ):

@@ -36,7 +36,7 @@ HELM = ROOT / ".tools" / "bin" / "helm"
 BIN = Path(sys.executable).parent
 # Sample values for the dashboards' template variables: "All" clusters, top 10, a rate window that
 # spans the whole end-to-end test.
-TEMPLATE_VALUES = {"$__rate_interval": "1m", "$cluster": ".*", "$topn": "10"}
+TEMPLATE_VALUES = {"$__rate_interval": "1m", "$cluster": ".*", "$topn": "10", "$broker": ".*", "$topic": ".*"}
 METRIC = re.compile(r"\bisrwatch_[a-zA-Z0-9_:]+")
 
 

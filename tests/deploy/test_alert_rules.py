@@ -31,3 +31,10 @@ def test_alerts_have_a_severity_and_a_summary() -> None:
     for rule in alert_rules():
         assert rule["labels"]["severity"] in ("warning", "critical"), rule["alert"]
         assert rule["annotations"]["summary"] and rule["annotations"]["description"], rule["alert"]
+
+
+def test_every_alert_links_its_runbook() -> None:
+    """Each alert's `runbook_url` is its section of docs/alerts.md (the anchor GitHub gives a heading named after
+    the alert), so a page or a notification leads to what it means and what to do."""
+    for rule in alert_rules():
+        assert rule["annotations"]["runbook_url"] == f"docs/alerts.md#{rule['alert'].lower()}", rule["alert"]

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from isrwatch.state.metrics import CATALOGUE
 from tests.deploy.support import (
     METRIC,
     RULES,
@@ -94,3 +95,22 @@ def test_every_metric_used_is_exported_by_the_api(source: str, exported_series: 
     used = _used_metrics(source)
     assert used, f"{source} uses no isrwatch metric"
     assert {name: sorted(where) for name, where in used.items() if name not in exported_series} == {}
+
+
+def test_every_query_of_a_per_cluster_metric_filters_by_the_cluster_variable() -> None:
+    """A dashboard with a cluster picker shows only that cluster in every panel (the clock-offset panel too)."""
+    per_cluster = {m.exposed for m in CATALOGUE if "cluster" in m.labels}
+    for name, dashboard in DASHBOARDS.items():
+        variables = {var["name"] for var in dashboard["templating"]["list"]}
+        for panel in panels(dashboard):
+            for target in panel["targets"]:
+                for metric in set(METRIC.findall(target["expr"])) & per_cluster:
+                    assert "cluster" in variables, f"{name}: {panel['title']} shows {metric} of every cluster"
+                    assert f'{metric}{{cluster=~"$cluster"' in target["expr"], (name, panel["title"], metric)
+
+
+def test_replication_dashboard_has_broker_and_topic_variables_and_an_incidents_timeline() -> None:
+    dashboard = DASHBOARDS["isrwatch-replication.json"]
+    assert {"cluster", "broker", "topic"} <= {var["name"] for var in dashboard["templating"]["list"]}
+    [timeline] = [p for p in panels(dashboard) if p["type"] == "state-timeline"]
+    assert "isrwatch_incidents_open" in timeline["targets"][0]["expr"]

@@ -90,6 +90,7 @@ class Outcome:
     observed: list[dict]
     divergences: list[dict]
     alter_partitions: list[dict]
+    incidents: list[dict]
 
     @classmethod
     def of(cls, result: ReplayResult) -> Outcome:
@@ -102,6 +103,7 @@ class Outcome:
             msgspec.to_builtins(result.observed),
             msgspec.to_builtins(result.divergences),
             msgspec.to_builtins(result.alter_partitions),
+            [i.to_record() for i in result.incidents],
         )
 
 

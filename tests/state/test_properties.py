@@ -162,6 +162,7 @@ def assert_cut_independent(
     assert canonical(got.records) == canonical(want.records)
     assert canonical(got.alter_partitions) == canonical(want.alter_partitions)
     assert canonical(got.brokers) == canonical(want.brokers)
+    assert canonical([i.to_record() for i in got.incidents]) == canonical([i.to_record() for i in want.incidents])
 
 
 @settings(max_examples=150, deadline=None)

@@ -154,7 +154,7 @@ def test_kafka_python_source_and_kafka_output(spark, tmp_path, lab: Lab):
     rows = event_rows(seed=4, count=4000)
     produce(lab.bootstrap_servers, topic, [*rows, b"{broken"])
     url = f"sqlite:///{tmp_path / 'store.db'}"
-    outputs = end_offsets(lab.monitor_bootstrap, ["isrwatch.decisions", "isrwatch.propagations"])
+    outputs = end_offsets(lab.monitor_bootstrap, ["isrwatch.decisions", "isrwatch.propagations", "isrwatch.incidents"])
     source = f"kafka-python:{lab.bootstrap_servers}/{topic}"
     run_job(source, url, tmp_path / "checkpoint", max_per_batch=len(rows) // 3, kafka_output=lab.monitor_bootstrap)
     got = dump(url)
@@ -163,21 +163,27 @@ def test_kafka_python_source_and_kafka_output(spark, tmp_path, lab: Lab):
     assert [json.loads(d)["raw"] for d in got["dead_letters"]] == ["{broken"]
     with open_store(url) as store:
         assert store.last_batch_id() >= 3
-    sent: dict[str, list] = {"isrwatch.decisions": [], "isrwatch.propagations": []}
-    ids: dict[str, set] = {"isrwatch.decisions": set(), "isrwatch.propagations": set()}
+    sent: dict[str, list] = {"isrwatch.decisions": [], "isrwatch.propagations": [], "isrwatch.incidents": []}
+    ids: dict[str, set] = {topic: set() for topic in sent}
     for record in records_after(lab.monitor_bootstrap, outputs):
         headers = dict(record.headers)
         ids[record.topic].add((int(headers["isrwatch-batch"]), int(headers["isrwatch-seq"])))
         value = json.loads(record.value)
-        key = (
-            f"{value['cluster']}/{value['topic']}/{value['partition']}"
-            if record.topic.endswith("decisions")
-            else f"{value['cluster']}/{value['broker']}"
-        )
+        if record.topic.endswith("decisions"):
+            key = f"{value['cluster']}/{value['topic']}/{value['partition']}"
+        elif record.topic.endswith("incidents"):
+            key = f"{value['cluster']}/{value['id']}"
+        else:
+            key = f"{value['cluster']}/{value['broker']}"
         assert record.key.decode() == key
         sent[record.topic].append(value)
     assert canonical(sent["isrwatch.decisions"]) == got["decisions"]
     assert canonical(sent["isrwatch.propagations"]) == got["propagations"]
+    with open_store(url) as store:  # the latest version of each incident sent is the store's
+        latest = {f"{i['cluster']}/{i['id']}": i for i in sent["isrwatch.incidents"]}
+        assert latest == {
+            f"{i['cluster']}/{i['id']}": store.incident(i["id"]) for i in store.incidents(limit=1000).items
+        }
     # Every record names its batch and place in it, once: the key a consumer drops repeats by.
     assert {t: len(v) for t, v in ids.items()} == {t: len(v) for t, v in sent.items()}
 

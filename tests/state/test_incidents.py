@@ -1,0 +1,295 @@
+"""Incidents (SPEC §8): one story of a stalled follower, a broker the controller removed and a controller change,
+replayed in one pass and streamed in cuts, and the rules one at a time."""
+
+from __future__ import annotations
+
+import dataclasses
+from operator import itemgetter
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from isrwatch.state.config import Config
+from isrwatch.state.events import BrokerRegistration
+from isrwatch.state.incidents import Incident, IncidentBook
+from isrwatch.state.records import (
+    AlterPartitionItem,
+    AlterPartitionRequest,
+    BrokerRecord,
+    DecisionKind,
+    Divergence,
+    DivergenceKind,
+    Health,
+    PartitionHealth,
+)
+from isrwatch.state.replay import ReplayResult, replay_events
+from isrwatch.streaming.testing import run_stateful
+from tests.state.helpers import append, canonical, fetch, lai, lines_of, parse_all, run_local
+from tests.state.helpers import run_stateful as run_stateful_lines
+
+AGENT = Path(__file__).parents[1] / "agent"
+# (topic, partition) -> replicas, the first its leader. v-0 has two replicas: without one it is under min ISR.
+PARTS = {("t", 0): [1, 2, 3], ("t", 1): [3, 2, 4], ("t", 2): [4, 2, 1], ("u", 0): [1, 3, 4], ("v", 0): [1, 2]}
+END = 112_000
+CONFIG = {"replica_lag_time_max_ms": 10_000, "min_insync_replicas": 2}
+STALL = (20_000, 45_000)  # broker 2 does not fetch (its last fetch at 20 s, caught up: stuck from 30 s)
+DOWN = (60_000, 80_000)  # broker 4 is down: the controller removes it at 60 s; it fetches again at 80 s
+
+
+def story() -> list[dict]:
+    """Every leader appends and every follower fetches, caught up, every 2 s, but broker 2 during STALL and broker 4
+    during DOWN; the controller moves broker 4 out at 60 s, and a new controller (epoch 2) moves t-0's leadership to
+    broker 2."""
+    leaders = {k: r[0] for k, r in PARTS.items()}
+    events = [lai(1000, r[0], r, r, 0, topic=t, partition=p, leader_leo=100) for (t, p), r in PARTS.items()]
+    for ts in range(2000, END, 2000):
+        if ts == DOWN[0]:
+            for (t, p), leader, isr in ((("t", 1), 3, [2, 3]), (("t", 2), 1, [1, 2]), (("u", 0), 1, [1, 3])):
+                events.append(
+                    lai(
+                        ts,
+                        leader,
+                        isr,
+                        PARTS[(t, p)],
+                        1,
+                        topic=t,
+                        partition=p,
+                        partition_epoch=10,
+                        leader_leo=ts // 100,
+                    )
+                )
+                leaders[(t, p)] = leader
+        if ts == 100_000:
+            events.append(
+                lai(
+                    ts,
+                    2,
+                    [1, 2, 3],
+                    [1, 2, 3],
+                    1,
+                    controller_epoch=2,
+                    topic="t",
+                    partition=0,
+                    partition_epoch=10,
+                    leader_leo=ts // 100,
+                )
+            )
+            leaders[("t", 0)] = 2
+        for (t, p), replicas in PARTS.items():
+            events.append(append(ts, ts // 100, topic=t, partition=p))
+            for r in replicas:
+                if (
+                    r == leaders[(t, p)]
+                    or (r == 2 and STALL[0] < ts < STALL[1])
+                    or (r == 4 and DOWN[0] <= ts < DOWN[1])
+                ):
+                    continue
+                events.append(fetch(ts, r, ts // 100, ts // 100, topic=t, partition=p))
+    return events
+
+
+@pytest.fixture(scope="module")
+def replayed() -> ReplayResult:
+    return replay_events(parse_all(story()), Config(**CONFIG))
+
+
+def by_kind(incidents: list[Incident]) -> dict[str, Incident]:
+    return {str(i.kind): i for i in incidents}
+
+
+def test_a_stalled_follower_is_one_incident_across_leaders(replayed: ReplayResult) -> None:
+    stuck = by_kind(replayed.incidents)["stuck"]
+    assert (stuck.brokers, stuck.opened_ms, stuck.closed_ms) == ([2], 35_000, 46_000)
+    assert stuck.leaders == [1, 3, 4]
+    assert sorted((p.topic, p.partition, p.worst) for p in stuck.partitions) == [
+        ("t", 0, Health.UNDER_REPLICATED),
+        ("t", 1, Health.UNDER_REPLICATED),
+        ("t", 2, Health.UNDER_REPLICATED),
+        ("v", 0, Health.UNDER_MIN_ISR),
+    ]
+    v0 = next(p for p in stuck.partitions if p.topic == "v")
+    assert [(s.state, s.start_ms, s.end_ms) for s in v0.intervals] == [(Health.UNDER_MIN_ISR, 35_000, 46_000)]
+    assert stuck.worst is Health.UNDER_MIN_ISR and stuck.under_min_isr_ms == 11_000
+    assert [d.kind for d in stuck.decisions].count(DecisionKind.SHRINK) == 4
+    assert [d.kind for d in stuck.decisions].count(DecisionKind.EXPAND) == 4
+    assert stuck.summary == (
+        "broker 2 stopped fetching: removed as stuck from 4 partitions by leaders 1, 3, 4; 1 under min ISR for 11 s "
+        "(producers with acks=all got NOT_ENOUGH_REPLICAS); back after 11 s"
+    )
+
+
+def test_a_broker_the_controller_removes_is_offline_until_back_in_every_isr(replayed: ReplayResult) -> None:
+    offline = by_kind(replayed.incidents)["offline"]
+    assert (offline.brokers, offline.opened_ms, offline.closed_ms) == ([4], 60_000, 80_000)
+    assert sorted((p.topic, p.partition) for p in offline.partitions) == [("t", 1), ("t", 2), ("u", 0)]
+    assert offline.worst is Health.UNDER_REPLICATED and offline.under_min_isr_ms == 0
+    assert "none under min ISR" in offline.summary and offline.summary.endswith("back after 20 s")
+
+
+def test_a_new_controller_epoch_is_an_incident(replayed: ReplayResult) -> None:
+    controller = by_kind(replayed.incidents)["controller"]
+    assert (controller.opened_ms, controller.controller_epoch, controller.partition_count) == (100_000, 2, 0)
+    assert len(replayed.incidents) == 3
+
+
+def test_the_timeline_counts_lanes_and_markers(replayed: ReplayResult) -> None:
+    timeline = replayed.timeline
+    counts = [(c.ts, c.under_replicated, c.under_min_isr, c.offline) for c in timeline.counts]
+    assert counts == [(35_000, 4, 1, 0), (46_000, 0, 0, 0), (60_000, 3, 0, 0), (80_000, 0, 0, 0)]  # one per time
+    lanes = {(i.broker, i.kind): (i.start_ms, i.end_ms, i.partitions) for i in timeline.intervals}
+    assert lanes[(2, "out_of_sync")] == (35_000, 46_000, 4)
+    assert lanes[(4, "out_of_sync")] == (60_000, 80_000, 3)
+    assert lanes[(4, "offline")] == (60_000, 80_000, 3)
+    assert lanes[(4, "leading_fewer")] == (60_000, None, 1)  # t-2's leadership did not come back
+    assert lanes[(1, "leading_fewer")] == (100_000, None, 1)
+    kinds = [m.kind for m in timeline.markers]
+    assert kinds.count("shrink") == 4 and kinds.count("expand") == 7 and kinds.count("controller") == 1
+
+
+def test_the_stream_in_any_cut_gives_the_replays_incidents(replayed: ReplayResult) -> None:
+    lines = lines_of(story())
+    for cuts in ([], [len(lines) // 3, len(lines) // 2], list(range(0, len(lines), 97))):
+        got = run_stateful(lines, cuts, Config(**CONFIG), buckets=3, until=None)
+        assert canonical([i.to_record() for i in got.incidents]) == canonical(
+            [i.to_record() for i in replayed.incidents]
+        )
+
+
+def _health(ts: int, isr: list[int], replicas: list[int], health: Health, partition: int = 0) -> PartitionHealth:
+    return PartitionHealth(ts, "c", "t", partition, health, 1, None, tuple(isr), tuple(replicas), 1)
+
+
+def test_a_partition_short_of_its_isr_without_a_cause_opens_nothing() -> None:
+    """A partition under-replicated from the start (no decision removed anyone) is counted, not an incident."""
+    book = IncidentBook(Config())
+    book.add([], [_health(10, [1], [1, 2], Health.UNDER_REPLICATED)])
+    opened, changed, timeline = book.advance({"c": 100})
+    assert opened == changed == []
+    assert [(c.ts, c.under_replicated) for c in timeline.counts] == [(10, 1)]
+
+
+def test_an_alter_partition_request_in_flight_too_long_is_pending_until_answered() -> None:
+    """Rule 4, in the stream's cut: in flight at one frontier, answered at a later one."""
+    config = Config(isr_change_pending_ms=5000, incident_window_ms=1000)
+    item = AlterPartitionItem(
+        topic="t",
+        partition=0,
+        kind=DecisionKind.SHRINK,
+        proposed_isr=[1],
+        leader_epoch=0,
+        partition_epoch=0,
+        submitted_ms=1000,
+    )
+    sent = AlterPartitionRequest(cluster="c", broker=1, sent_ms=1000, response_ms=None, partitions=[item])
+    record = BrokerRecord(
+        cluster="c",
+        broker=1,
+        pending=[],
+        first_change_ts=None,
+        last_isr_change_ms=0,
+        last_propagation_ms=0,
+        queue=[],
+        in_flight=sent,
+    )
+    book = IncidentBook(config)
+    opened, _, _ = book.advance({"c": 7000}, brokers=[record])
+    assert [(i.kind, i.opened_ms, i.closed_ms) for i in opened] == [("isr_change_pending", 6000, None)]
+    book = IncidentBook(config, book.to_bytes())
+    answered = AlterPartitionRequest(cluster="c", broker=1, sent_ms=1000, response_ms=9000, partitions=[item])
+    _, changed, timeline = book.advance({"c": 20_000}, requests=[answered])
+    assert [(i.opened_ms, i.closed_ms, i.partition_count) for i in changed] == [(6000, 9000, 1)]
+    assert changed[0].summary.startswith("broker 1's AlterPartition request stuck in flight")
+    assert [(i.kind, i.start_ms, i.end_ms) for i in timeline.intervals] == [("alter_partition_in_flight", 1000, 9000)]
+    # One pass sees only the answered request: the same incident.
+    _, once, _ = IncidentBook(config).advance({"c": 20_000}, requests=[answered])
+    assert [i.to_record() for i in once] == [i.to_record() for i in changed]
+
+
+def test_divergences_of_one_broker_are_one_incident_and_timing_ones_none() -> None:
+    book = IncidentBook(Config(incident_window_ms=1000))
+    found = [
+        Divergence(ts=ts, cluster="c", broker=2, kind=kind, subject="isr", topic="t", partition=0)
+        for ts, kind in (
+            (100, DivergenceKind.MISSED_BY_MODEL),
+            (400, DivergenceKind.TIMING),
+            (600, DivergenceKind.DIFFERENT_ISR),
+        )
+    ]
+    _, changed, timeline = book.advance({"c": 5000}, divergences=found)
+    assert len(changed) == 1 and changed[0].counts == {"different_isr": 1, "missed_by_model": 1}
+    assert (changed[0].opened_ms, changed[0].closed_ms) == (100, 600)
+    assert [m.kind for m in timeline.markers] == ["divergence", "divergence"]
+
+
+def recording(data: str, with_seq: bool) -> list[dict]:
+    """A repository recording of isrwatch-agent on three brokers (tests/agent/data*/README.md), as events in time
+    order (the ZooKeeper one without `seq`, as tests/state/test_agent_recording.py streams it)."""
+    lines = [line for b in (1, 2, 3) for line in (AGENT / data / f"broker{b}.events.jsonl").read_bytes().splitlines()]
+    events = [msgspec.json.decode(line) for line in lines]
+    if not with_seq:
+        return sorted(({k: v for k, v in e.items() if k != "seq"} for e in events), key=itemgetter("ts"))
+    return sorted(events, key=lambda e: (e["ts"], e["broker"], e["seq"]))
+
+
+@pytest.mark.parametrize(
+    ("data", "with_seq", "lag", "want"),
+    [
+        # SIGSTOP broker 3 (12 s), SIGSTOP broker 1 (9 s), SIGKILL broker 2 (its session expires: a new controller),
+        # the brokers stopped at the end (offline, not back before the recording ends).
+        (
+            "data",
+            False,
+            6000,
+            [
+                ("stuck", [3], True),
+                ("stuck", [1], True),
+                ("offline", [2], True),
+                ("controller", [], True),
+                ("offline", [2], False),
+                ("offline", [1], False),
+            ],
+        ),
+        # stall broker 3 (10 s), then "fence" broker 2: it stalls 22 s and the controller fences it after 18 s.
+        ("data-kraft", True, 5000, [("stuck", [3], True), ("offline", [2], True)]),
+    ],
+)
+def test_a_recording_gives_one_incident_per_stalled_broker_in_replay_and_stream(
+    data: str, with_seq: bool, lag: int, want: list
+) -> None:
+    events = recording(data, with_seq)
+    config = dataclasses.asdict(Config(replica_lag_time_max_ms=lag).with_profile("agent"))
+    replayed, streamed = run_local(events, **config), run_stateful_lines(events, **config)
+    assert [(i["kind"], i["brokers"], i["closed_ms"] is not None) for i in replayed.incidents] == want
+    stalled = [i for i in replayed.incidents if i["counts"].get("stuck")]
+    assert all(i["summary"].startswith(f"broker {i['brokers'][0]} stopped fetching") for i in stalled)
+    assert canonical(streamed.incidents) == canonical(replayed.incidents)
+
+
+def _registration(ts: int, reporter: int, broker: int, fenced: bool) -> BrokerRegistration:
+    return BrokerRegistration(
+        ts=ts, cluster="c", broker=reporter, id=broker, epoch=1, fenced=fenced, in_controlled_shutdown=False
+    )
+
+
+def test_a_broker_fenced_by_most_reporters_is_offline_until_unfenced() -> None:
+    """Rule 2b: a broker fenced when first seen opens nothing; fenced later, by most of the brokers that report it,
+    it is an offline incident held open until they report it unfenced, and a `fenced` lane."""
+    book = IncidentBook(Config(incident_window_ms=1000))
+    reports = [
+        _registration(0, 1, 2, True),  # starting up
+        _registration(10, 1, 2, False),
+        _registration(10, 3, 2, False),
+        _registration(5000, 1, 2, True),  # one of two: not yet
+        _registration(5100, 3, 2, True),
+        _registration(9000, 2, 2, False),  # the fenced broker's own stale view: one of three
+        _registration(20_000, 3, 2, False),
+        _registration(20_050, 1, 2, False),
+    ]
+    book.add([], [], reports)
+    _, held, _ = book.advance({"c": 15_000})
+    assert [(i.kind, i.brokers, i.opened_ms, i.closed_ms) for i in held] == [("offline", [2], 5100, None)]
+    _, closed, timeline = book.advance({"c": 30_000})
+    assert [(i.opened_ms, i.closed_ms, i.offline_ms) for i in closed] == [(5100, 20_000, 5100)]
+    lanes = [(i.kind, i.start_ms, i.end_ms) for i in timeline.intervals]
+    assert ("fenced", 5100, 20_000) in lanes and ("offline", 5100, 20_000) in lanes
