@@ -51,7 +51,13 @@ MONITOR_ID = 100
 CLUSTER_NAME = "lab"
 EVENTS_TOPIC = "isrwatch.events"
 # isrwatch's own traffic, on the monitor broker: the agent's events and `isrwatch run --kafka-output`'s topics.
-MONITOR_TOPICS = {EVENTS_TOPIC: 3, "isrwatch.decisions": 3, "isrwatch.propagations": 3, "isrwatch.alter-partitions": 3}
+MONITOR_TOPICS = {
+    EVENTS_TOPIC: 3,
+    "isrwatch.decisions": 3,
+    "isrwatch.propagations": 3,
+    "isrwatch.alter-partitions": 3,
+    "isrwatch.incidents": 3,
+}
 ZOOKEEPER, KRAFT = "zookeeper", "kraft"  # the lab's modes
 # Kafka stamps each record of isrwatch's topics with its own clock on append: for the events topic that
 # timestamp is the events' arrival, which `ts_in_future` judges them against (SPEC §6); a CreateTime

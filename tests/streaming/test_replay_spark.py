@@ -38,6 +38,9 @@ def assert_same(spark_run: ReplayResult, local_run: ReplayResult) -> None:
     assert canonical(spark_run.propagations) == canonical(local_run.propagations)
     assert spark_run.records == local_run.records
     assert spark_run.brokers == local_run.brokers
+    assert canonical([i.to_record() for i in spark_run.incidents]) == canonical(
+        [i.to_record() for i in local_run.incidents]
+    )
     assert dead(spark_run.dead_letters) == dead(local_run.dead_letters)
     for key in (
         "lines",
