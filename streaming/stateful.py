@@ -73,9 +73,10 @@ _NAMING = (Watermark, LeaderAndIsr, BrokerRegistration)  # what tells a key of i
 
 def count_events(events: list[Event], first: bool) -> tuple[int, int]:
     """How many events (a tick, registration or AlterPartition request only in the first bucket: every bucket gets
-    it) and their latest time."""
+    it) and their latest time: the latest they sort at (an isr-expiration tick at its run's end), where a finite
+    input ends, as the one-pass replay ends there."""
     ticks = sum(1 for ev in events if type(ev) in _SPREAD)
-    return len(events) - (0 if first else ticks), max((ev.ts for ev in events), default=-1)
+    return len(events) - (0 if first else ticks), max((sorts_at(ev) for ev in events), default=-1)
 
 
 def _late(ev: Event, raw: bytes, frontier: int, lateness: int, partition: bool = False) -> DeadLetter:
