@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, insort
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from typing import TYPE_CHECKING, NamedTuple
 
 import pandas as pd
@@ -73,9 +73,10 @@ _NAMING = (Watermark, LeaderAndIsr, BrokerRegistration)  # what tells a key of i
 
 def count_events(events: list[Event], first: bool) -> tuple[int, int]:
     """How many events (a tick, registration or AlterPartition request only in the first bucket: every bucket gets
-    it) and their latest time."""
+    it) and their latest time: the latest they sort at (an isr-expiration tick at its run's end), where a finite
+    input ends, as the one-pass replay ends there."""
     ticks = sum(1 for ev in events if type(ev) in _SPREAD)
-    return len(events) - (0 if first else ticks), max((ev.ts for ev in events), default=-1)
+    return len(events) - (0 if first else ticks), max((sorts_at(ev) for ev in events), default=-1)
 
 
 def _late(ev: Event, raw: bytes, frontier: int, lateness: int, partition: bool = False) -> DeadLetter:
@@ -97,14 +98,36 @@ def _partition_bound(ev: Event, ahead: dict[tuple[str, int], int]) -> int | None
     return at if behind_partition(sorts_at(ev), at) else None
 
 
-def frontier_of(held: BucketState, cluster: str, config: Config) -> int:
-    """How far the key may apply `cluster` (`frontier.cluster_frontier`), never back from where it applied."""
+def outvoted(held: BucketState, config: Config) -> dict[str, set[int]]:
+    """Per cluster, the brokers whose clock the others outvote as this key saw them (`clock.outvoted`)."""
+    found: dict[str, set[int]] = {}
+    if len(held.clocks) > 2:
+        book = ClockBook()
+        book.merge(held.clocks)
+        for cluster, broker in book.outvoted(config.max_future_ms):
+            found.setdefault(cluster, set()).add(broker)
+    return found
+
+
+def _streams(held: BucketState, cluster: str, skewed: Collection[int]) -> tuple[dict[int, int] | None, set[int]]:
+    """The cluster's brokers' watermarks and reporters, but an outvoted clock's: it holds nothing back."""
+    marks, reporters = held.watermarks.get(cluster), held.brokers.get(cluster, set())
+    if skewed:
+        marks = None if marks is None else {b: w for b, w in marks.items() if b not in skewed}
+        reporters = reporters - set(skewed)
+    return marks, reporters
+
+
+def frontier_of(held: BucketState, cluster: str, config: Config, skewed: Collection[int] = ()) -> int:
+    """How far the key may apply `cluster` (`frontier.cluster_frontier`), never back from where it applied. The
+    brokers whose clock is outvoted (`skewed`) hold nothing back; they stay named, so their return keeps the margin."""
+    marks, reporters = _streams(held, cluster, skewed)
     rule = cluster_frontier(
         held.newest[cluster],
         config.allowed_lateness_ms,
         config.broker_rejoin_margin_ms,
-        held.watermarks.get(cluster),
-        held.brokers.get(cluster, ()),
+        marks,
+        reporters,
         held.named.get(cluster, ()),
         cluster in held.unbounded,
     )
@@ -119,10 +142,12 @@ class Ahead(NamedTuple):
     limit: int
 
 
-def ahead_of(held: BucketState, cluster: str, config: Config, frontier: int) -> Ahead | None:
+def ahead_of(
+    held: BucketState, cluster: str, config: Config, frontier: int, skewed: Collection[int] = ()
+) -> Ahead | None:
     """The partitions' own frontiers, when the brokers' streams set the cluster's (`frontier.streams_passed`) and one
     is past it; None: the cluster's frontier is every partition's."""
-    passed = streams_passed(held.watermarks.get(cluster), held.brokers.get(cluster, ()), cluster in held.unbounded)
+    passed = streams_passed(*_streams(held, cluster, skewed), cluster in held.unbounded)
     if passed is None or max(passed.values()) <= frontier:
         return None
     fallback, margin = held.newest[cluster] - config.allowed_lateness_ms, config.broker_rejoin_margin_ms
@@ -174,25 +199,31 @@ def classify(
     a broker reported, refused, waiting or not, shows its clock (`report.clocks`). Returns the arrived events and
     the fetches behind the frontier, by cluster."""
     newest, lateness, max_future = held.newest, config.allowed_lateness_ms, config.max_future_ms
+    # Every valid event a broker reported shows its clock, before any line is judged: which clocks the others outvote
+    # (`clock.outvoted`) does not hang on the order of the batch's lines.
+    parsed = [(parse_event(raw, seq, arrival), raw, role, received) for raw, seq, arrival, role, received in lines]
+    clocks = ClockBook()
+    for ev, _, _, received in parsed:
+        if type(ev) is not DeadLetter and ev.broker is not None:
+            clocks.observe(ev.cluster, ev.broker, ev.ts, received)
+    report.clocks = clocks.samples()
+    clocks.merge(held.clocks)
+    held.clocks = clocks.samples()
+    skewed = outvoted(held, config)
     # A line is late against what earlier calls knew (a batch arrives as a whole): at or behind these.
-    late_at = {cluster: frontier_of(held, cluster, config) for cluster in newest}
+    late_at = {cluster: frontier_of(held, cluster, config, skewed.get(cluster, ())) for cluster in newest}
     ahead = {cluster: {(t, p): at for t, p, at in applied} for cluster, applied in held.ahead.items() if applied}
     arrived: dict[str, list[Event]] = defaultdict(list)
     behind: dict[str, list[Behind]] = defaultdict(list)
-    jumps = Jumps(held, max_future, first, arrived, report)
+    jumps = Jumps(held, max_future, first, arrived, report, skewed)
     fresh: dict[str, list[tuple[Event, bytes, int]]] = defaultdict(list)  # clusters this key has no time of yet
     witnessed, lowest, unbounded = held.brokers, jumps.lowest, held.unbounded
     event, tick, beacon = int(Role.EVENT), int(Role.TICK), int(Role.BEACON)  # ints: compared once per line
-    clocks = ClockBook()
-    observe = clocks.observe
-    for raw, seq, arrival, role, received in lines:
-        ev = parse_event(raw, seq, arrival)
+    for ev, raw, role, received in parsed:
         if type(ev) is DeadLetter:
             dead = ev
         else:
             cluster = ev.cluster
-            if ev.broker is not None:
-                observe(cluster, ev.broker, ev.ts, received)
             dead = None if received is None else in_future(ev, raw, received, max_future)
             if dead is None:
                 bound = late_at.get(cluster)
@@ -209,7 +240,7 @@ def classify(
                     partition_bound = None if mine is None else _partition_bound(ev, mine)
                     if partition_bound is None:
                         # Jumps.take, inline: this runs once per line
-                        if ev.ts > known:
+                        if ev.ts > known and not (skewed and ev.broker in skewed.get(cluster, ())):
                             newest[cluster] = ev.ts
                         if role != beacon:
                             arrived[cluster].append(ev)
@@ -233,8 +264,11 @@ def classify(
             report.dead.append(dead)
     for cluster, admitted in fresh.items():
         # A cluster's time starts at the earliest line of the first batch that brings it, not at whichever line
-        # comes first: a lone line far ahead in that batch is a jump like any other.
-        newest[cluster] = min(ev.ts for ev, _, _ in admitted)
+        # comes first: a lone line far ahead in that batch is a jump like any other. An outvoted clock sets it not.
+        mine = skewed.get(cluster, ())
+        newest[cluster] = min(
+            [ev.ts for ev, _, _ in admitted if ev.broker not in mine] or [ev.ts for ev, _, _ in admitted]
+        )
         for ev, raw, role in admitted:
             if ev.ts > newest[cluster] + max_future:
                 jumps.judge(ev, raw, role)
@@ -243,7 +277,6 @@ def classify(
                 if lowest.get(cluster, INF) <= newest[cluster] + max_future:
                     jumps.release(cluster)
     jumps.expire()
-    report.clocks = clocks.samples()
     return arrived, behind
 
 
@@ -270,9 +303,19 @@ class Jumps:
     line looks for a witness by bisection in the waiting times of each reporter (`_times`)."""
 
     def __init__(
-        self, held: BucketState, max_future: int, first: bool, arrived: dict[str, list[Event]], report: Report
+        self,
+        held: BucketState,
+        max_future: int,
+        first: bool,
+        arrived: dict[str, list[Event]],
+        report: Report,
+        skewed: dict[str, set[int]],
     ) -> None:
         self.held, self.max_future, self.first, self.arrived, self.report = held, max_future, first, arrived, report
+        self.skewed = skewed  # per cluster, the brokers whose clock is outvoted: they move no time and witness nothing
+        self.seen: dict[str, set[int]] = {}  # per cluster, every reporting broker whose clock the key saw
+        for sample in held.clocks:
+            self.seen.setdefault(sample.cluster, set()).add(sample.broker)
         self.beacon = int(Role.BEACON)
         self.lowest: dict[str, int] = {}
         for jump in held.jumps:
@@ -301,9 +344,10 @@ class Jumps:
     def judge(self, ev: Event, raw: bytes, role: int) -> None:
         """A line that jumps: it arrives, with what it witnesses, when a waiting jump is its witness; else it waits."""
         cluster, mf, broker = ev.cluster, self.max_future, ev.broker
-        lone = self.held.brokers.get(cluster, set()) <= {broker}
+        lone = self.seen.get(cluster, set()) | self.held.brokers.get(cluster, set()) <= {broker}
+        skewed = self.skewed.get(cluster, ())
         for (c, other), times in self._times().items():
-            if c == cluster and witnesses(broker, other, lone):
+            if c == cluster and other not in skewed and witnesses(broker, other, lone):
                 at = bisect_left(times, ev.ts - mf)
                 if at < len(times) and times[at] <= ev.ts + mf:
                     self.take(ev, role)
@@ -336,7 +380,8 @@ class Jumps:
     def take(self, ev: Event, role: int) -> None:
         """`ev` arrives (a beacon only moves its cluster's time); `classify` does the same inline for each line."""
         newest = self.held.newest
-        newest[ev.cluster] = max(newest[ev.cluster], ev.ts)
+        if ev.broker not in self.skewed.get(ev.cluster, ()):
+            newest[ev.cluster] = max(newest[ev.cluster], ev.ts)
         if role != self.beacon:
             self.arrived[ev.cluster].append(ev)
         if ev.broker is None:
@@ -481,12 +526,13 @@ def state_function(
         if first:
             held.ticked |= {ev.cluster for evs in arrived.values() for ev in evs if type(ev) is Tick}
         pending: list[Chunk] = []
+        skewed = outvoted(held, config)
         for cluster in held.newest:
-            frontier = frontier_of(held, cluster, config)
+            frontier = frontier_of(held, cluster, config, skewed.get(cluster, ()))
             fresh = arrived.get(cluster, [])
             if cluster in held.watermarks:  # a watermark changes no state: the engine never sees one
                 fresh = [ev for ev in fresh if type(ev) is not Watermark]
-            ahead = ahead_of(held, cluster, config, frontier)
+            ahead = ahead_of(held, cluster, config, frontier, skewed.get(cluster, ()))
             due, rest = split_due(held, cluster, fresh, frontier, frontier if ahead is None else ahead.limit)
             pending += rest
             late = behind.get(cluster, [])
