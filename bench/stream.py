@@ -128,7 +128,7 @@ class _Commit:
     wall: float  # when the batch was committed
     decisions: list[int]  # the committed decisions' event times
     cpu: dict[str, float]  # the job's CPU seconds so far, by part
-    records: int  # partition records written
+    records: int  # partition rows written
 
 
 class _Recorder:
@@ -142,7 +142,10 @@ class _Recorder:
 
     def on_batch(self, batch_id: int, result: Settled, written: bool) -> None:
         self.commits[batch_id] = _Commit(
-            time.time(), [d.ts for d in result.decisions], _tree_cpu_s(os.getpid(), self.feeder), len(result.records)
+            time.time(),
+            [d.ts for d in result.decisions],
+            _tree_cpu_s(os.getpid(), self.feeder),
+            len(result.records) if result.partitions_written is None else result.partitions_written,
         )
 
     def on_progress(self, raw: dict) -> None:
@@ -178,7 +181,7 @@ def _job(args: argparse.Namespace, work: Path, recorder: _Recorder, **overrides:
         spark = replace(spark, extra=extra)
     options = JobOptions(
         source=f"files:{work / 'inbox'}",
-        store=f"sqlite:///{work / 'store.db'}",
+        store=args.store or f"sqlite:///{work / 'store.db'}",
         checkpoint=str(work / "checkpoint"),
         config=_config(args.shape),
         buckets=args.buckets,
@@ -240,7 +243,7 @@ def _report(recorder: _Recorder, trigger: float | None, skip: int, local: _Local
             f"batches: {len(batches)} with input; duration p50 {statistics.median(durations):.2f} s, "
             f"max {max(durations):.2f} s; per batch {events / n:,.0f} events, {seconds / n:.2f} s wall, "
             f"{total_cpu / n:.2f} s CPU, {sum(recorder.commits[b].records for b in steady[1:]) / n:,.0f} "
-            f"partition records"
+            f"partition rows written"
         )
         top = sorted(phases.items(), key=lambda kv: -kv[1])
         print("phases:  " + ", ".join(f"{name} {s:.2f} s" for name, s in top if s >= 0.005) + " (mean per batch)")
@@ -442,6 +445,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--trigger", type=float, default=5.0, help="real-time trigger interval (default 5 s)")
     parser.add_argument("--buckets", type=int, default=16, help="state keys (default 16)")
+    parser.add_argument(
+        "--store", metavar="URL", help="an empty store to write to (default: SQLite in the work directory)"
+    )
     SparkSettings.add_arguments(parser)
     parser.add_argument(
         "--stages",

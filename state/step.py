@@ -33,7 +33,6 @@ from .records import (
     AlterPartitionSubmit,
     BrokerRecord,
     Decision,
-    DecisionKind,
     Divergence,
     IsrChange,
     IsrWrite,
@@ -62,6 +61,8 @@ class StepOutputs(Protocol):
     def observed(self) -> list[Observation | BrokerObserved]: ...
     @property
     def alter_partition(self) -> list[AlterPartitionSubmit | AlterPartitionAnswer | AlterPartitionSendSeen]: ...
+    @property
+    def resyncs(self) -> list[tuple[str, str, int, int]]: ...
 
 
 @dataclass
@@ -84,6 +85,7 @@ class Settled:
     watermark: int | None = None
     frontiers: dict[str, int] = field(default_factory=dict)
     as_of: dict[tuple[str, str, int], int] = field(default_factory=dict)  # event time each record is exact at
+    partitions_written: int | None = None  # rows the executors wrote in place of `records` (the stream: SPEC §5)
 
     def add_dead_letters(self, dead: Iterable[DeadLetter]) -> None:
         for d in dead:
@@ -111,6 +113,7 @@ def settle(
     items: list[IsrChange | PropagationTick] = []
     writes: list[IsrWrite] = []
     observed: list[Observation | BrokerObserved] = []
+    resyncs: list[tuple[str, str, int, int]] = []
     for out in outputs:
         settled.decisions.extend(out.decisions)
         items.extend(out.changes)
@@ -118,17 +121,13 @@ def settle(
         writes.extend(out.writes)
         observed.extend(out.observed)
         proposals.extend(out.alter_partition)
+        resyncs.extend(out.resyncs)
         counters.update(out.counters)
     counters[LATE_EVENTS.tally] += book.add(items) + managers.add(proposals)
     # What brokers did, as they reported it: a proposal observed for the audit is its request's, recorded once.
     settled.observed = [_reported(o) for o in observed if not _is_proposal(o)]
     divergences: list[Divergence] = []
     if audit is not None:
-        resyncs = [
-            (d.cluster, d.topic, d.partition, d.ts)
-            for d in settled.decisions
-            if d.kind is DecisionKind.LEADER_AND_ISR and d.leader is not None and d.leader >= 0
-        ]
         divergences = audit.add(writes, observed, resyncs=resyncs)
     if until is not None:
         settled.propagations = book.advance(until)

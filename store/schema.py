@@ -186,6 +186,10 @@ class _Dialect:
             f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})" + conflict, rows
         )
 
+    def delete(self, cur: Any, table: str, columns: Sequence[str], keys: Sequence[Sequence[Any]]) -> None:
+        """Delete the rows whose `columns` equal one of `keys` (a prefix of the table's primary key)."""
+        cur.executemany(f"DELETE FROM {table} WHERE " + " AND ".join(f"{c} = ?" for c in columns), keys)
+
 
 class _Postgres(_Dialect):
     name = "postgresql"
@@ -213,6 +217,18 @@ class _Postgres(_Dialect):
                 copy.write_row(row)
         if conflict:
             cur.execute(f"INSERT INTO {table} ({names}) SELECT {names} FROM {target}{conflict}")
+
+    def delete(self, cur: Any, table: str, columns: Sequence[str], keys: Sequence[Sequence[Any]]) -> None:
+        """The keys go in by COPY to a temporary table, then one DELETE joins it."""
+        names = ", ".join(columns)
+        staged = f"isrwatch_keys_{table}"
+        cur.execute(f"CREATE TEMP TABLE IF NOT EXISTS {staged} AS SELECT {names} FROM {table} WITH NO DATA")
+        cur.execute(f"TRUNCATE {staged}")
+        with cur.copy(f"COPY {staged} ({names}) FROM STDIN") as copy:
+            for key in keys:
+                copy.write_row(key)
+        match = " AND ".join(f"t.{c} = k.{c}" for c in columns)
+        cur.execute(f"DELETE FROM {table} t USING {staged} k WHERE {match}")
 
 
 def _sqlite_path(url: str) -> str:

@@ -102,6 +102,7 @@ class Report(Struct, array_like=True):
     blob: bytes | None = None  # the bucket's state, only when replaying (to finish at --until)
     alter_partition: list[AlterPartitionSubmit | AlterPartitionAnswer | AlterPartitionSendSeen] = []  # for the managers
     clocks: list[ClockSample] = []  # the reporting brokers' clocks as this call's lines showed them (SPEC §6)
+    resyncs: list[tuple[str, str, int, int]] = []  # the audited partitions' LeaderAndIsr decisions (`Outputs.resyncs`)
 
 
 # Module-level functions (not bound methods) so that Spark's closure pickling refers to them by name.
