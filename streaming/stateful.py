@@ -442,20 +442,20 @@ def absorb(
     due: list[Event],
     frontier: int,
     exact: dict[PartitionKey, int],
-    refresh_ms: int,
+    config: Config,
 ) -> None:
     """Add what the engine produced to the report: the records of the partitions the due events or the outputs
     touched whose rows are due (`records.row_due`: exact at the frontier, or where a partition applied past it is:
     `exact`), each marked as shown in its partition, the decisions, ISR changes, ticks, writes, observations,
     resyncs and counters."""
     changed = {(ev.cluster, ev.topic, ev.partition) for ev in due if isinstance(ev, PartitionEvent)} | out.touched
-    partitions = engine.partitions
+    partitions, lag_ms, refresh_ms = engine.partitions, config.replica_lag_time_max_ms, config.partition_refresh_ms
     for k in sorted(changed):
         p = partitions.get(k)
         if p is None:
             continue
         record = engine.record(p)
-        now = shown(record, exact.get(k, frontier))
+        now = shown(record, exact.get(k, frontier), lag_ms)
         if row_due(p.shown, now, refresh_ms):
             p.shown = now
             report.records.append(record)
@@ -506,7 +506,7 @@ def state_function(
                 report.dead += [_late(b.event, b.raw, b.bound, lateness, b.partition) for b in refused]
                 report.events += len(taken)
                 report.max_ts = max([report.max_ts, *(ev.ts for ev in taken)])
-                absorb(report, engine, out, [*(due or []), *taken], frontier, exact, config.partition_refresh_ms)
+                absorb(report, engine, out, [*(due or []), *taken], frontier, exact, config)
                 held.engines[cluster] = engine.to_bytes()
         held.pending = pending
         # What this key may still change: clusters it holds partitions or pending events of, and (the first
