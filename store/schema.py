@@ -289,6 +289,11 @@ class Database:
             conn = self._local.conn = fresh
         return conn
 
+    @property
+    def absolute_url(self) -> str:
+        """The store's URL as any process, whatever its working directory, opens the same database with."""
+        return f"sqlite:///{Path(self._path).resolve()}" if self.dialect.name == "sqlite" else self.url
+
     def close(self) -> None:
         """Close every thread's connection (the store can be used again; it reconnects on demand)."""
         with self._lock:

@@ -227,7 +227,9 @@ class StoreSink:
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         # One Spark job: the state keys run, the executors write their partition rows, the rest comes here.
-        table = df.mapInArrow(write_partitions(self.store.url, batch_id, self.retry_seconds), WRITTEN_SCHEMA).toArrow()
+        table = df.mapInArrow(
+            write_partitions(self.store.absolute_url, batch_id, self.retry_seconds), WRITTEN_SCHEMA
+        ).toArrow()
         reports = [decode_report(b) for b in table.column("report").to_pylist()]
         rows = sum(table.column("rows").to_pylist())
         retrying(
