@@ -121,6 +121,9 @@ class Config:
     # which spans the next isr-expiration run), and the clock difference a `timing` divergence may hinge on.
     audit_window_ms: int | None = None
     audit_timing_ms: int = 100
+    # Streaming (SPEC §5, "Stored rows"): how old a partition's stored row may grow while only its offsets and fetch
+    # times move; 0 = write every partition its batch touched.
+    partition_refresh_ms: int = 10000
     kafka_version: str = "2.6"  # the brokers' Kafka version, for its rule set (an agent's tick overrides it per broker)
     isr_protocol: str = ZOOKEEPER  # how leaders write their ISR (an agent's tick overrides it per broker)
     # Incidents (SPEC §8): a follower's shrinks on many leaders within this are one incident, and an incident stays

@@ -55,6 +55,7 @@ from .records import (
     PropagationTick,
     ProposedIsr,
     ReplicaView,
+    Shown,
     ShrinkReason,
 )
 from .schedule import INF, first_at_or_after
@@ -144,6 +145,7 @@ class Partition(Struct, array_like=True, gc=False):
     # The starts of its leader's isr-expiration runs whose tick checked it past its cluster's frontier
     # (`PartitionEngine.advance_ahead`): when that tick is applied to the rest, it does not check this one again.
     checked_ahead: tuple[int, ...] = ()
+    shown: Shown | None = None  # what its stored row shows (`records.row_due`): the state key writes it when due
 
     def follower(self, replica: int) -> Follower | None:
         for f in self.followers:
@@ -174,6 +176,7 @@ class Outputs:
         "touched",
         "states",
         "registrations",
+        "resyncs",
     )
 
     def __init__(self) -> None:
@@ -190,6 +193,9 @@ class Outputs:
         self.touched: set[PartitionKey] = set()
         self.states: list[PartitionHealth] = []  # partitions' health where a decision or a commit may change it
         self.registrations: list[BrokerRegistration] = []  # the KRaft registrations brokers reported (once per stream)
+        # (cluster, topic, partition, ts) of the LeaderAndIsr decisions of audited partitions: each gives both sides
+        # of the audit the controller's state (`Audit.add`); a partition no broker reports on costs the audit nothing.
+        self.resyncs: list[tuple[str, str, int, int]] = []
 
     def count(self, kind: Metric, reason: str) -> None:
         """Count under `kind.reason` an input the rules took and that changed nothing, or an ISR update that failed:
@@ -225,6 +231,8 @@ class Outputs:
             leader_leo=p.leader_leo,
         )
         self.decisions.append(decision)
+        if p.audited and kind is DecisionKind.LEADER_AND_ISR and p.has_leader:
+            self.resyncs.append((p.cluster, p.topic, p.partition, ts))
         if p.audited and p.leader is not None and kind in _PROPOSALS:
             # The epoch the write creates: a write in flight creates the next one (SPEC §4.9).
             epoch = p.partition_epoch + (p.isr_state is not IsrState.COMMITTED)

@@ -8,12 +8,16 @@ Kafka output and the replay files encode them to the same JSON (field order is t
 from __future__ import annotations
 
 from enum import StrEnum
+from hashlib import blake2b
 from typing import Literal
 
+import msgspec
 from msgspec import Struct
+from msgspec.structs import replace
 
 from .events import IsrChangePropagated, IsrUpdated
 from .order import Order
+from .schedule import INF
 
 
 class DecisionKind(StrEnum):
@@ -233,6 +237,44 @@ def shrink_predicted(
     if eligible_ms is None or now_ms is None:
         return False
     return shrink_warning_at(eligible_ms, last_caught_up_ms, window_ms) <= now_ms
+
+
+class Shown(Struct, array_like=True, frozen=True, gc=False):
+    """What a partition's stored row shows (SPEC §5, "Stored rows"), kept beside the partition by its state key."""
+
+    digest: int  # of its exact fields (`shown`)
+    at: int  # the event time it is exact at (its `as_of_ms`)
+    # The first shrink time of an ISR follower after `at` (its warning, eligible or predicted time, or the warning it
+    # would have from its last caught-up time were it behind): from then on the row's refreshed last caught-up time,
+    # older than the follower's own, may show a warning the follower has fetched its way out of.
+    until: int
+
+
+_view = msgspec.msgpack.Encoder()
+
+
+def shown(record: PartitionRecord, as_of: int, lag_ms: int) -> Shown:
+    """What `record`'s row shows as of `as_of`: exact, everything but the offsets and times that move with each fetch
+    and append (the HW, LEOs, lags, fetch and caught-up times and the shrink times they give), of which a follower
+    shows only whether it is in sync. `lag_ms`: replica_lag_time_max_ms, for a follower at the leader's LEO."""
+    followers = [(f.replica, f.in_sync) for f in record.followers]
+    exact = replace(record, hw=0, leader_leo=0, followers=[])
+    digest = int.from_bytes(blake2b(_view.encode((exact, followers)), digest_size=8).digest())
+    times = []
+    for f in record.followers:
+        if f.in_sync:
+            eligible = f.last_caught_up_ms + lag_ms + 1 if f.shrink_eligible_at_ms is None else f.shrink_eligible_at_ms
+            times += [shrink_warning_at(eligible, f.last_caught_up_ms), eligible]
+            if f.predicted_shrink_at_ms is not None:
+                times.append(f.predicted_shrink_at_ms)
+    return Shown(digest, as_of, min((t for t in times if t > as_of), default=INF))
+
+
+def row_due(stored: Shown | None, now: Shown, refresh_ms: int) -> bool:
+    """Whether a touched partition's row is written again (SPEC §5, "Stored rows"): never written, an exact field
+    changed, a shrink time of the stored row came (`Shown.until`), or the row is `partition_refresh_ms` old. A LEO or
+    HW move alone waits: writing every partition on every fetch was most of the job's cost."""
+    return stored is None or now.digest != stored.digest or now.at >= stored.until or now.at >= stored.at + refresh_ms
 
 
 # What the rules hand the audit and the propagation book, and what the audit finds.

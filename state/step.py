@@ -34,7 +34,6 @@ from .records import (
     AlterPartitionSubmit,
     BrokerRecord,
     Decision,
-    DecisionKind,
     Divergence,
     IsrChange,
     IsrWrite,
@@ -68,6 +67,8 @@ class StepOutputs(Protocol):
     def states(self) -> list[PartitionHealth]: ...
     @property
     def registrations(self) -> list[BrokerRegistration]: ...
+    @property
+    def resyncs(self) -> list[tuple[str, str, int, int]]: ...
 
 
 @dataclass
@@ -93,6 +94,7 @@ class Settled:
     incidents: list[Incident] = field(default_factory=list)  # every incident the step opened or changed, as it is now
     opened: list[Incident] = field(default_factory=list)  # those it opened
     timeline: Timeline = field(default_factory=Timeline)
+    partitions_written: int | None = None  # rows the executors wrote in place of `records` (the stream: SPEC §5)
 
     def add_dead_letters(self, dead: Iterable[DeadLetter]) -> None:
         for d in dead:
@@ -124,6 +126,7 @@ def settle(
     observed: list[Observation | BrokerObserved] = []
     states: list[PartitionHealth] = []
     registrations: list[BrokerRegistration] = []
+    resyncs: list[tuple[str, str, int, int]] = []
     for out in outputs:
         settled.decisions.extend(out.decisions)
         items.extend(out.changes)
@@ -133,17 +136,13 @@ def settle(
         proposals.extend(out.alter_partition)
         states.extend(out.states)
         registrations.extend(out.registrations)
+        resyncs.extend(out.resyncs)
         counters.update(out.counters)
     counters[LATE_EVENTS.tally] += book.add(items) + managers.add(proposals)
     # What brokers did, as they reported it: a proposal observed for the audit is its request's, recorded once.
     settled.observed = [_reported(o) for o in observed if not _is_proposal(o)]
     divergences: list[Divergence] = []
     if audit is not None:
-        resyncs = [
-            (d.cluster, d.topic, d.partition, d.ts)
-            for d in settled.decisions
-            if d.kind is DecisionKind.LEADER_AND_ISR and d.leader is not None and d.leader >= 0
-        ]
         divergences = audit.add(writes, observed, resyncs=resyncs)
     if until is not None:
         settled.propagations = book.advance(until)

@@ -205,6 +205,10 @@ class _Dialect:
             f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})" + conflict, rows
         )
 
+    def delete(self, cur: Any, table: str, columns: Sequence[str], keys: Sequence[Sequence[Any]]) -> None:
+        """Delete the rows whose `columns` equal one of `keys` (a prefix of the table's primary key)."""
+        cur.executemany(f"DELETE FROM {table} WHERE " + " AND ".join(f"{c} = ?" for c in columns), keys)
+
 
 class _Postgres(_Dialect):
     name = "postgresql"
@@ -232,6 +236,18 @@ class _Postgres(_Dialect):
                 copy.write_row(row)
         if conflict:
             cur.execute(f"INSERT INTO {table} ({names}) SELECT {names} FROM {target}{conflict}")
+
+    def delete(self, cur: Any, table: str, columns: Sequence[str], keys: Sequence[Sequence[Any]]) -> None:
+        """The keys go in by COPY to a temporary table, then one DELETE joins it."""
+        names = ", ".join(columns)
+        staged = f"isrwatch_keys_{table}"
+        cur.execute(f"CREATE TEMP TABLE IF NOT EXISTS {staged} AS SELECT {names} FROM {table} WITH NO DATA")
+        cur.execute(f"TRUNCATE {staged}")
+        with cur.copy(f"COPY {staged} ({names}) FROM STDIN") as copy:
+            for key in keys:
+                copy.write_row(key)
+        match = " AND ".join(f"t.{c} = k.{c}" for c in columns)
+        cur.execute(f"DELETE FROM {table} t USING {staged} k WHERE {match}")
 
 
 def _sqlite_path(url: str) -> str:
@@ -292,6 +308,11 @@ class Database:
                 self._connections.append(fresh)
             conn = self._local.conn = fresh
         return conn
+
+    @property
+    def absolute_url(self) -> str:
+        """The store's URL as any process, whatever its working directory, opens the same database with."""
+        return f"sqlite:///{Path(self._path).resolve()}" if self.dialect.name == "sqlite" else self.url
 
     def close(self) -> None:
         """Close every thread's connection (the store can be used again; it reconnects on demand)."""

@@ -56,22 +56,11 @@ class Writer(Database):
                 return False
             if watermark_ms is None and last is not None:
                 watermark_ms = last[1]
-            rows, replicas = [], []
-            for record in partitions:
-                row, reps = _partition_rows(
-                    record, batch_id, as_of.get((record.cluster, record.topic, record.partition), watermark_ms)
-                )
-                rows.append(row)
-                replicas.extend(reps)
-            insert(cur, "partitions", PARTITION_COLUMNS, rows, upsert_on=3)
-            cur.execute(
-                self._q(
-                    "DELETE FROM replicas WHERE (cluster, topic, partition) IN"
-                    " (SELECT cluster, topic, partition FROM partitions WHERE batch_id = ?)"
-                ),
-                (batch_id,),
+            self._put_partitions(
+                cur,
+                batch_id,
+                [(r, as_of.get((r.cluster, r.topic, r.partition), watermark_ms)) for r in partitions],
             )
-            insert(cur, "replicas", REPLICA_COLUMNS, replicas)
             insert(
                 cur,
                 "decisions",
@@ -224,7 +213,7 @@ class Writer(Database):
                         watermark_ms,
                         len(decisions),
                         len(propagations),
-                        len(partitions),
+                        len(partitions) if out.partitions_written is None else out.partitions_written,
                         len(dead_letters),
                     )
                 ],
@@ -285,6 +274,32 @@ class Writer(Database):
                 "DELETE FROM incidents WHERE cluster = ? AND closed_ms < ?",
             ):
                 cur.execute(self._q(sql), (cluster, horizon))
+
+    def write_partitions(self, batch_id: int, rows: Sequence[tuple[PartitionRecord, int]]) -> bool:
+        """One state key's partition rows of a micro-batch (record, the event time it is exact at), written by the
+        executor that ran the key, in one transaction of its own before the driver commits the batch; False (and no
+        change) once that batch is committed. A batch run again writes the same rows: upserts, so nothing doubles."""
+        with self._transaction() as cur:
+            cur.execute(self._q("SELECT MAX(batch_id) FROM batches"))
+            last = cur.fetchone()[0]
+            if last is not None and batch_id <= last:
+                return False
+            self._put_partitions(cur, batch_id, rows)
+        return True
+
+    def _put_partitions(self, cur: Any, batch_id: int, rows: Sequence[tuple[PartitionRecord, int | None]]) -> None:
+        """Upsert partition rows and replace their replicas rows (one partition once: a multi-row upsert may not touch
+        a row twice)."""
+        if not rows:
+            return
+        partitions, replicas = [], []
+        for record, as_of in rows:
+            row, reps = _partition_rows(record, batch_id, as_of)
+            partitions.append(row)
+            replicas.extend(reps)
+        self._insert(cur, "partitions", PARTITION_COLUMNS, partitions, upsert_on=3)
+        self.dialect.delete(cur, "replicas", REPLICA_COLUMNS[:3], [row[:3] for row in partitions])
+        self._insert(cur, "replicas", REPLICA_COLUMNS, replicas)
 
     def _insert(
         self,

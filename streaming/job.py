@@ -252,8 +252,13 @@ class StreamJob:
         if result is not None:
             line += (
                 f"; {len(result.decisions):,} decisions, {len(result.propagations):,} propagations, "
-                f"{len(result.records):,} partitions updated, {len(result.dead_letters):,} dead letters"
+                f"{_updated(result):,} partitions updated, {len(result.dead_letters):,} dead letters"
             )
             late = result.counters.get("late_events", 0)
             line += f" ({late:,} late)" if late else ""
         self._say(line)
+
+
+def _updated(result: Settled) -> int:
+    """Partition rows a batch wrote: the executors' count, or the records the driver wrote."""
+    return len(result.records) if result.partitions_written is None else result.partitions_written

@@ -106,6 +106,7 @@ class Report(Struct, array_like=True):
     clocks: list[ClockSample] = []  # the reporting brokers' clocks as this call's lines showed them (SPEC §6)
     states: list[PartitionHealth] = []  # partitions' health where it may have changed, for the incident book
     registrations: list[BrokerRegistration] = []  # the KRaft registrations brokers reported, for the incident book
+    resyncs: list[tuple[str, str, int, int]] = []  # the audited partitions' LeaderAndIsr decisions (`Outputs.resyncs`)
 
 
 # Module-level functions (not bound methods) so that Spark's closure pickling refers to them by name.

@@ -1,4 +1,8 @@
-"""The foreachBatch sink: bucket reports in, per-broker propagation (SPEC §4.6), one store transaction out.
+"""The foreachBatch sink: the executors write the partition rows, the driver settles what is cluster-wide.
+
+Each state key's report goes through `write_partitions` on the executor that ran the key: its partition rows (only
+those due, `records.row_due`) go to the store in a transaction of their own, tagged with the batch id, and only the
+rest comes to the driver, which settles it and commits the batch in one transaction (SPEC §5, §6).
 
 Spark allows one `applyInPandasWithState` per query, so the brokers' pending sets live here: the
 `PropagationBook` is loaded from the store, fed the batch's ISR changes and ticks, advanced, and
@@ -12,13 +16,16 @@ so a batch re-run after a crash neither loses nor duplicates anything.
 from __future__ import annotations
 
 import sqlite3
+import sys
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, TypeVar
 
 import msgspec
 import psycopg
+import pyarrow as pa
 
 from isrwatch.state.alter_partition import AlterPartitionBook
 from isrwatch.state.audit import Audit
@@ -27,18 +34,20 @@ from isrwatch.state.config import Config
 from isrwatch.state.incidents import IncidentBook
 from isrwatch.state.metrics import LATE_EVENTS
 from isrwatch.state.propagation import PropagationBook
+from isrwatch.state.records import PartitionRecord
 from isrwatch.state.schedule import INF
 from isrwatch.state.step import Settled, settle
-from isrwatch.store import StoreError
+from isrwatch.store import StoreError, Writer
 
 from .producer import JsonProducer
-from .reports import Report, decode_report
+from .reports import Report, decode_report, encode
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
     from isrwatch.store import Store
 
+R = TypeVar("R")
 BOOK_BLOB = "propagation_book"
 AUDIT_BLOB = "audit"
 # What an unreachable store raises: the sink waits and retries on these, any other error fails the batch at once.
@@ -93,6 +102,82 @@ def collect(df: DataFrame) -> list[Report]:
     return [decode_report(b) for b in table.column(0).to_pylist()]
 
 
+WRITTEN_SCHEMA = "report binary, rows int"
+_WRITTEN = pa.schema([("report", pa.binary()), ("rows", pa.int32())])
+_stores: dict[str, Writer] = {}  # an executor's Python worker keeps one store per URL across batches
+
+
+def write_partitions(
+    url: str, batch_id: int, retry_seconds: float
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The executors' side of a batch (`mapInArrow` on its reports): each state key's partition rows go to the store
+    in a transaction of their own (`Writer.write_partitions`), and only the rest of its report, what is cluster-wide,
+    goes on to the driver, with how many rows were written."""
+
+    def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            reports, counts = [], []
+            for blob in batch.column("report").to_pylist():
+                report = decode_report(blob)
+                rows = list(zip(report.records, report.as_of, strict=True))
+                if rows:
+                    retrying(
+                        partial(_write, url, batch_id, rows), batch_id, retry_seconds, _stderr, partial(_drop, url)
+                    )
+                report.records, report.as_of = [], []
+                reports.append(encode(report))
+                counts.append(len(rows))
+            yield pa.RecordBatch.from_arrays(
+                [pa.array(reports, pa.binary()), pa.array(counts, pa.int32())], schema=_WRITTEN
+            )
+
+    return write
+
+
+def _write(url: str, batch_id: int, rows: list[tuple[PartitionRecord, int]]) -> bool:
+    store = _stores.get(url)
+    if store is None:
+        store = _stores[url] = Writer(url)
+    return store.write_partitions(batch_id, rows)
+
+
+def _drop(url: str) -> None:
+    """Forget the worker's store (reconnect on the next attempt)."""
+    store = _stores.pop(url, None)
+    if store is not None:
+        store.close()
+
+
+def _stderr(message: str) -> None:
+    print(f"isrwatch: {message}", file=sys.stderr, flush=True)
+
+
+def retrying(
+    attempt: Callable[[], R],
+    batch_id: int,
+    retry_seconds: float,
+    say: Callable[[str], None] | None,
+    reset: Callable[[], None],
+) -> R:
+    """`attempt` until the store answers: a store down (`STORE_DOWN`) is waited for with backoff for up to
+    `retry_seconds`, then the error goes up (and fails the batch); `reset` drops the connection in between."""
+    deadline = time.monotonic() + retry_seconds
+    pause = 0.5
+    while True:
+        try:
+            return attempt()
+        except STORE_DOWN as exc:
+            if time.monotonic() + pause > deadline:
+                raise
+            if say:
+                first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+                what = f"{type(exc).__name__}: {first}"
+                say(f"batch {batch_id}: the store did not answer ({what}); retrying in {pause:g} s")
+            reset()  # reconnect on the next attempt
+            time.sleep(pause)
+            pause = min(pause * 2, 15.0)
+
+
 def settle_reports(
     config: Config, reports: Iterable[Report], blobs: Mapping[str, bytes | None]
 ) -> tuple[Settled, dict[str, bytes]]:
@@ -126,7 +211,6 @@ def settle_reports(
 
 
 BatchHook = Callable[[int, Settled, bool], None]
-R = TypeVar("R")
 
 
 @dataclass(eq=False)
@@ -146,30 +230,22 @@ class StoreSink:
     say: Callable[[str], None] | None = None
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
-        reports = collect(df)
-        deadline = time.monotonic() + self.retry_seconds
-        pause = 0.5
-        while True:
-            try:
-                self._commit(batch_id, reports)
-                return
-            except STORE_DOWN as exc:
-                if time.monotonic() + pause > deadline:
-                    raise
-                if self.say:
-                    self.say(
-                        f"batch {batch_id}: the store did not answer ({type(exc).__name__}: "
-                        f"{str(exc).strip().splitlines()[0] if str(exc).strip() else ''}); retrying in {pause:g} s"
-                    )
-                self.store.close()  # reconnect on the next attempt
-                time.sleep(pause)
-                pause = min(pause * 2, 15.0)
+        # One Spark job: the state keys run, the executors write their partition rows, the rest comes here.
+        table = df.mapInArrow(
+            write_partitions(self.store.absolute_url, batch_id, self.retry_seconds), WRITTEN_SCHEMA
+        ).toArrow()
+        reports = [decode_report(b) for b in table.column("report").to_pylist()]
+        rows = sum(table.column("rows").to_pylist())
+        retrying(
+            lambda: self._commit(batch_id, reports, rows), batch_id, self.retry_seconds, self.say, self.store.close
+        )
 
-    def _commit(self, batch_id: int, reports: list[Report]) -> None:
+    def _commit(self, batch_id: int, reports: list[Report], rows: int) -> None:
         last = self.store.last_batch_id()
         if last is not None and batch_id <= last:
             return  # a batch re-run after a restart: its outputs are already committed
         settled, blobs = settle_reports(self.config, reports, {name: self.store.load_blob(name) for name in SINK_BLOBS})
+        settled.partitions_written = rows
         if self.kafka is not None:
             self.kafka.send(settled, batch_id)  # before the commit: at-least-once, deduplicated by batch id and seq
         written = self.store.write_batch(

@@ -47,6 +47,7 @@ from isrwatch.state.events import (
 )
 from isrwatch.state.frontier import behind_partition, cluster_frontier, partition_frontier, streams_passed
 from isrwatch.state.partition import Outputs, Partition, PartitionKey, acting_brokers, follower_copy
+from isrwatch.state.records import row_due, shown
 from isrwatch.state.schedule import INF
 
 from .buckets import CONTROL_KEY
@@ -453,8 +454,8 @@ def run_engine(
     """Apply the fetches behind the frontier that are caught-up repeats (before anything of this call: each comes
     before its partition's next event), then the cluster's due events and scheduled checks up to its frontier, then
     each partition's own events and its leader's ticks up to its own frontier (`ahead`, `advance_ahead`); the engine
-    goes back into `held`. Returns the fetches behind the frontier it took, those it refused (late), and where each
-    partition applied past the frontier is exact."""
+    goes back into `held` once `absorb` has marked the rows it writes. Returns the fetches behind the frontier it
+    took, those it refused (late), and where each partition applied past the frontier is exact."""
     engine = PartitionEngine(config, held.engines.get(cluster), owns_ticks=first)
     out = Outputs()
     taken: list[Fetch] = []
@@ -473,7 +474,6 @@ def run_engine(
     bounds = {(t, p): at for t, p, at in held.ahead.get(cluster, ()) if at >= frontier}
     bounds.update({(t, p): at for (_, t, p), at in applied.items()})
     held.ahead[cluster] = [(t, p, at) for (t, p), at in bounds.items()]
-    held.engines[cluster] = engine.to_bytes()
     held.applied[cluster] = frontier
     if engine.partitions:
         held.holding.add(cluster)
@@ -487,15 +487,24 @@ def absorb(
     due: list[Event],
     frontier: int,
     exact: dict[PartitionKey, int],
+    config: Config,
 ) -> None:
     """Add what the engine produced to the report: the records of the partitions the due events or the outputs
-    touched (exact at the frontier, or where a partition applied past it is: `exact`), the decisions, ISR changes,
-    ticks, writes, observations and counters."""
+    touched whose rows are due (`records.row_due`: exact at the frontier, or where a partition applied past it is:
+    `exact`), each marked as shown in its partition, the decisions, ISR changes, ticks, writes, observations,
+    resyncs and counters."""
     changed = {(ev.cluster, ev.topic, ev.partition) for ev in due if isinstance(ev, PartitionEvent)} | out.touched
+    partitions, lag_ms, refresh_ms = engine.partitions, config.replica_lag_time_max_ms, config.partition_refresh_ms
     for k in sorted(changed):
-        if k in engine.partitions:
-            report.records.append(engine.record(engine.partitions[k]))
-            report.as_of.append(exact.get(k, frontier))
+        p = partitions.get(k)
+        if p is None:
+            continue
+        record = engine.record(p)
+        now = shown(record, exact.get(k, frontier), lag_ms)
+        if row_due(p.shown, now, refresh_ms):
+            p.shown = now
+            report.records.append(record)
+            report.as_of.append(now.at)
     report.decisions.extend(out.decisions)
     report.changes.extend(out.changes)
     report.ticks.extend(out.ticks)
@@ -504,6 +513,7 @@ def absorb(
     report.alter_partition.extend(out.alter_partition)
     report.states.extend(out.states)
     report.registrations.extend(out.registrations)
+    report.resyncs.extend(out.resyncs)
     counters = report.counters
     for name, n in out.counters.items():
         counters[name] = counters.get(name, 0) + n
@@ -544,7 +554,8 @@ def state_function(
                 report.dead += [_late(b.event, b.raw, b.bound, lateness, b.partition) for b in refused]
                 report.events += len(taken)
                 report.max_ts = max([report.max_ts, *(ev.ts for ev in taken)])
-                absorb(report, engine, out, [*(due or []), *taken], frontier, exact)
+                absorb(report, engine, out, [*(due or []), *taken], frontier, exact, config)
+                held.engines[cluster] = engine.to_bytes()
         held.pending = pending
         # What this key may still change: clusters it holds partitions or pending events of, and (the first
         # key) those whose propagation ticks it passes on. The sink settles no cluster beyond these.

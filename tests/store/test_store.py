@@ -446,3 +446,59 @@ def test_zookeeper_brokers_and_partitions_show_no_alter_partition_state(filled) 
     assert all("queue" not in b and "in_flight" not in b for b in store.brokers())
     assert store.partitions(state="isr_pending").items == [] and store.pending_by_leader() == []
     assert store.alter_partition_managers() == [] and store.alter_partitions().items == []
+
+
+def _record(partition: int, replicas: list[int], hw: int) -> PartitionRecord:
+    follower = {
+        "leo": hw,
+        "log_start_offset": 0,
+        "last_caught_up_ms": 5,
+        "last_fetch_leader_leo": hw,
+        "last_fetch_ms": 5,
+        "in_sync": True,
+        "lag_offsets": 0,
+        "shrink_eligible_at_ms": None,
+        "predicted_shrink_at_ms": None,
+    }
+    return msgspec.convert(
+        {
+            "cluster": "c",
+            "topic": "t",
+            "partition": partition,
+            "leader": replicas[0],
+            "leader_epoch": 1,
+            "controller_epoch": 1,
+            "partition_epoch": 0,
+            "replicas": replicas,
+            "isr": sorted(replicas),
+            "hw": hw,
+            "leader_leo": hw,
+            "leader_epoch_start_offset": 0,
+            "offline": False,
+            "under_replicated": False,
+            "under_min_isr": False,
+            "at_min_isr": False,
+            "followers": [{"replica": r, **follower} for r in sorted(replicas[1:])],
+        },
+        PartitionRecord,
+    )
+
+
+def test_executors_partition_rows_are_idempotent_per_batch_and_key(store_url: str) -> None:
+    """Each state key's rows come in a transaction of their own before the driver commits the batch (SPEC §6): a
+    re-run batch writes the same rows once, another key's rows of the batch keep theirs, a shrunk replica set loses
+    its old replica rows, and nothing is written for a batch already committed."""
+    with open_store(store_url) as store:
+        store.write_batch(6, watermark_ms=1)
+        assert store.write_partitions(7, [(_record(0, [1, 2, 3], hw=10), 100)])
+        assert store.write_partitions(7, [(_record(0, [1, 2, 3], hw=10), 100)])  # the batch run again
+        assert store.write_partitions(7, [(_record(1, [2, 3, 1], hw=20), 100)])  # another key, same batch
+        replicas = store._rows("SELECT topic, partition, broker FROM replicas ORDER BY partition, broker")
+        assert replicas == [("t", 0, 1), ("t", 0, 2), ("t", 0, 3), ("t", 1, 1), ("t", 1, 2), ("t", 1, 3)]
+        store.write_batch(7, watermark_ms=2)
+        assert not store.write_partitions(7, [(_record(0, [1, 2], hw=99), 200)])  # committed: no change
+        assert [r.hw for r in store.partition("t", 0)] == [10]
+        assert store.write_partitions(8, [(_record(0, [1, 2], hw=30), 300)])
+        assert store._rows("SELECT broker FROM replicas WHERE partition = 0 ORDER BY broker") == [(1,), (2,)]
+        assert store.partition_as_of()[("c", "t", 0)] == 300
+        assert [r.hw for r in store.partition("t", 1)] == [20]
