@@ -9,7 +9,8 @@ outputs equal those of one pass over all events.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator, Mapping, ValuesView
+from typing import cast
 
 import msgspec
 from msgspec import Struct
@@ -58,12 +59,122 @@ from .partition import (
 from .records import PartitionRecord, PropagationTick
 from .schedule import INF, first_at_or_after
 
-STATE_VERSION = 3  # 3: a partition's AlterPartition items are held by brokers; registrations as each broker has them
+# 3: a partition's AlterPartition items are held by brokers; registrations as each broker has them. 4: each partition
+# encoded on its own (`Held`), decoded only when a call touches it; a state of version 3 is read as it is.
+STATE_VERSION = 4
+_WHOLE = 3  # the version whose partitions are encoded in the state itself
+
+
+class Held(Struct, array_like=True, gc=False):
+    """A partition as a state keeps it between calls: encoded on its own, with what says whether a call must decode
+    it (SPEC §6): its key, and what an isr-expiration check reads before it can change anything."""
+
+    cluster: str
+    topic: str
+    partition: int
+    leader: int | None
+    hosted: bool
+    eligible: int  # the earliest time a check could remove a follower (`next_shrink_eligible_at`; INF: no leader)
+    checked_in_run: int | None  # `Partition.checked_in_run`: a broker's run at this time skips it
+    checked_ahead: bool  # `Partition.checked_ahead` holds a run: the run's tick must decode it
+    data: msgspec.Raw  # the `Partition`
+
+    @classmethod
+    def of(cls, p: Partition, lag: int) -> Held:
+        eligible = next_shrink_eligible_at(p, lag) if p.has_leader else INF
+        return cls(
+            p.cluster, p.topic, p.partition, p.leader, p.hosted, eligible, p.checked_in_run, bool(p.checked_ahead),
+            msgspec.Raw(_encoder.encode(p)),
+        )  # fmt: skip
+
+    def skipped_by(self, now: int, cluster: str | None, broker: int | None) -> int | None:
+        """What an isr-expiration check at `now` (of `cluster`; with `broker`, its run over the partitions it leads:
+        `PartitionEngine._check`) reads of this partition without decoding it, as `maybe_shrink_isr` would return it
+        (INF: nothing); None: the check must decode it, it may change it."""
+        if (cluster is not None and self.cluster != cluster) or (broker is not None and self.leader != broker):
+            return INF
+        if not self.hosted:
+            return INF
+        if broker is not None:
+            if self.checked_ahead:
+                return None
+            if self.checked_in_run == now:
+                return INF
+        return self.eligible if self.eligible > now else None
+
+
+class Partitions(Mapping[PartitionKey, Partition]):
+    """A state key's partitions, decoded when first read: a call pays only for the partitions its events and due
+    checks touch (`Held`), and re-encodes only those. Iterating over all of them decodes them all."""
+
+    def __init__(self, held: Iterable[Held | Partition] = ()) -> None:
+        self._all: dict[PartitionKey, Held | Partition] = {(h.cluster, h.topic, h.partition): h for h in held}
+
+    def get(self, key: PartitionKey, default: Partition | None = None) -> Partition | None:  # type: ignore[override]
+        p = self._all.get(key)
+        if type(p) is Held:
+            p = self._all[key] = _partition_decoder.decode(p.data)
+        return default if p is None else p  # type: ignore[return-value]
+
+    def __getitem__(self, key: PartitionKey) -> Partition:
+        p = self.get(key)
+        if p is None:
+            raise KeyError(key)
+        return p
+
+    def __setitem__(self, key: PartitionKey, p: Partition) -> None:
+        self._all[key] = p
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._all
+
+    def __iter__(self) -> Iterator[PartitionKey]:
+        return iter(self._all)
+
+    def __len__(self) -> int:
+        return len(self._all)
+
+    def values(self) -> ValuesView[Partition]:
+        for key, p in self._all.items():
+            if type(p) is Held:
+                self._all[key] = _partition_decoder.decode(p.data)
+        return self._all.values()  # type: ignore[return-value]
+
+    def led_by(self, cluster: str, leader: int | None) -> list[Partition]:
+        """The partitions of `cluster` that `leader` leads, decoding only those."""
+        return [
+            self[key]
+            for key, p in self._all.items()
+            if p.cluster == cluster and p.leader == leader  # a `Held` names its cluster and leader
+        ]
+
+    def checked_at(self, now: int, cluster: str | None, broker: int | None) -> tuple[list[Partition], int]:
+        """The partitions an isr-expiration check at `now` must read, in order (decoded ones: all of them; the
+        check filters), and the earliest eligible time of the held ones it need not decode (`Held.skipped_by`)."""
+        read: list[Partition] = []
+        skipped = INF
+        for key, p in self._all.items():
+            if type(p) is Held:
+                eligible = p.skipped_by(now, cluster, broker)
+                if eligible is not None:
+                    skipped = min(skipped, eligible)
+                    continue
+                p = self._all[key] = _partition_decoder.decode(p.data)
+            read.append(p)  # type: ignore[arg-type]
+        return read, skipped
+
+    def held(self, lag: int) -> list[Held]:
+        """Every partition as a state keeps it: those decoded re-encoded, the others as they came."""
+        return [p if type(p) is Held else Held.of(p, lag) for p in self._all.values()]  # type: ignore[arg-type]
+
+    def decoded(self) -> int:
+        """How many partitions this call decoded (or created)."""
+        return sum(1 for p in self._all.values() if type(p) is not Held)
 
 
 class _GroupState(Struct, array_like=True):
     version: int
-    partitions: list[Partition]
+    partitions: list[msgspec.Raw]  # `Held` (a `Partition` in version 3)
     buffer: list[Event]
     applied_until: int
     next_check: int
@@ -77,6 +188,8 @@ class _GroupState(Struct, array_like=True):
 
 _encoder = msgspec.msgpack.Encoder()
 _decoder = msgspec.msgpack.Decoder(_GroupState)
+_held_decoder = msgspec.msgpack.Decoder(Held)
+_partition_decoder = msgspec.msgpack.Decoder(Partition)
 
 
 def _order(ev: Event) -> tuple[int, int, int]:
@@ -98,7 +211,7 @@ class PartitionEngine:
         self.interval = config.expiration_interval_ms
         self.origin = config.schedule_origin_ms
         self.owns_ticks = owns_ticks
-        self.partitions: dict[PartitionKey, Partition] = {}
+        self.partitions = Partitions()
         self.buffer: list[Event] = []
         self.applied_until = -INF
         self.next_check = first_at_or_after(self.origin, self.origin, self.interval)
@@ -117,9 +230,10 @@ class PartitionEngine:
         self._configs: dict[tuple[str, str], Config] = {(config.kafka_version, config.isr_protocol): config}
         if blob is not None:
             state = _decoder.decode(blob)
-            if state.version != STATE_VERSION:
+            if state.version not in (_WHOLE, STATE_VERSION):
                 raise ValueError(f"partition state version {state.version} is not {STATE_VERSION}")
-            self.partitions = {p.key: p for p in state.partitions}
+            decode = _held_decoder.decode if state.version == STATE_VERSION else _partition_decoder.decode
+            self.partitions = Partitions(decode(raw) for raw in state.partitions)
             self.buffer = state.buffer
             self.applied_until = state.applied_until
             self.next_check = state.next_check
@@ -136,7 +250,7 @@ class PartitionEngine:
         return _encoder.encode(
             _GroupState(
                 STATE_VERSION,
-                list(self.partitions.values()),
+                cast("list[msgspec.Raw]", self.partitions.held(self.lag)),
                 self.buffer,
                 self.applied_until,
                 self.next_check,
@@ -232,7 +346,7 @@ class PartitionEngine:
             elif type(ev) is Tick and ev.broker is not None and (ev.cluster, ev.broker) not in moving | led.keys():
                 # A broker's tick reads the partitions it leads (an isr-expiration run) and tells its rules: it goes
                 # with them all; keeping its rules, each partition that goes takes its share of the run.
-                mine = [p for p in partitions.values() if p.cluster == ev.cluster and p.leader == ev.broker]
+                mine = partitions.led_by(ev.cluster, ev.broker)
                 gone = [p for p in mine if goes(p, at)]
                 keeps = self._keeps_rules(ev)
                 if len(gone) == len(mine) or (keeps and ev.task == "isr-change-propagation"):
@@ -435,8 +549,8 @@ class PartitionEngine:
     ) -> int:
         """The isr-expiration task at `now` over every partition (of `cluster`; with `broker`, only the ones it
         leads: that broker's own run, which ended at `run_end_ms`); returns the next eligible time."""
-        next_eligible = INF
-        for p in self.partitions.values():
+        read, next_eligible = self.partitions.checked_at(now, cluster, broker)
+        for p in read:
             if (cluster is None or p.cluster == cluster) and (broker is None or p.leader == broker) and p.hosted:
                 if broker is not None:
                     if now in p.checked_ahead:  # its share of this run went past the cluster's frontier
@@ -492,9 +606,8 @@ class PartitionEngine:
             out.count(IGNORED_TICKS, "unsupported_isr_protocol")
             return
         if (tick.cluster, tick.broker) not in self.isr_protocols:
-            for p in self.partitions.values():
-                if p.cluster == tick.cluster and p.leader == tick.broker:
-                    leader_reports_writes(p)
+            for p in self.partitions.led_by(tick.cluster, tick.broker):
+                leader_reports_writes(p)
         self.isr_protocols[(tick.cluster, tick.broker)] = protocol
 
     def _tick(self, tick: Tick, out: Outputs) -> None:
