@@ -9,7 +9,7 @@ outputs equal those of one pass over all events.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterable, Iterator, Mapping, ValuesView
+from collections.abc import Callable
 from typing import cast
 
 import msgspec
@@ -33,6 +33,7 @@ from .events import (
 )
 from .metrics import IGNORED_TICKS
 from .order import Half, Order
+from .paged import Page, Partitions
 from .partition import (
     NO_METADATA,
     Metadata,
@@ -59,122 +60,15 @@ from .partition import (
 from .records import PartitionRecord, PropagationTick
 from .schedule import INF, first_at_or_after
 
-# 3: a partition's AlterPartition items are held by brokers; registrations as each broker has them. 4: each partition
-# encoded on its own (`Held`), decoded only when a call touches it; a state of version 3 is read as it is.
+# 3: a partition's AlterPartition items are held by brokers; registrations as each broker has them. 4: partitions in
+# pages (`paged.Page`), decoded only when a call touches them; a state of version 3 is read as it is.
 STATE_VERSION = 4
-_WHOLE = 3  # the version whose partitions are encoded in the state itself
-
-
-class Held(Struct, array_like=True, gc=False):
-    """A partition as a state keeps it between calls: encoded on its own, with what says whether a call must decode
-    it (SPEC §6): its key, and what an isr-expiration check reads before it can change anything."""
-
-    cluster: str
-    topic: str
-    partition: int
-    leader: int | None
-    hosted: bool
-    eligible: int  # the earliest time a check could remove a follower (`next_shrink_eligible_at`; INF: no leader)
-    checked_in_run: int | None  # `Partition.checked_in_run`: a broker's run at this time skips it
-    checked_ahead: bool  # `Partition.checked_ahead` holds a run: the run's tick must decode it
-    data: msgspec.Raw  # the `Partition`
-
-    @classmethod
-    def of(cls, p: Partition, lag: int) -> Held:
-        eligible = next_shrink_eligible_at(p, lag) if p.has_leader else INF
-        return cls(
-            p.cluster, p.topic, p.partition, p.leader, p.hosted, eligible, p.checked_in_run, bool(p.checked_ahead),
-            msgspec.Raw(_encoder.encode(p)),
-        )  # fmt: skip
-
-    def skipped_by(self, now: int, cluster: str | None, broker: int | None) -> int | None:
-        """What an isr-expiration check at `now` (of `cluster`; with `broker`, its run over the partitions it leads:
-        `PartitionEngine._check`) reads of this partition without decoding it, as `maybe_shrink_isr` would return it
-        (INF: nothing); None: the check must decode it, it may change it."""
-        if (cluster is not None and self.cluster != cluster) or (broker is not None and self.leader != broker):
-            return INF
-        if not self.hosted:
-            return INF
-        if broker is not None:
-            if self.checked_ahead:
-                return None
-            if self.checked_in_run == now:
-                return INF
-        return self.eligible if self.eligible > now else None
-
-
-class Partitions(Mapping[PartitionKey, Partition]):
-    """A state key's partitions, decoded when first read: a call pays only for the partitions its events and due
-    checks touch (`Held`), and re-encodes only those. Iterating over all of them decodes them all."""
-
-    def __init__(self, held: Iterable[Held | Partition] = ()) -> None:
-        self._all: dict[PartitionKey, Held | Partition] = {(h.cluster, h.topic, h.partition): h for h in held}
-
-    def get(self, key: PartitionKey, default: Partition | None = None) -> Partition | None:  # type: ignore[override]
-        p = self._all.get(key)
-        if type(p) is Held:
-            p = self._all[key] = _partition_decoder.decode(p.data)
-        return default if p is None else p  # type: ignore[return-value]
-
-    def __getitem__(self, key: PartitionKey) -> Partition:
-        p = self.get(key)
-        if p is None:
-            raise KeyError(key)
-        return p
-
-    def __setitem__(self, key: PartitionKey, p: Partition) -> None:
-        self._all[key] = p
-
-    def __contains__(self, key: object) -> bool:
-        return key in self._all
-
-    def __iter__(self) -> Iterator[PartitionKey]:
-        return iter(self._all)
-
-    def __len__(self) -> int:
-        return len(self._all)
-
-    def values(self) -> ValuesView[Partition]:
-        for key, p in self._all.items():
-            if type(p) is Held:
-                self._all[key] = _partition_decoder.decode(p.data)
-        return self._all.values()  # type: ignore[return-value]
-
-    def led_by(self, cluster: str, leader: int | None) -> list[Partition]:
-        """The partitions of `cluster` that `leader` leads, decoding only those."""
-        return [
-            self[key]
-            for key, p in self._all.items()
-            if p.cluster == cluster and p.leader == leader  # a `Held` names its cluster and leader
-        ]
-
-    def checked_at(self, now: int, cluster: str | None, broker: int | None) -> tuple[list[Partition], int]:
-        """The partitions an isr-expiration check at `now` must read, in order (decoded ones: all of them; the
-        check filters), and the earliest eligible time of the held ones it need not decode (`Held.skipped_by`)."""
-        read: list[Partition] = []
-        skipped = INF
-        for key, p in self._all.items():
-            if type(p) is Held:
-                eligible = p.skipped_by(now, cluster, broker)
-                if eligible is not None:
-                    skipped = min(skipped, eligible)
-                    continue
-                p = self._all[key] = _partition_decoder.decode(p.data)
-            read.append(p)  # type: ignore[arg-type]
-        return read, skipped
-
-    def held(self, lag: int) -> list[Held]:
-        """Every partition as a state keeps it: those decoded re-encoded, the others as they came."""
-        return [p if type(p) is Held else Held.of(p, lag) for p in self._all.values()]  # type: ignore[arg-type]
-
-    def decoded(self) -> int:
-        """How many partitions this call decoded (or created)."""
-        return sum(1 for p in self._all.values() if type(p) is not Held)
+_WHOLE = 3  # the version whose partitions are encoded in the state itself, one by one
 
 
 class _GroupState(Struct, array_like=True):
     version: int
-    partitions: list[msgspec.Raw]  # `Held` (a `Partition` in version 3)
+    partitions: list[msgspec.Raw]  # `Page`s (`Partition`s in version 3)
     buffer: list[Event]
     applied_until: int
     next_check: int
@@ -188,7 +82,7 @@ class _GroupState(Struct, array_like=True):
 
 _encoder = msgspec.msgpack.Encoder()
 _decoder = msgspec.msgpack.Decoder(_GroupState)
-_held_decoder = msgspec.msgpack.Decoder(Held)
+_page_decoder = msgspec.msgpack.Decoder(Page)
 _partition_decoder = msgspec.msgpack.Decoder(Partition)
 
 
@@ -232,8 +126,10 @@ class PartitionEngine:
             state = _decoder.decode(blob)
             if state.version not in (_WHOLE, STATE_VERSION):
                 raise ValueError(f"partition state version {state.version} is not {STATE_VERSION}")
-            decode = _held_decoder.decode if state.version == STATE_VERSION else _partition_decoder.decode
-            self.partitions = Partitions(decode(raw) for raw in state.partitions)
+            if state.version == STATE_VERSION:
+                self.partitions = Partitions([_page_decoder.decode(raw) for raw in state.partitions])
+            else:
+                self.partitions = Partitions(whole=(_partition_decoder.decode(raw) for raw in state.partitions))
             self.buffer = state.buffer
             self.applied_until = state.applied_until
             self.next_check = state.next_check
@@ -250,7 +146,7 @@ class PartitionEngine:
         return _encoder.encode(
             _GroupState(
                 STATE_VERSION,
-                cast("list[msgspec.Raw]", self.partitions.held(self.lag)),
+                cast("list[msgspec.Raw]", self.partitions.pages(self.lag)),
                 self.buffer,
                 self.applied_until,
                 self.next_check,
@@ -549,7 +445,7 @@ class PartitionEngine:
     ) -> int:
         """The isr-expiration task at `now` over every partition (of `cluster`; with `broker`, only the ones it
         leads: that broker's own run, which ended at `run_end_ms`); returns the next eligible time."""
-        read, next_eligible = self.partitions.checked_at(now, cluster, broker)
+        read, next_eligible = self.partitions.checked_at(now)
         for p in read:
             if (cluster is None or p.cluster == cluster) and (broker is None or p.leader == broker) and p.hosted:
                 if broker is not None:
