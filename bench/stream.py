@@ -95,15 +95,19 @@ def _tree(root: int) -> list[int]:
 
 
 def _tree_rss_mb(root: int) -> float:
-    total = 0
+    return sum(_parts_rss_mb(root).values())
+
+
+def _parts_rss_mb(root: int) -> dict[str, float]:
+    """RSS of the job's processes by part (`PARTS`: the driver, the JVM, the Python workers), MiB."""
+    total = dict.fromkeys(PARTS, 0.0)
     for pid in _tree(root):
         with contextlib.suppress(OSError, StopIteration):
-            total += next(
-                int(line.split()[1])
-                for line in Path(f"/proc/{pid}/status").read_text().splitlines()
-                if line.startswith("VmRSS:")
-            )
-    return total / 1024
+            status = Path(f"/proc/{pid}/status").read_text().splitlines()
+            rss = next(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
+            name = next(line.split()[1] for line in status if line.startswith("Name:"))
+            total["driver" if pid == root else "jvm" if name == "java" else "workers"] += rss / 1024
+    return total
 
 
 PARTS = ("driver", "jvm", "workers")
@@ -353,11 +357,14 @@ def backlog(args: argparse.Namespace, work: Path) -> None:
     recorder = _Recorder(_config(args.shape))
     job = _job(args, work, recorder, available_now=True, max_per_batch=args.files_per_batch)
     peak = [0.0]
+    parts = dict.fromkeys(PARTS, 0.0)  # each part's own peak
     done = threading.Event()
 
     def sample() -> None:
         while not done.wait(1.0):
-            peak[0] = max(peak[0], _tree_rss_mb(os.getpid()))
+            now = _parts_rss_mb(os.getpid())
+            peak[0] = max(peak[0], sum(now.values()))
+            parts.update({part: max(parts[part], mb) for part, mb in now.items()})
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
@@ -366,7 +373,9 @@ def backlog(args: argparse.Namespace, work: Path) -> None:
     done.set()
     print(
         f"run:     {time.perf_counter() - started:.1f} s wall for all files, incl. Spark start; "
-        f"peak RSS {peak[0]:,.0f} MiB (driver + JVM + Python workers)"
+        f"peak RSS {peak[0]:,.0f} MiB (driver + JVM + Python workers; each part's own peak: "
+        + ", ".join(f"{part} {mb:,.0f}" for part, mb in parts.items())
+        + " MiB)"
     )
     with_input = sum(1 for p in recorder.progress.values() if p[2])
     skip = max(1, with_input // 3) if args.warmup is None else args.warmup

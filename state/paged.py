@@ -86,6 +86,13 @@ class Partitions:
         for at in range(len(self._pages)):
             yield from self._decoded(at).values()
 
+    def items(self) -> Iterator[tuple[PartitionKey, Partition]]:
+        for at in range(len(self._pages)):
+            yield from self._decoded(at).items()
+
+    def __iter__(self) -> Iterator[PartitionKey]:
+        return (key for key, _ in self.items())
+
     def led_by(self, cluster: str, leader: int | None) -> list[Partition]:
         """The partitions of `cluster` that `leader` leads."""
         return [p for p in self.values() if p.cluster == cluster and p.leader == leader]

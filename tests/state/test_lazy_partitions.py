@@ -70,7 +70,7 @@ def test_a_due_check_decodes_the_partitions_it_can_shrink_and_decides_as_one_pas
 
 
 def test_a_state_of_the_whole_version_is_read_as_it_is() -> None:
-    """A checkpoint written before partitions were encoded one by one goes on without a new --checkpoint."""
+    """A checkpoint written before partitions were kept in pages goes on without a new --checkpoint."""
     engine, _ = _one_pass(_start(), 2_000)
     state = msgspec.msgpack.decode(engine.to_bytes(), type=_GroupState)
     old = msgspec.msgpack.encode(
