@@ -51,33 +51,35 @@ class Partitions:
 
     def __init__(self, pages: list[Page] | None = None, whole: Iterable[Partition] = ()) -> None:
         self._pages: list[Page | dict[PartitionKey, Partition]] = list(pages) if pages else [{}]
-        self._where: dict[PartitionKey, int] = {}
+        self._live: dict[PartitionKey, Partition] = {}  # every decoded page's partitions: one lookup per event
         for p in whole:
             self[p.key] = p
 
     def _page(self, key: PartitionKey) -> dict[PartitionKey, Partition]:
-        at = self._where.get(key)
-        if at is None:
-            at = self._where[key] = _index(key, len(self._pages))
-        return self._decoded(at)
+        return self._decoded(_index(key, len(self._pages)))
 
     def _decoded(self, at: int) -> dict[PartitionKey, Partition]:
         page = self._pages[at]
         if isinstance(page, Page):
             page = self._pages[at] = {p.key: p for p in _page_decoder.decode(page.partitions)}
+            self._live.update(page)
         return page
 
     def get(self, key: PartitionKey) -> Partition | None:
-        return self._page(key).get(key)
+        p = self._live.get(key)
+        return p if p is not None else self._page(key).get(key)
 
     def __getitem__(self, key: PartitionKey) -> Partition:
-        return self._page(key)[key]
+        p = self.get(key)
+        if p is None:
+            raise KeyError(key)
+        return p
 
     def __setitem__(self, key: PartitionKey, p: Partition) -> None:
-        self._page(key)[key] = p
+        self._page(key)[key] = self._live[key] = p
 
     def __contains__(self, key: PartitionKey) -> bool:
-        return key in self._page(key)
+        return self.get(key) is not None
 
     def __len__(self) -> int:
         return sum(page.count if isinstance(page, Page) else len(page) for page in self._pages)
@@ -116,7 +118,6 @@ class Partitions:
         if count > 2 * PAGE_SIZE * len(self._pages):
             every = list(self.values())
             self._pages = [{} for _ in range(-(-count // PAGE_SIZE))]
-            self._where = {}
             for p in every:
                 self[p.key] = p
         return [page if isinstance(page, Page) else Page.of(list(page.values()), lag) for page in self._pages]
