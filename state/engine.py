@@ -444,7 +444,8 @@ class PartitionEngine:
         run_end_ms: int | None = None,
     ) -> int:
         """The isr-expiration task at `now` over every partition (of `cluster`; with `broker`, only the ones it
-        leads: that broker's own run, which ended at `run_end_ms`); returns the next eligible time."""
+        leads: that broker's own run, which ended at `run_end_ms`); returns the next eligible time (of every
+        partition, as the scheduled checks keep it: the pages it skips count theirs whatever `cluster` and `broker`)."""
         read, next_eligible = self.partitions.checked_at(now)
         for p in read:
             if (cluster is None or p.cluster == cluster) and (broker is None or p.leader == broker) and p.hosted:

@@ -81,8 +81,8 @@ class BucketState(Struct, array_like=True):
     """A state key's value: per cluster, the engine (applied state), the newest event time known, and the
     validated events still ahead of that cluster's frontier.
 
-    Events are parsed once, on arrival (so no invalid line can move a cluster's time), and wait as one
-    compressed chunk per cluster and call: most calls pass most chunks through untouched.
+    Events are parsed once, on arrival (so no invalid line can move a cluster's time), and wait in compressed
+    chunks, one per slice of event time (`Chunk.slices`): most calls pass most chunks through untouched.
     """
 
     version: int
