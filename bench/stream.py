@@ -127,15 +127,22 @@ def _job_pids(root: int, app_id: str | None = None) -> tuple[list[int], set[int]
 
 
 def _tree_rss_mb(root: int, app_id: str | None = None) -> float:
-    total = 0
-    for pid in _job_pids(root, app_id)[0]:
+    return sum(_parts_rss_mb(root, app_id).values())
+
+
+def _parts_rss_mb(root: int, app_id: str | None = None) -> dict[str, float]:
+    """RSS of the job's processes by part (`PARTS`: the driver, its JVM, a cluster's executor JVMs, the Python
+    workers), MiB."""
+    total = dict.fromkeys(PARTS, 0.0)
+    pids, executors = _job_pids(root, app_id)
+    for pid in pids:
         with contextlib.suppress(OSError, StopIteration):
-            total += next(
-                int(line.split()[1])
-                for line in Path(f"/proc/{pid}/status").read_text().splitlines()
-                if line.startswith("VmRSS:")
-            )
-    return total / 1024
+            status = Path(f"/proc/{pid}/status").read_text().splitlines()
+            rss = next(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
+            name = next(line.split()[1] for line in status if line.startswith("Name:"))
+            part = "executors" if pid in executors else "jvm" if name == "java" else "workers"
+            total["driver" if pid == root else part] += rss / 1024
+    return total
 
 
 PARTS = ("driver", "jvm", "executors", "workers")
@@ -417,11 +424,14 @@ def backlog(args: argparse.Namespace, work: Path) -> None:
     recorder = _Recorder(_config(args.shape))
     job = _job(args, work, recorder, available_now=True, max_per_batch=args.files_per_batch)
     peak = [0.0]
+    parts = dict.fromkeys(PARTS, 0.0)  # each part's own peak
     done = threading.Event()
 
     def sample() -> None:
         while not done.wait(1.0):
-            peak[0] = max(peak[0], _tree_rss_mb(os.getpid(), recorder.app_id))
+            now = _parts_rss_mb(os.getpid(), recorder.app_id)
+            peak[0] = max(peak[0], sum(now.values()))
+            parts.update({part: max(parts[part], mb) for part, mb in now.items()})
             recorder.sampler_cpu = time.thread_time()
 
     sampler = threading.Thread(target=sample, daemon=True)
@@ -436,7 +446,9 @@ def backlog(args: argparse.Namespace, work: Path) -> None:
     done.set()
     print(
         f"run:     {time.perf_counter() - started:.1f} s wall for all files, incl. Spark start; "
-        f"peak RSS {peak[0]:,.0f} MiB (driver + JVMs + Python workers)"
+        f"peak RSS {peak[0]:,.0f} MiB (driver + JVMs + Python workers; each part's own peak: "
+        + ", ".join(f"{part} {mb:,.0f}" for part, mb in parts.items())
+        + " MiB)"
     )
     with_input = sum(1 for p in recorder.progress.values() if p[2])
     skip = max(1, with_input // 3) if args.warmup is None else args.warmup

@@ -18,6 +18,7 @@ from dataclasses import fields
 from typing import TYPE_CHECKING
 
 from isrwatch.lab.jars import spark_kafka_jars
+from isrwatch.streaming.memory import check_driver_memory
 from isrwatch.streaming.spark import SparkSettings
 
 from .common import CONFIG_HELP, add_config_arguments, add_store_argument, command, load_config, say
@@ -82,6 +83,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     SparkSettings.add_arguments(rn)
     rn.add_argument(
+        "--partitions",
+        type=int,
+        metavar="N",
+        help="the partitions you expect (all clusters): in local mode, refuse a --driver-memory that cannot hold "
+        "their state and say what to set (docs/scale.md)",
+    )
+    rn.add_argument(
         "--kafka-output",
         metavar="BOOTSTRAP",
         help="also send decisions, propagation batches, AlterPartition requests and incidents as JSON to Kafka "
@@ -107,7 +115,10 @@ def main(args: argparse.Namespace) -> int:
 
     from isrwatch.streaming.job import StreamJob, describe_failure
 
-    job = StreamJob(job_options(args), echo=None if args.quiet else say)
+    options = job_options(args)
+    if args.partitions is not None:
+        check_driver_memory(args.partitions, options.spark)
+    job = StreamJob(options, echo=None if args.quiet else say)
     signal.signal(signal.SIGTERM, lambda *_: job.request_stop())
     try:
         return job.run()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from typing import cast
 
 import msgspec
 from msgspec import Struct
@@ -32,6 +33,7 @@ from .events import (
 )
 from .metrics import IGNORED_TICKS
 from .order import Half, Order
+from .paged import Page, Partitions
 from .partition import (
     NO_METADATA,
     Metadata,
@@ -59,7 +61,10 @@ from .partition import (
 from .records import DecisionKind, PartitionRecord, PropagationTick
 from .schedule import INF, first_at_or_after
 
-STATE_VERSION = 3  # 3: a partition's AlterPartition items are held by brokers; registrations as each broker has them
+# 3: a partition's AlterPartition items are held by brokers; registrations as each broker has them. 4: partitions in
+# pages (`paged.Page`), decoded only when a call touches them; a state of version 3 is read as it is.
+STATE_VERSION = 4
+_WHOLE = 3  # the version whose partitions are encoded in the state itself, one by one
 
 
 RegistrationRow = tuple[str, int, int, Registration]  # (cluster, reporter or leader, broker id, registration)
@@ -67,7 +72,7 @@ RegistrationRow = tuple[str, int, int, Registration]  # (cluster, reporter or le
 
 class _GroupState(Struct, array_like=True):
     version: int
-    partitions: list[Partition]
+    partitions: list[msgspec.Raw]  # `Page`s (`Partition`s in version 3)
     buffer: list[Event]
     applied_until: int
     next_check: int
@@ -82,6 +87,8 @@ class _GroupState(Struct, array_like=True):
 
 _encoder = msgspec.msgpack.Encoder()
 _decoder = msgspec.msgpack.Decoder(_GroupState)
+_page_decoder = msgspec.msgpack.Decoder(Page)
+_partition_decoder = msgspec.msgpack.Decoder(Partition)
 
 
 class Registrations:
@@ -160,7 +167,7 @@ class PartitionEngine:
         self.interval = config.expiration_interval_ms
         self.origin = config.schedule_origin_ms
         self.owns_ticks = owns_ticks
-        self.partitions: dict[PartitionKey, Partition] = {}
+        self.partitions = Partitions()
         self.buffer: list[Event] = []
         self.applied_until = -INF
         self.next_check = first_at_or_after(self.origin, self.origin, self.interval)
@@ -178,9 +185,12 @@ class PartitionEngine:
         self._configs: dict[tuple[str, str], Config] = {(config.kafka_version, config.isr_protocol): config}
         if blob is not None:
             state = _decoder.decode(blob)
-            if state.version != STATE_VERSION:
+            if state.version not in (_WHOLE, STATE_VERSION):
                 raise ValueError(f"partition state version {state.version} is not {STATE_VERSION}")
-            self.partitions = {p.key: p for p in state.partitions}
+            if state.version == STATE_VERSION:
+                self.partitions = Partitions([_page_decoder.decode(raw) for raw in state.partitions])
+            else:
+                self.partitions = Partitions(whole=(_partition_decoder.decode(raw) for raw in state.partitions))
             self.buffer = state.buffer
             self.applied_until = state.applied_until
             self.next_check = state.next_check
@@ -197,7 +207,7 @@ class PartitionEngine:
         return _encoder.encode(
             _GroupState(
                 STATE_VERSION,
-                list(self.partitions.values()),
+                cast("list[msgspec.Raw]", self.partitions.pages(self.lag)),
                 self.buffer,
                 self.applied_until,
                 self.next_check,
@@ -294,7 +304,7 @@ class PartitionEngine:
             elif type(ev) is Tick and ev.broker is not None and (ev.cluster, ev.broker) not in moving | led.keys():
                 # A broker's tick reads the partitions it leads (an isr-expiration run) and tells its rules: it goes
                 # with them all; keeping its rules, each partition that goes takes its share of the run.
-                mine = [p for p in partitions.values() if p.cluster == ev.cluster and p.leader == ev.broker]
+                mine = partitions.led_by(ev.cluster, ev.broker)
                 gone = [p for p in mine if goes(p, at)]
                 keeps = self._keeps_rules(ev)
                 if len(gone) == len(mine) or (keeps and ev.task == "isr-change-propagation"):
@@ -525,9 +535,10 @@ class PartitionEngine:
         run_end_ms: int | None = None,
     ) -> int:
         """The isr-expiration task at `now` over every partition (of `cluster`; with `broker`, only the ones it
-        leads: that broker's own run, which ended at `run_end_ms`); returns the next eligible time."""
-        next_eligible = INF
-        for p in self.partitions.values():
+        leads: that broker's own run, which ended at `run_end_ms`); returns the next eligible time (of every
+        partition, as the scheduled checks keep it: the pages it skips count theirs whatever `cluster` and `broker`)."""
+        read, next_eligible = self.partitions.checked_at(now)
+        for p in read:
             if (cluster is None or p.cluster == cluster) and (broker is None or p.leader == broker) and p.hosted:
                 if broker is not None:
                     if now in p.checked_ahead:  # its share of this run went past the cluster's frontier
@@ -586,9 +597,8 @@ class PartitionEngine:
             out.count(IGNORED_TICKS, "unsupported_isr_protocol")
             return
         if (tick.cluster, tick.broker) not in self.isr_protocols:
-            for p in self.partitions.values():
-                if p.cluster == tick.cluster and p.leader == tick.broker:
-                    leader_reports_writes(p)
+            for p in self.partitions.led_by(tick.cluster, tick.broker):
+                leader_reports_writes(p)
         self.isr_protocols[(tick.cluster, tick.broker)] = protocol
 
     def _tick(self, tick: Tick, out: Outputs) -> None:

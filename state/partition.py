@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from msgspec import Struct
 from msgspec.structs import replace
@@ -262,8 +262,14 @@ class Outputs:
 _PROPOSALS = (DecisionKind.SHRINK, DecisionKind.EXPAND)
 
 
+class PartitionLookup(Protocol):
+    """A state key's partitions by key (a dict, or `paged.Partitions`)."""
+
+    def get(self, key: PartitionKey, /) -> Partition | None: ...
+
+
 def observe_alter_partition_sent(
-    partitions: Mapping[PartitionKey, Partition], ev: AlterPartitionSent, out: Outputs, record: bool = True
+    partitions: PartitionLookup, ev: AlterPartitionSent, out: Outputs, record: bool = True
 ) -> None:
     """A leader's AlterPartition request (SPEC §7): recorded as it came (`record`: by one state key only, as every
     key gets it), and the proposal of each partition held here observed for the audit as the broker's decision, with

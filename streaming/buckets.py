@@ -82,7 +82,8 @@ class Layout:
             if buckets is not None and buckets != layout.buckets:
                 raise ConfigError(
                     f"checkpoint {checkpoint.uri} keeps its state in {layout.buckets} buckets; "
-                    f"use --buckets {layout.buckets} or a new --checkpoint for {buckets}"
+                    f"use --buckets {layout.buckets}, or for {buckets} start with a new --checkpoint and a new "
+                    "--store (the source is read again from its start)"
                 )
             return layout
         layout = cls.create(buckets or DEFAULT_BUCKETS, shuffle_partitions)

@@ -11,9 +11,12 @@ else the file's modification time): an event dated far beyond it is refused (`ma
 
 Event time is kept per cluster by the buckets themselves (SPEC §6), not by a Spark watermark: a
 bucket knows a cluster's time from the events it receives. So that a bucket whose own partitions
-are quiet still learns how far its cluster has come, one partition event in `BEACON_EVERY` (by seq),
-and the last line of every file, is also copied to every other bucket as a *beacon*, which only moves
-that bucket's knowledge of the cluster's time (ticks, copied to every bucket anyway, do the same).
+are quiet still learns how far its cluster has come, the last line of every file and of every Kafka
+partition's records in a source batch, and one partition event in `beacon_every` (by seq), is also
+copied to every other bucket as a *beacon*, which only moves that bucket's knowledge of the cluster's
+time (ticks, copied to every bucket anyway, do the same). The sampled beacons are one in
+`BEACON_SHARE` x the bucket count: each event costs 1/`BEACON_SHARE` of a copy whatever the number of
+buckets, and each bucket gets at least one line per source batch whatever the number of events.
 
 Why Python and not Spark SQL: the lines a map task sends one key travel as one packed row (`Routed`),
 so the JVM shuffles, sorts and converts a few rows per task instead of one per event, which was most of
@@ -48,7 +51,7 @@ BROKER_TYPES = frozenset(("isr_change_propagated",))  # a broker's event about m
 INPUT_METRICS = "isrwatch_input"  # observed per batch: input lines, and what was read of each Kafka partition
 # A line of nothing but whitespace (b" \t\n\x0b\f\r", exactly what bytes.isspace() accepts) is no input.
 BOM = b"\xef\xbb\xbf"
-BEACON_EVERY = 256  # one partition event in this many (by seq) also tells every bucket its cluster's time
+BEACON_SHARE = 16  # one partition event in this many x the bucket count (by seq) tells every bucket its cluster's time
 MAX_TS = 2**63 - 1
 FRAMED_SCHEMA = "bucket int, lines long, data binary, read string"
 _FRAMED = pa.schema([("bucket", pa.int32()), ("lines", pa.int64()), ("data", pa.binary()), ("read", pa.string())])
@@ -88,7 +91,7 @@ class Lines(NamedTuple):
     seq: np.ndarray  # int64: the seq to use when the event carries none: the line number or Kafka offset
     arrival: np.ndarray  # int64: the last tie-breaker, input position
     received: np.ndarray  # int64: when it reached isrwatch (epoch ms); NOT_RECEIVED: trust its time
-    last: np.ndarray  # bool: a file's last line, a beacon whatever its seq
+    last: np.ndarray  # bool: a file's last line, or a Kafka partition's last record here: a beacon whatever its seq
 
     @classmethod
     def of_file(cls, value: bytes, received: int, rank: int) -> Lines:
@@ -121,13 +124,13 @@ class Lines(NamedTuple):
             f"{o}:{p}" for o, p in zip(rows.column("origin").to_pylist(), rows.column("part").to_pylist(), strict=True)
         ]
         ranks = {name: hash31(name) for name in set(origins)}  # a batch holds a few Kafka partitions: hash each once
-        high = np.array([ranks[name] for name in origins], dtype=np.int64) << 32
+        rank = np.array([ranks[name] for name in origins], dtype=np.int64)
         return cls(
             [values[i] for i in kept],
             offsets,
-            high | (offsets & 0xFFFFFFFF),
+            (rank << 32) | (offsets & 0xFFFFFFFF),
             _received(rows.column("received")),
-            np.zeros(len(kept), dtype=bool),
+            np.append(rank[1:] != rank[:-1], True) if len(kept) else np.zeros(0, dtype=bool),
         )
 
 
@@ -219,12 +222,17 @@ def _destinations(keys: list[Routing | None], ids: list[int], until: int | None)
     return np.array(kinds, dtype=np.uint8), np.array(dest, dtype=np.int64)
 
 
+def beacon_every(buckets: int) -> int:
+    """One partition event in this many (by seq) is a beacon: `BEACON_SHARE` x the bucket count."""
+    return BEACON_SHARE * buckets
+
+
 def route(lines: Lines, ids: list[int], until: int | None = None) -> dict[int, Routed]:
     """Each state key's lines. With `until` (a replay to --until), later lines go to the control key:
     nothing after --until may be applied. Within a key, lines need no order: the key sorts what it applies."""
     kinds, dest = _destinations(_keys(lines.raw), ids, until)
     every = kinds == Destination.EVERY_KEY
-    beacon = (kinds == Destination.OWN) & ((lines.seq % BEACON_EVERY == 1) | lines.last)
+    beacon = (kinds == Destination.OWN) & ((lines.seq % beacon_every(len(ids)) == 1) | lines.last)
     spreading = beacon | every  # lines every key receives
     spread = np.flatnonzero(spreading)
     raws = np.empty(len(lines.raw), dtype=object)

@@ -20,6 +20,7 @@ from isrwatch.state.records import (
     PartitionRecord,
     PropagationTick,
 )
+from isrwatch.state.schedule import INF
 
 REPORT_SCHEMA = "bucket int, report binary"
 STATE_SCHEMA = "blob binary"  # one msgpack blob (version inside): array fields crash PySpark's state schema
@@ -32,18 +33,37 @@ BUCKET_STATE_VERSION = 6
 _CODEC = "zstd"  # pyarrow's: fast, and the JVM moves a fraction of the bytes (docs/performance.md)
 
 
+SLICES_PER_LATENESS = 16  # held events are cut into time slices this much narrower than allowed_lateness_ms
+
+
 class Chunk(Struct, array_like=True):
-    """Validated events of one cluster held until the cluster's time passes them, compressed."""
+    """Validated events of one cluster held until the cluster's time passes them, compressed, one slice of event
+    time each (`slices`): a call whose frontier moves less than the lateness decompresses only the slice it cuts."""
 
     cluster: str
     first: int  # the earliest event time: nothing in the chunk is due before it
     size: int
     data: bytes
+    last: int = INF  # the latest event time: all of it is due past it (INF: not known, a chunk of version 6)
 
     @classmethod
     def of(cls, cluster: str, events: list[Event]) -> Chunk:
         raw = _encoder.encode(events)
-        return cls(cluster, min(ev.ts for ev in events), len(raw), pa.compress(raw, codec=_CODEC, asbytes=True))
+        times = [ev.ts for ev in events]
+        return cls(cluster, min(times), len(raw), pa.compress(raw, codec=_CODEC, asbytes=True), max(times))
+
+    @classmethod
+    def slices(cls, cluster: str, events: list[Event], width: int) -> list[Chunk]:
+        """`events` as one chunk per `width` ms of event time (on a grid from 0): the frontier, moving through them,
+        cuts at most one; the others are wholly due or wholly held and pass without re-encoding."""
+        cells: dict[int, list[Event]] = {}
+        for ev in events:
+            cell = cells.get(ev.ts // width)
+            if cell is None:
+                cells[ev.ts // width] = [ev]
+            else:
+                cell.append(ev)
+        return [cls.of(cluster, cell) for _, cell in sorted(cells.items())]
 
     def events(self) -> list[Event]:
         return _events_decoder.decode(pa.decompress(self.data, decompressed_size=self.size, codec=_CODEC, asbytes=True))
@@ -62,8 +82,8 @@ class BucketState(Struct, array_like=True):
     """A state key's value: per cluster, the engine (applied state), the newest event time known, and the
     validated events still ahead of that cluster's frontier.
 
-    Events are parsed once, on arrival (so no invalid line can move a cluster's time), and wait as one
-    compressed chunk per cluster and call: most calls pass most chunks through untouched.
+    Events are parsed once, on arrival (so no invalid line can move a cluster's time), and wait in compressed
+    chunks, one per slice of event time (`Chunk.slices`): most calls pass most chunks through untouched.
     """
 
     version: int

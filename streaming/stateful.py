@@ -52,7 +52,16 @@ from isrwatch.state.schedule import INF
 
 from .buckets import CONTROL_KEY
 from .framing import Role, unpack
-from .reports import BUCKET_STATE_VERSION, BucketState, Chunk, Jump, Report, decode_bucket, encode
+from .reports import (
+    BUCKET_STATE_VERSION,
+    SLICES_PER_LATENESS,
+    BucketState,
+    Chunk,
+    Jump,
+    Report,
+    decode_bucket,
+    encode,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql.streaming.state import GroupState
@@ -421,24 +430,38 @@ class Jumps:
 
 
 def split_due(
-    held: BucketState, cluster: str, fresh: list[Event], frontier: int, reach: int
+    held: BucketState, cluster: str, fresh: list[Event], frontier: int, reach: int, width: int
 ) -> tuple[list[Event] | None, list[Chunk]]:
     """The cluster's held chunks and fresh events split at `reach` (its frontier, or how far its partitions may go
     past it: `Ahead.limit`): the events the engine takes (before it; None when the frontier has not moved past what
-    the engine applied and no partition may go past it, so nothing runs) and the chunks still pending. A chunk that
-    starts at or after `reach` passes through without being decompressed."""
+    the engine applied and no partition may go past it, so nothing runs) and the chunks still pending, held in
+    slices `width` ms wide (`Chunk.slices`). A chunk that starts at or after `reach` passes through without being
+    decompressed; only one that `reach` cuts is decoded and held again."""
     mine = [c for c in held.pending if c.cluster == cluster]
     if reach <= held.applied.get(cluster, -INF):  # nothing due: pass the cluster through untouched
-        return None, mine + ([Chunk.of(cluster, fresh)] if fresh else [])
+        return None, mine + Chunk.slices(cluster, fresh, width)
     due: list[Event] = []
     rest: list[Event] = []
-    for events in [c.events() for c in mine if c.first < reach] + [fresh]:
-        due += [ev for ev in events if ev.ts < reach]
-        rest += [ev for ev in events if ev.ts >= reach]
-    pending = [c for c in mine if c.first >= reach]
-    if rest:
-        pending.append(Chunk.of(cluster, rest))
+    pending: list[Chunk] = []
+    for chunk in mine:
+        if chunk.first >= reach:
+            pending.append(chunk)
+        elif chunk.last < reach:
+            due += chunk.events()
+        else:
+            _cut(chunk.events(), reach, due, rest)
+    _cut(fresh, reach, due, rest)
+    pending += Chunk.slices(cluster, rest, width)
     return due, pending
+
+
+def _cut(events: list[Event], reach: int, due: list[Event], rest: list[Event]) -> None:
+    """Add the events before `reach` to `due`, the others to `rest`."""
+    for ev in events:
+        if ev.ts < reach:
+            due.append(ev)
+        else:
+            rest.append(ev)
 
 
 def run_engine(
@@ -537,13 +560,15 @@ def state_function(
             held.ticked |= {ev.cluster for evs in arrived.values() for ev in evs if type(ev) is Tick}
         pending: list[Chunk] = []
         skewed = outvoted(held, config)
+        width = max(1, config.allowed_lateness_ms // SLICES_PER_LATENESS)
         for cluster in held.newest:
             frontier = frontier_of(held, cluster, config, skewed.get(cluster, ()))
             fresh = arrived.get(cluster, [])
             if cluster in held.watermarks:  # a watermark changes no state: the engine never sees one
                 fresh = [ev for ev in fresh if type(ev) is not Watermark]
             ahead = ahead_of(held, cluster, config, frontier, skewed.get(cluster, ()))
-            due, rest = split_due(held, cluster, fresh, frontier, frontier if ahead is None else ahead.limit)
+            reach = frontier if ahead is None else ahead.limit
+            due, rest = split_due(held, cluster, fresh, frontier, reach, width)
             pending += rest
             late = behind.get(cluster, [])
             if due is not None or late:

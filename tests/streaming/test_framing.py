@@ -9,11 +9,12 @@ from typing import NamedTuple
 import pyarrow as pa
 import pytest
 
-from isrwatch.streaming.buckets import CONTROL_KEY, Layout
+from isrwatch.streaming.buckets import CONTROL_KEY, Layout, bucket_ids
 from isrwatch.streaming.framing import (
-    BEACON_EVERY,
+    BEACON_SHARE,
     Lines,
     Role,
+    beacon_every,
     binary_array,
     frame,
     frame_batches,
@@ -25,6 +26,7 @@ from isrwatch.streaming.framing import (
 LAYOUT = Layout.create(16, 2)
 IDS = list(LAYOUT.ids)
 SOURCE = "value binary, origin string, part int, offset long, received long"
+BEACON_EVERY = beacon_every(len(IDS))
 
 
 class Routed(NamedTuple):
@@ -87,6 +89,30 @@ def test_a_file_is_cut_into_numbered_lines_routed_by_key(spark):
     for line in (1, 6):
         beacons = [r for r in by_line[line] if r.role == Role.BEACON]
         assert sorted(r.bucket for r in beacons) == sorted(set(LAYOUT.ids) - {first.bucket})
+
+
+def test_an_event_makes_the_same_share_of_beacon_copies_whatever_the_bucket_count():
+    """Time reaches every key at a cost per event that does not grow with the keys (SPEC §6)."""
+    text = ("\n".join(fetch(t, partition=t % 997) for t in range(1, 40_001)) + "\n").encode()
+    for buckets in (16, 256, 1024):
+        routed = route(Lines.of_file(text, 1_000, 7), bucket_ids(buckets, 2))
+        copies = sum(r.role.count(Role.BEACON) for r in routed.values())
+        assert copies <= 40_000 / BEACON_SHARE + 2 * buckets  # sampled (one more, rounding up), the last line
+
+
+def test_each_kafka_partitions_last_record_in_a_source_batch_is_a_beacon():
+    records = [fetch(t, partition=t) for t in range(1, 6)]
+    batch = pa.RecordBatch.from_pydict(
+        {
+            "value": [r.encode() for r in records],
+            "origin": ["events"] * 5,
+            "part": [0, 0, 1, 1, 1],
+            "offset": [2, 3, 2, 3, 4],
+            "received": [1_000] * 5,
+        }
+    )
+    lines = Lines.of_records(batch)
+    assert lines.last.tolist() == [False, True, False, False, True]
 
 
 def test_one_event_in_beacon_every_is_also_a_beacon():
