@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import re
 import socket
+import subprocess
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
 
 
 def free_port() -> int:
@@ -10,3 +15,24 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+@contextmanager
+def serving_command(argv: Sequence[str], **popen: Any) -> Iterator[tuple[str, str]]:
+    """Run `argv` (an `isrwatch serve ... --port 0` command line) with `popen`'s cwd/env until uvicorn listens;
+    yields (its base URL, what it said until then), and stops it on exit."""
+    proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **popen)
+    try:
+        said = []
+        for line in proc.stdout:
+            said.append(line)
+            found = re.search(r"Uvicorn running on (http://127\.0\.0\.1:\d+)", line)
+            if found:
+                break
+        else:
+            raise AssertionError("isrwatch serve did not start:\n" + "".join(said))
+        yield found.group(1), "".join(said)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        proc.stdout.close()

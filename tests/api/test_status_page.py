@@ -20,6 +20,7 @@ import httpx
 
 from isrwatch.cli import main
 from tests.api.kraft import QUEUED, STUCK, UNTIL, settings_args, write_events
+from tests.net import serving_command
 
 ROOT = Path(__file__).resolve().parents[2]
 PLAYWRIGHT_CORE = ROOT / ".tools" / "node" / "node_modules" / "playwright-core"
@@ -33,27 +34,8 @@ def serving(
 ) -> Iterator[str]:
     """`isrwatch serve` (the command `isrwatch`, run with `popen`'s cwd and env) on a loopback port the kernel
     picks; yields its base URL."""
-    proc = subprocess.Popen(
-        [*isrwatch, "serve", "--store", store_url, "--port", "0", *options],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        **popen,
-    )
-    try:
-        output = []
-        for line in proc.stdout:
-            output.append(line)
-            found = re.search(r"Uvicorn running on (http://127\.0\.0\.1:\d+)", line)
-            if found:
-                break
-        else:
-            raise AssertionError("isrwatch serve did not start:\n" + "".join(output))
-        yield found.group(1)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-        proc.stdout.close()
+    with serving_command([*isrwatch, "serve", "--store", store_url, "--port", "0", *options], **popen) as (url, _):
+        yield url
 
 
 def browse(

@@ -6,8 +6,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from importlib.metadata import version
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import pytest
 from isrwatch.api.routers.health import NO_BATCH
 from isrwatch.cli import build_parser, demo, main
 from isrwatch.store import DEFAULT_STORE, STORE_ENV, open_store
+from tests.net import serving_command
 from tests.replays import replay_scenario
 
 CLI = [sys.executable, "-m", "isrwatch.cli"]
@@ -114,23 +114,6 @@ def test_a_usage_error_names_its_subcommand(argv: list[str], prog: str, says: st
     assert done.stderr.startswith(f"usage: {prog} ")
 
 
-@contextmanager
-def _serve(argv: list[str], cwd: Path) -> Iterator[tuple[str, str]]:
+def _serve(argv: list[str], cwd: Path) -> AbstractContextManager[tuple[str, str]]:
     """`isrwatch serve ARGV` in `cwd` on a port the kernel picks: (its base URL, what it said until it listened)."""
-    proc = subprocess.Popen(
-        [*CLI, "serve", "--port", "0", *argv], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    )
-    try:
-        said = []
-        for line in proc.stdout:
-            said.append(line)
-            found = re.search(r"Uvicorn running on (http://127\.0\.0\.1:\d+)", line)
-            if found:
-                break
-        else:
-            raise AssertionError("isrwatch serve did not start:\n" + "".join(said))
-        yield found.group(1), "".join(said)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-        proc.stdout.close()
+    return serving_command([*CLI, "serve", "--port", "0", *argv], cwd=cwd)

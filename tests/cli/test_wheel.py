@@ -27,6 +27,7 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+from tests.net import serving_command
 from tests.replays import SCENARIOS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,28 +58,10 @@ class Venv:
     @contextmanager
     def serving(self, *options: str) -> Iterator[str]:
         """`isrwatch serve OPTIONS` on a port the kernel picks; yields its base URL."""
-        proc = subprocess.Popen(
-            [str(self.path / "bin" / "isrwatch"), "serve", "--port", "0", *options],
-            cwd=self.home,
-            env=self.env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        try:
-            said = []
-            for line in proc.stdout:
-                said.append(line)
-                found = re.search(r"Uvicorn running on (http://127\.0\.0\.1:\d+)", line)
-                if found:
-                    break
-            else:
-                raise AssertionError("isrwatch serve did not start:\n" + "".join(said))
-            yield found.group(1)
-        finally:
-            proc.terminate()
-            proc.wait(timeout=10)
-            proc.stdout.close()
+        with serving_command(
+            [str(self.path / "bin" / "isrwatch"), "serve", "--port", "0", *options], cwd=self.home, env=self.env
+        ) as (url, _):
+            yield url
 
 
 def _declared(wheel: Path) -> list[Requirement]:
