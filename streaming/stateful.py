@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, insort
 from collections import defaultdict
-from collections.abc import Callable, Collection, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, NamedTuple
 
 import pandas as pd
@@ -108,36 +108,14 @@ def _partition_bound(ev: Event, ahead: dict[tuple[str, int], int]) -> int | None
     return at if behind_partition(sorts_at(ev), at) else None
 
 
-def outvoted(held: BucketState, config: Config) -> dict[str, set[int]]:
-    """Per cluster, the brokers whose clock the others outvote as this key saw them (`clock.outvoted`)."""
-    found: dict[str, set[int]] = {}
-    if len(held.clocks) > 2:
-        book = ClockBook()
-        book.merge(held.clocks)
-        for cluster, broker in book.outvoted(config.max_future_ms):
-            found.setdefault(cluster, set()).add(broker)
-    return found
-
-
-def _streams(held: BucketState, cluster: str, skewed: Collection[int]) -> tuple[dict[int, int] | None, set[int]]:
-    """The cluster's brokers' watermarks and reporters, but an outvoted clock's: it holds nothing back."""
-    marks, reporters = held.watermarks.get(cluster), held.brokers.get(cluster, set())
-    if skewed:
-        marks = None if marks is None else {b: w for b, w in marks.items() if b not in skewed}
-        reporters = reporters - set(skewed)
-    return marks, reporters
-
-
-def frontier_of(held: BucketState, cluster: str, config: Config, skewed: Collection[int] = ()) -> int:
-    """How far the key may apply `cluster` (`frontier.cluster_frontier`), never back from where it applied. The
-    brokers whose clock is outvoted (`skewed`) hold nothing back; they stay named, so their return keeps the margin."""
-    marks, reporters = _streams(held, cluster, skewed)
+def frontier_of(held: BucketState, cluster: str, config: Config) -> int:
+    """How far the key may apply `cluster` (`frontier.cluster_frontier`), never back from where it applied."""
     rule = cluster_frontier(
         held.newest[cluster],
         config.allowed_lateness_ms,
         config.broker_rejoin_margin_ms,
-        marks,
-        reporters,
+        held.watermarks.get(cluster),
+        held.brokers.get(cluster, ()),
         held.named.get(cluster, ()),
         cluster in held.unbounded,
     )
@@ -152,12 +130,10 @@ class Ahead(NamedTuple):
     limit: int
 
 
-def ahead_of(
-    held: BucketState, cluster: str, config: Config, frontier: int, skewed: Collection[int] = ()
-) -> Ahead | None:
+def ahead_of(held: BucketState, cluster: str, config: Config, frontier: int) -> Ahead | None:
     """The partitions' own frontiers, when the brokers' streams set the cluster's (`frontier.streams_passed`) and one
     is past it; None: the cluster's frontier is every partition's."""
-    passed = streams_passed(*_streams(held, cluster, skewed), cluster in held.unbounded)
+    passed = streams_passed(held.watermarks.get(cluster), held.brokers.get(cluster, ()), cluster in held.unbounded)
     if passed is None or max(passed.values()) <= frontier:
         return None
     fallback, margin = held.newest[cluster] - config.allowed_lateness_ms, config.broker_rejoin_margin_ms
@@ -209,31 +185,25 @@ def classify(
     a broker reported, refused, waiting or not, shows its clock (`report.clocks`). Returns the arrived events and
     the fetches behind the frontier, by cluster."""
     newest, lateness, max_future = held.newest, config.allowed_lateness_ms, config.max_future_ms
-    # Every valid event a broker reported shows its clock, before any line is judged: which clocks the others outvote
-    # (`clock.outvoted`) does not hang on the order of the batch's lines.
-    parsed = [(parse_event(raw, seq, arrival), raw, role, received) for raw, seq, arrival, role, received in lines]
-    clocks = ClockBook()
-    for ev, _, _, received in parsed:
-        if type(ev) is not DeadLetter and ev.broker is not None:
-            clocks.observe(ev.cluster, ev.broker, ev.ts, received)
-    report.clocks = clocks.samples()
-    clocks.merge(held.clocks)
-    held.clocks = clocks.samples()
-    skewed = outvoted(held, config)
     # A line is late against what earlier calls knew (a batch arrives as a whole): at or behind these.
-    late_at = {cluster: frontier_of(held, cluster, config, skewed.get(cluster, ())) for cluster in newest}
+    late_at = {cluster: frontier_of(held, cluster, config) for cluster in newest}
     ahead = {cluster: {(t, p): at for t, p, at in applied} for cluster, applied in held.ahead.items() if applied}
     arrived: dict[str, list[Event]] = defaultdict(list)
     behind: dict[str, list[Behind]] = defaultdict(list)
-    jumps = Jumps(held, max_future, first, arrived, report, skewed)
+    jumps = Jumps(held, max_future, first, arrived, report)
     fresh: dict[str, list[tuple[Event, bytes, int]]] = defaultdict(list)  # clusters this key has no time of yet
     witnessed, lowest, unbounded = held.brokers, jumps.lowest, held.unbounded
     event, tick, beacon = int(Role.EVENT), int(Role.TICK), int(Role.BEACON)  # ints: compared once per line
-    for ev, raw, role, received in parsed:
+    clocks = ClockBook()
+    observe = clocks.observe
+    for raw, seq, arrival, role, received in lines:
+        ev = parse_event(raw, seq, arrival)
         if type(ev) is DeadLetter:
             dead = ev
         else:
             cluster = ev.cluster
+            if ev.broker is not None:
+                observe(cluster, ev.broker, ev.ts, received)
             dead = None if received is None else in_future(ev, raw, received, max_future)
             if dead is None:
                 bound = late_at.get(cluster)
@@ -250,7 +220,7 @@ def classify(
                     partition_bound = None if mine is None else _partition_bound(ev, mine)
                     if partition_bound is None:
                         # Jumps.take, inline: this runs once per line
-                        if ev.ts > known and not (skewed and ev.broker in skewed.get(cluster, ())):
+                        if ev.ts > known:
                             newest[cluster] = ev.ts
                         if role != beacon:
                             arrived[cluster].append(ev)
@@ -274,11 +244,8 @@ def classify(
             report.dead.append(dead)
     for cluster, admitted in fresh.items():
         # A cluster's time starts at the earliest line of the first batch that brings it, not at whichever line
-        # comes first: a lone line far ahead in that batch is a jump like any other. An outvoted clock sets it not.
-        mine = skewed.get(cluster, ())
-        newest[cluster] = min(
-            [ev.ts for ev, _, _ in admitted if ev.broker not in mine] or [ev.ts for ev, _, _ in admitted]
-        )
+        # comes first: a lone line far ahead in that batch is a jump like any other.
+        newest[cluster] = min(ev.ts for ev, _, _ in admitted)
         for ev, raw, role in admitted:
             if ev.ts > newest[cluster] + max_future:
                 jumps.judge(ev, raw, role)
@@ -287,6 +254,7 @@ def classify(
                 if lowest.get(cluster, INF) <= newest[cluster] + max_future:
                     jumps.release(cluster)
     jumps.expire()
+    report.clocks = clocks.samples()
     return arrived, behind
 
 
@@ -313,19 +281,9 @@ class Jumps:
     line looks for a witness by bisection in the waiting times of each reporter (`_times`)."""
 
     def __init__(
-        self,
-        held: BucketState,
-        max_future: int,
-        first: bool,
-        arrived: dict[str, list[Event]],
-        report: Report,
-        skewed: dict[str, set[int]],
+        self, held: BucketState, max_future: int, first: bool, arrived: dict[str, list[Event]], report: Report
     ) -> None:
         self.held, self.max_future, self.first, self.arrived, self.report = held, max_future, first, arrived, report
-        self.skewed = skewed  # per cluster, the brokers whose clock is outvoted: they move no time and witness nothing
-        self.seen: dict[str, set[int]] = {}  # per cluster, every reporting broker whose clock the key saw
-        for sample in held.clocks:
-            self.seen.setdefault(sample.cluster, set()).add(sample.broker)
         self.beacon = int(Role.BEACON)
         self.lowest: dict[str, int] = {}
         for jump in held.jumps:
@@ -354,10 +312,9 @@ class Jumps:
     def judge(self, ev: Event, raw: bytes, role: int) -> None:
         """A line that jumps: it arrives, with what it witnesses, when a waiting jump is its witness; else it waits."""
         cluster, mf, broker = ev.cluster, self.max_future, ev.broker
-        lone = self.seen.get(cluster, set()) | self.held.brokers.get(cluster, set()) <= {broker}
-        skewed = self.skewed.get(cluster, ())
+        lone = self.held.brokers.get(cluster, set()) <= {broker}
         for (c, other), times in self._times().items():
-            if c == cluster and other not in skewed and witnesses(broker, other, lone):
+            if c == cluster and witnesses(broker, other, lone):
                 at = bisect_left(times, ev.ts - mf)
                 if at < len(times) and times[at] <= ev.ts + mf:
                     self.take(ev, role)
@@ -390,8 +347,7 @@ class Jumps:
     def take(self, ev: Event, role: int) -> None:
         """`ev` arrives (a beacon only moves its cluster's time); `classify` does the same inline for each line."""
         newest = self.held.newest
-        if ev.broker not in self.skewed.get(ev.cluster, ()):
-            newest[ev.cluster] = max(newest[ev.cluster], ev.ts)
+        newest[ev.cluster] = max(newest[ev.cluster], ev.ts)
         if role != self.beacon:
             self.arrived[ev.cluster].append(ev)
         if ev.broker is None:
@@ -559,14 +515,13 @@ def state_function(
         if first:
             held.ticked |= {ev.cluster for evs in arrived.values() for ev in evs if type(ev) is Tick}
         pending: list[Chunk] = []
-        skewed = outvoted(held, config)
         width = max(1, config.allowed_lateness_ms // SLICES_PER_LATENESS)
         for cluster in held.newest:
-            frontier = frontier_of(held, cluster, config, skewed.get(cluster, ()))
+            frontier = frontier_of(held, cluster, config)
             fresh = arrived.get(cluster, [])
             if cluster in held.watermarks:  # a watermark changes no state: the engine never sees one
                 fresh = [ev for ev in fresh if type(ev) is not Watermark]
-            ahead = ahead_of(held, cluster, config, frontier, skewed.get(cluster, ()))
+            ahead = ahead_of(held, cluster, config, frontier)
             reach = frontier if ahead is None else ahead.limit
             due, rest = split_due(held, cluster, fresh, frontier, reach, width)
             pending += rest
