@@ -40,6 +40,8 @@ STEPS = (
     "lab partitions moved to their preferred leader",
     "the story is over",
 )
+SHRINK = re.compile(r"\b(SHRINK|PROPOSE shrink)\b")
+EXPAND = re.compile(r"\b(EXPAND|PROPOSE expand)\b")
 NARRATED = re.compile(r"^\[(\d+):(\d+\.\d)\]")
 
 
@@ -94,8 +96,11 @@ def test_demo_real_on_its_default_tells_the_whole_story_and_stops_everything(tmp
             assert new > old, text
             story = out[at[1] :]  # from the stall on: Kafka's shrinks of broker 2, then isrwatch's
             kafka = [line for line in story if (m := KAFKA_ISR.search(line)) and "2" in m[1] and "2" not in m[2]]
-            shrinks = [line for line in story if "SHRINK" in line and "replica 2 stuck" in line]
-            assert kafka and shrinks and any("EXPAND" in line and "replica 2 caught up" in line for line in story), text
+            # KRaft leaders propose (AlterPartition): isrwatch says PROPOSE shrink/expand, then COMMIT
+            shrinks = [line for line in story if SHRINK.search(line) and "replica 2 stuck" in line]
+            assert kafka and shrinks and any(EXPAND.search(line) and "replica 2 caught up" in line for line in story), (
+                text
+            )
             print(
                 f"\n  demo --real: isrwatch watching at [{out[at[0]][1:7]}], the story over at "
                 f"[{out[at[-1]][1:7]}]; the stall's first shrink: KAFKA at [{kafka[0][1:7]}], isrwatch "
