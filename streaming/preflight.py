@@ -17,7 +17,9 @@ from isrwatch.state.config import ConfigError
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-NEEDED = ("isrwatch", "msgspec", "pyarrow", "pandas", "numpy")  # what the state function imports on an executor
+# What an executor imports: the state function (msgspec, pyarrow, pandas, numpy) and the store writer, which writes
+# its partition rows (psycopg: the sink module imports it, SQLite is in the standard library).
+NEEDED = ("isrwatch", "msgspec", "pyarrow", "pandas", "numpy", "psycopg")
 SHIP_HINT = (
     "ship the package with --spark-conf spark.submit.pyFiles=isrwatch.zip (isrwatch package --zip) "
     "or a venv with spark.archives (isrwatch package --venv)"

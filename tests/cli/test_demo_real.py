@@ -42,7 +42,7 @@ STEPS = (
 )
 SHRINK = re.compile(r"\b(SHRINK|PROPOSE shrink)\b")
 EXPAND = re.compile(r"\b(EXPAND|PROPOSE expand)\b")
-NARRATED = re.compile(r"^\[(\d+):(\d+\.\d)\]")
+NARRATED = re.compile(r"^\[(\d+):(\d+):(\d+(?:\.\d+)?)\]")
 
 
 def get(port: int, path: str) -> dict:
@@ -56,10 +56,10 @@ def _at(lines: list[str], text: str) -> int:
 
 
 def _seconds(line: str) -> float:
-    """When the demo said the line, in seconds from its start ([m:ss.s])."""
+    """When the demo said the line, in seconds of its wall clock ([HH:MM:SS], the clock the page shows)."""
     m = NARRATED.match(line)
     assert m, line
-    return int(m[1]) * 60 + float(m[2])
+    return int(m[1]) * 3600 + int(m[2]) * 60 + float(m[3])
 
 
 def stalled_late_partitions(dead_letters: list[dict]) -> set[tuple[str | None, int | None]]:
@@ -102,8 +102,8 @@ def test_demo_real_on_its_default_tells_the_whole_story_and_stops_everything(tmp
                 text
             )
             print(
-                f"\n  demo --real: isrwatch watching at [{out[at[0]][1:7]}], the story over at "
-                f"[{out[at[-1]][1:7]}]; the stall's first shrink: KAFKA at [{kafka[0][1:7]}], isrwatch "
+                f"\n  demo --real: isrwatch watching at [{out[at[0]][1:9]}], the story over at "
+                f"[{out[at[-1]][1:9]}]; the stall's first shrink: KAFKA at [{kafka[0][1:9]}], isrwatch "
                 f"{_seconds(shrinks[0]) - _seconds(kafka[0]):.1f} s later"
             )
             divergences = get(port, "/v1/divergences?page_size=1000")["divergences"]

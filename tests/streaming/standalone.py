@@ -31,7 +31,7 @@ from tests.net import free_port
 SPARK_HOME = Path(pyspark.__file__).parent
 EXECUTOR_MAIN = "org.apache.spark.executor.CoarseGrainedExecutorBackend"
 # What the executors' Python needs besides isrwatch (streaming/preflight.py NEEDED) and what those need in turn.
-EXECUTOR_DEPENDENCIES = ("msgspec", "pyarrow", "pandas", "numpy")
+EXECUTOR_DEPENDENCIES = ("msgspec", "pyarrow", "pandas", "numpy", "psycopg", "psycopg-binary")
 
 
 @dataclass
