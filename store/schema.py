@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Self
@@ -226,26 +226,18 @@ class _Postgres(_Dialect):
         """Bulk insert with COPY (psycopg's executemany pays Python overhead per row and per parameter);
         an upsert goes through a temporary staging table, since COPY cannot resolve conflicts."""
         names = ", ".join(columns)
-        target = table
-        if conflict:
-            target = f"isrwatch_stage_{table}"
-            cur.execute(f"CREATE TEMP TABLE IF NOT EXISTS {target} (LIKE {table}) ON COMMIT DELETE ROWS")
-            cur.execute(f"TRUNCATE {target}")
-        with cur.copy(f"COPY {target} ({names}) FROM STDIN") as copy:
-            for row in rows:
-                copy.write_row(row)
-        if conflict:
-            cur.execute(f"INSERT INTO {table} ({names}) SELECT {names} FROM {target}{conflict}")
+        if not conflict:
+            _copy(cur, table, names, rows)
+            return
+        target = f"isrwatch_stage_{table}"
+        _staged(cur, target, f"(LIKE {table}) ON COMMIT DELETE ROWS", names, rows)
+        cur.execute(f"INSERT INTO {table} ({names}) SELECT {names} FROM {target}{conflict}")
 
     def delete(self, cur: Any, table: str, columns: Sequence[str], keys: Sequence[Sequence[Any]]) -> None:
         """The keys go in by COPY to a temporary table, then one DELETE joins it."""
         names = ", ".join(columns)
         staged = f"isrwatch_keys_{table}"
-        cur.execute(f"CREATE TEMP TABLE IF NOT EXISTS {staged} AS SELECT {names} FROM {table} WITH NO DATA")
-        cur.execute(f"TRUNCATE {staged}")
-        with cur.copy(f"COPY {staged} ({names}) FROM STDIN") as copy:
-            for key in keys:
-                copy.write_row(key)
+        _staged(cur, staged, f"AS SELECT {names} FROM {table} WITH NO DATA", names, keys)
         match = " AND ".join(f"t.{c} = k.{c}" for c in columns)
         cur.execute(f"DELETE FROM {table} t USING {staged} k WHERE {match}")
 
@@ -405,3 +397,18 @@ def _redacted(url: str) -> str:
     """The URL without its password, for messages."""
     password = urlsplit(url).password
     return url.replace(f":{password}@", ":***@") if password else url
+
+
+def _copy(cur: Any, table: str, names: str, rows: Iterable[Sequence[Any]]) -> None:
+    """Rows into `table`'s columns `names` by COPY."""
+    with cur.copy(f"COPY {table} ({names}) FROM STDIN") as copy:
+        for row in rows:
+            copy.write_row(row)
+
+
+def _staged(cur: Any, staged: str, definition: str, names: str, rows: Iterable[Sequence[Any]]) -> None:
+    """Rows into an emptied temporary table `staged` (made once per session by `definition`), for one statement
+    to join: COPY cannot resolve conflicts or delete."""
+    cur.execute(f"CREATE TEMP TABLE IF NOT EXISTS {staged} {definition}")
+    cur.execute(f"TRUNCATE {staged}")
+    _copy(cur, staged, names, rows)
