@@ -18,6 +18,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
+
 from tests.net import free_port
 
 _databases = itertools.count(1)
@@ -127,3 +129,11 @@ def fresh_database(server_url: str) -> str:
     with psycopg.connect(server_url, autocommit=True) as conn:
         conn.execute(f"CREATE DATABASE {name}")
     return server_url.rsplit("/", 1)[0] + "/" + name
+
+
+def store_url(request: pytest.FixtureRequest, sqlite_file: Path) -> str:
+    """The store a test parametrised over ("sqlite", "postgresql") writes to: a SQLite file, or a fresh database on
+    the session's private PostgreSQL server (the `postgres_server_url` fixture)."""
+    if request.param == "sqlite":
+        return f"sqlite:///{sqlite_file}"
+    return fresh_database(request.getfixturevalue("postgres_server_url"))

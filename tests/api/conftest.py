@@ -11,17 +11,14 @@ from fastapi.testclient import TestClient
 from isrwatch.api.app import create_app
 from isrwatch.store import open_store
 from tests.api.fleet import Streamed, fleet_lines, stream_into
-from tests.pg import fresh_database
+from tests.pg import store_url
 from tests.replays import replay_scenario
 
 
 @pytest.fixture(scope="session", params=["sqlite", "postgresql"])
 def fleet_store(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Streamed]:
     """(store URL, what the engine produced) for the two-cluster fleet, on each backend; read-only for tests."""
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path_factory.mktemp('fleet') / 'isrwatch.db'}"
-    else:
-        url = fresh_database(request.getfixturevalue("postgres_server_url"))
+    url = store_url(request, tmp_path_factory.mktemp("fleet") / "isrwatch.db")
     with open_store(url) as store:
         return url, stream_into(store, fleet_lines())
 

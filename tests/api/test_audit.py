@@ -16,7 +16,7 @@ from isrwatch.api.app import create_app
 from isrwatch.api.models import DivergencePage, ObservedPage
 from isrwatch.cli import main as isrwatch
 from tests.api.fleet import pages
-from tests.pg import fresh_database
+from tests.pg import store_url
 from tests.state.test_audit import END, RUNS_AT_0, isr_updated, propagated, story
 
 
@@ -27,10 +27,7 @@ def agent_events() -> list[dict]:
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 def audited(request: pytest.FixtureRequest, tmp_path: Path) -> TestClient:
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'audit.db'}"
-    else:
-        url = fresh_database(request.getfixturevalue("postgres_server_url"))
+    url = store_url(request, tmp_path / "audit.db")
     events = tmp_path / "agent.jsonl"
     events.write_text("".join(json.dumps(ev) + "\n" for ev in agent_events()))
     argv = ["replay", str(events), "--profile", "agent", "--set", "replica_lag_time_max_ms=10000", "--store", url]

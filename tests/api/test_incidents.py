@@ -12,17 +12,14 @@ from isrwatch.api.app import create_app
 from isrwatch.api.models import IncidentDetail, IncidentPage, Timeline
 from isrwatch.cli import main as isrwatch
 from tests.api.fleet import pages
-from tests.pg import fresh_database
+from tests.pg import store_url
 from tests.state.test_incidents import CONFIG, story
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])
 def told(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> TestClient:
     tmp = tmp_path_factory.mktemp("incidents")
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp / 'incidents.db'}"
-    else:
-        url = fresh_database(request.getfixturevalue("postgres_server_url"))
+    url = store_url(request, tmp / "incidents.db")
     events = tmp / "story.jsonl"
     events.write_text("".join(json.dumps(ev) + "\n" for ev in story()))
     sets = [arg for key, value in CONFIG.items() for arg in ("--set", f"{key}={value}")]
