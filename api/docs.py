@@ -4,6 +4,7 @@ bundle would fetch its footer logo from a CDN)."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import fastapi_offline
@@ -21,32 +22,45 @@ POLICY = (
 )
 
 
+def _swagger_ui(openapi_url: str, title: str, files: str) -> HTMLResponse:
+    return get_swagger_ui_html(
+        openapi_url=openapi_url,
+        title=f"{title} - Swagger UI",
+        swagger_js_url=f"{files}/swagger-ui-bundle.js",
+        swagger_css_url=f"{files}/swagger-ui.css",
+        swagger_favicon_url=f"{files}/favicon.png",
+    )
+
+
+def _redoc(openapi_url: str, title: str, files: str) -> HTMLResponse:
+    return get_redoc_html(
+        openapi_url=openapi_url,
+        title=f"{title} - ReDoc",
+        redoc_js_url=f"{files}/redoc.standalone.js",
+        redoc_favicon_url=f"{files}/favicon.png",
+        with_google_fonts=False,
+    )
+
+
+PAGES: dict[str, Callable[[str, str, str], HTMLResponse]] = {"/docs": _swagger_ui, "/redoc": _redoc}
+
+
+def _page(
+    app: FastAPI, render: Callable[[str, str, str], HTMLResponse]
+) -> Callable[[Request], Awaitable[HTMLResponse]]:
+    """One docs page: its URLs under the app's root path, and the policy that keeps the browser off other origins."""
+
+    async def page(request: Request) -> HTMLResponse:
+        root = request.scope.get("root_path", "")
+        response = render(f"{root}{app.openapi_url}", app.title, f"{root}{PREFIX}")
+        response.headers["Content-Security-Policy"] = POLICY
+        return response
+
+    return page
+
+
 def install(app: FastAPI) -> None:
     """Serve the docs pages and their files (the app is made with docs_url=None and redoc_url=None)."""
     app.mount(PREFIX, StaticFiles(directory=FILES), name="docs-static")
-
-    @app.get("/docs", include_in_schema=False)
-    async def swagger_ui(request: Request) -> HTMLResponse:
-        root = request.scope.get("root_path", "")
-        page = get_swagger_ui_html(
-            openapi_url=f"{root}{app.openapi_url}",
-            title=f"{app.title} - Swagger UI",
-            swagger_js_url=f"{root}{PREFIX}/swagger-ui-bundle.js",
-            swagger_css_url=f"{root}{PREFIX}/swagger-ui.css",
-            swagger_favicon_url=f"{root}{PREFIX}/favicon.png",
-        )
-        page.headers["Content-Security-Policy"] = POLICY
-        return page
-
-    @app.get("/redoc", include_in_schema=False)
-    async def redoc(request: Request) -> HTMLResponse:
-        root = request.scope.get("root_path", "")
-        page = get_redoc_html(
-            openapi_url=f"{root}{app.openapi_url}",
-            title=f"{app.title} - ReDoc",
-            redoc_js_url=f"{root}{PREFIX}/redoc.standalone.js",
-            redoc_favicon_url=f"{root}{PREFIX}/favicon.png",
-            with_google_fonts=False,
-        )
-        page.headers["Content-Security-Policy"] = POLICY
-        return page
+    for path, render in PAGES.items():
+        app.add_api_route(path, _page(app, render), methods=["GET"], include_in_schema=False)
