@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 CONTRACTS = ROOT / "docs" / "CONTRACTS.md"
 CORE_MODULES = sorted(m.stem for m in (ROOT / "state").glob("*.py") if m.stem != "__init__")
-DOCS = sorted((ROOT / "docs").glob("*.md"))
+DOCS = sorted((ROOT / "docs").rglob("*.md"))
 RULES = ROOT / "deploy" / "prometheus" / "isrwatch.rules.yaml"
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 
