@@ -1,5 +1,6 @@
 """The README a newcomer reads and the docs it links: short, every command with its help text, every room and core
-module in the layout, every alert with its runbook anchor, and no link to a file or heading that is not there."""
+module in the layout and every core module's contract in docs/CONTRACTS.md, every alert with its runbook anchor, and
+no link to a file or heading that is not there."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ from isrwatch.cli import COMMANDS, build_parser
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
-DOCS = sorted((ROOT / "docs").glob("*.md"))
+CONTRACTS = ROOT / "docs" / "CONTRACTS.md"
+CORE_MODULES = sorted(m.stem for m in (ROOT / "state").glob("*.py") if m.stem != "__init__")
+DOCS = sorted((ROOT / "docs").rglob("*.md"))
 RULES = ROOT / "deploy" / "prometheus" / "isrwatch.rules.yaml"
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 
@@ -58,9 +61,20 @@ def test_the_layout_lists_every_room_and_core_module() -> None:
     assert {"state", "store", "streaming", "api", "sim", "lab", "cli", "bench"} <= set(rooms)
     for room in rooms:
         assert f"| `{room}/`" in layout, room
-    for module in sorted((ROOT / "state").glob("*.py")):
-        if module.stem != "__init__":
-            assert f"`{module.stem}`" in layout, f"core module {module.stem} missing from README's layout"
+    for module in CORE_MODULES:
+        assert f"`{module}`" in layout, f"core module {module} missing from README's layout"
+
+
+def test_the_contracts_name_every_core_module_and_no_other() -> None:
+    """CONTRACTS.md's core section states each `state/` module's contract, as its metrics section is the catalogue:
+    a module added without its contract, or a contract left behind by a module removed, fails here."""
+    core = _section(CONTRACTS.read_text(), "Core (state/, pure)")
+    named = set(re.findall(r"`isrwatch\.state\.(\w+)", core))
+    assert CORE_MODULES, "no core modules found"
+    assert not set(CORE_MODULES) - named, f"docs/CONTRACTS.md's core section omits {sorted(set(CORE_MODULES) - named)}"
+    assert not named - set(CORE_MODULES), (
+        f"docs/CONTRACTS.md names core modules that are not there: {named - set(CORE_MODULES)}"
+    )
 
 
 def test_every_alert_has_its_runbook_anchor_and_a_readme_row() -> None:
