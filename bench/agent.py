@@ -33,27 +33,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from isrwatch.lab import faults
-from isrwatch.lab.cluster import (
-    CHROOT,
-    Broker,
-    Lab,
-    LabError,
-    LabSpec,
-    Topic,
-    alive,
-    default_agent,
-    down,
-    editing,
-    load,
-    partition_states,
-    registered_brokers,
-    run_tool,
-    start_producer,
-    up,
-    wait_until,
-    zookeeper,
-)
-from isrwatch.lab.jars import ZOOKEEPER_RELEASE
+from isrwatch.lab.cluster import down, start_producer, up
+from isrwatch.lab.config import LabSpec, Topic, run_tool
+from isrwatch.lab.jars import ZOOKEEPER_RELEASE, default_agent
+from isrwatch.lab.record import CHROOT, Broker, Lab, LabError, editing, load
+from isrwatch.lab.truth import partition_states, registered_brokers, wait_until, zookeeper
+from isrwatch.processes.detached import alive
 
 from .measure import proc_cpu
 

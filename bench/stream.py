@@ -53,8 +53,8 @@ from pathlib import Path
 import msgspec
 
 from isrwatch.lab.jars import spark_kafka_jars
+from isrwatch.processes.proc import descendants
 from isrwatch.sim.agent_shape import AgentShape, generate_agent
-from isrwatch.sim.processes import descendants
 from isrwatch.sim.sinks import PendingFile
 from isrwatch.sim.synthetic import StreamShape, generate
 from isrwatch.state.config import Config
