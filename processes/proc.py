@@ -3,14 +3,24 @@ the process that had it before (its start time differs)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+
+
+def _read_stat(pid: int) -> tuple[str, list[str]]:
+    """/proc/PID/stat as the pid and command name (`123 (java`: a name may hold spaces and parentheses, so it ends
+    at the last `)`) and the fields after it; OSError when the process is gone."""
+    head, sep, rest = Path(f"/proc/{pid}/stat").read_text().rpartition(")")
+    if not sep:
+        raise OSError(f"/proc/{pid}/stat: no command name")
+    return head, rest.split()
 
 
 def stat(pid: int) -> list[str] | None:
     """/proc/PID/stat fields after the command name (state first), or None when it is gone."""
     try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
+        return _read_stat(pid)[1]
+    except OSError:
         return None
 
 
@@ -29,6 +39,13 @@ def start_time(pid: int) -> int | None:
 def running(pid: int, started: int) -> bool:
     """Whether that very process (same start time) still runs; an unreaped zombie does not."""
     return start_time(pid) == started
+
+
+def cpu_seconds(pid: int) -> tuple[str, float]:
+    """A process's command name (as /proc shows it, `(java`) and the user + system CPU seconds it has used;
+    OSError if the process is gone."""
+    name, fields = _read_stat(pid)
+    return name, (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def descendants(root: int) -> dict[int, int]:
