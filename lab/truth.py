@@ -47,6 +47,9 @@ class PartitionState:
         return self.replicas[0]
 
 
+# -- ZooKeeper's znodes ---------------------------------------------------------------------------------
+
+
 def kazoo_client(hosts: str, timeout: float) -> KazooClient:
     """A kazoo client that logs nothing (the lab reports what matters itself)."""
     from kazoo.client import KazooClient

@@ -1,6 +1,6 @@
 """The tests' real Kafka labs: started once per session by the same code as `isrwatch lab up`, and helpers
 that read the cluster's truth (ISR, leaders, controller) from ZooKeeper or Kafka's admin API, never
-from isrwatch (isrwatch.lab.cluster's `partitions`, `registrations`, `active_controller`, in either mode).
+from isrwatch (isrwatch.lab.truth's `partitions`, `registrations`, `active_controller`, in either mode).
 
 The session runs two labs, one after the other (never both: they share two cores): the KRaft lab (`kraft_session_spec`,
 Kafka 4.4.0, no agent) for the KRaft tests, which run first, and the ZooKeeper lab below, whose fixture stops the
