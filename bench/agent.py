@@ -33,29 +33,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from isrwatch.lab import faults
-from isrwatch.lab.cluster import (
-    CHROOT,
-    Broker,
-    Lab,
-    LabError,
-    LabSpec,
-    Topic,
-    alive,
-    default_agent,
-    down,
-    editing,
-    load,
-    partition_states,
-    registered_brokers,
-    run_tool,
-    start_producer,
-    up,
-    wait_until,
-    zookeeper,
-)
-from isrwatch.lab.jars import ZOOKEEPER_RELEASE
-
-from .measure import proc_cpu
+from isrwatch.lab.cluster import down, start_producer, up
+from isrwatch.lab.config import LabSpec, Topic, run_tool
+from isrwatch.lab.jars import ZOOKEEPER_RELEASE, default_agent
+from isrwatch.lab.record import CHROOT, Broker, Lab, LabError, editing, load
+from isrwatch.lab.truth import partition_states, registered_brokers, wait_until, zookeeper
+from isrwatch.processes.detached import alive
+from isrwatch.processes.proc import cpu_seconds
 
 LOG_LINE = re.compile(
     r"Shrinking ISR from|ISR updated to|starts at leader epoch|Leader \S+ with topic id|"
@@ -272,10 +256,10 @@ class _Cpu:
     def __init__(self, lab: Lab):
         self.lab = lab
         self.t0 = time.time()
-        self.cpu0 = [proc_cpu(b.pid)[1] for b in lab.brokers]
+        self.cpu0 = [cpu_seconds(b.pid)[1] for b in lab.brokers]
 
     def seconds(self) -> list[float]:
-        return [proc_cpu(b.pid)[1] - c for b, c in zip(self.lab.brokers, self.cpu0, strict=True)]
+        return [cpu_seconds(b.pid)[1] - c for b, c in zip(self.lab.brokers, self.cpu0, strict=True)]
 
     def per_broker_pct(self) -> list[float]:
         wall = time.time() - self.t0

@@ -480,8 +480,8 @@ def _wait(what: str, check: Callable[[], bool], timeout: float, every: float = 0
 def _isrwatch(lab_dir: Path, work: Path, trigger_s: float) -> Iterator[str]:
     """`isrwatch run` on the lab's events topic into a fresh SQLite store, and `isrwatch serve` over it; yields
     the API's base URL once the job has read the topic's backlog. Both stop (SIGTERM, then SIGKILL) on exit."""
-    from isrwatch.lab.cluster import load
-    from isrwatch.sim.processes import Child
+    from isrwatch.lab.record import load
+    from isrwatch.processes.child import Child
 
     lab = load(lab_dir)
     shutil.rmtree(work, ignore_errors=True)
@@ -529,7 +529,8 @@ def _isrwatch(lab_dir: Path, work: Path, trigger_s: float) -> Iterator[str]:
 
 def _full(lab_dir: Path) -> bool:
     """Every partition has a leader and its full ISR, as the cluster says (ZooKeeper, or KRaft's admin API)."""
-    from isrwatch.lab.cluster import load, partitions
+    from isrwatch.lab.record import load
+    from isrwatch.lab.truth import partitions
 
     states = partitions(load(lab_dir))
     return bool(states) and all(set(s.isr) == set(s.replicas) and s.leader >= 0 for s in states.values())
@@ -537,8 +538,8 @@ def _full(lab_dir: Path) -> bool:
 
 def measure(args: argparse.Namespace, lab_dir: Path, work: Path, trigger_s: float) -> Report:
     """One trigger: the job and the API on the running lab, --faults stalls, and what the API showed when."""
-    from isrwatch.lab.cluster import load
     from isrwatch.lab.faults import stall
+    from isrwatch.lab.record import load
 
     lab = load(lab_dir)
     give_up_s = LATENESS_MS / 1000 + 2 * trigger_s + 20  # far longer than a write takes to reach the API
@@ -580,7 +581,10 @@ def measure(args: argparse.Namespace, lab_dir: Path, work: Path, trigger_s: floa
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    from isrwatch.lab.cluster import KRAFT, LabError, LabSpec, default_agent, down, up
+    from isrwatch.lab.cluster import down, up
+    from isrwatch.lab.config import LabSpec
+    from isrwatch.lab.jars import default_agent
+    from isrwatch.lab.record import KRAFT, LabError
 
     if not default_agent().is_file():
         log(f"error: {default_agent()} is missing: run `make agent` first")

@@ -1,4 +1,4 @@
-"""What the benchmarks share to measure: a percentile, a process's CPU from /proc, a free local port, and an HTTP
+"""What the benchmarks share to measure: a percentile, a free local port, and an HTTP
 client of the standard library (an installed isrwatch has no other: httpx is a dev-only dependency)."""
 
 from __future__ import annotations
@@ -6,11 +6,9 @@ from __future__ import annotations
 import http.client
 import json
 import math
-import os
 import socket
 import urllib.parse
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 
@@ -22,14 +20,6 @@ def percentile(values: Sequence[float], q: float) -> float:
         raise ValueError(f"percentile {q}: must be in (0, 100]")
     ordered = sorted(values)
     return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
-
-
-def proc_cpu(pid: int) -> tuple[str, float]:
-    """A process's command name (as /proc shows it, `(java`) and the user + system CPU seconds it has used;
-    OSError if the process is gone."""
-    name, rest = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)
-    fields = rest.split()
-    return name, (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def free_port() -> int:

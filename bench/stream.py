@@ -53,8 +53,8 @@ from pathlib import Path
 import msgspec
 
 from isrwatch.lab.jars import spark_kafka_jars
+from isrwatch.processes.proc import cpu_seconds, descendants
 from isrwatch.sim.agent_shape import AgentShape, generate_agent
-from isrwatch.sim.processes import descendants
 from isrwatch.sim.sinks import PendingFile
 from isrwatch.sim.synthetic import StreamShape, generate
 from isrwatch.state.config import Config
@@ -64,7 +64,7 @@ from isrwatch.streaming.job import JobOptions, StreamJob
 from isrwatch.streaming.progress import input_lines, iso_ms
 from isrwatch.streaming.spark import SparkSettings
 
-from .measure import percentile, proc_cpu
+from .measure import percentile
 
 CONFIG = Config(replica_lag_time_max_ms=10_000)  # the engine benchmark's configuration
 AGENT_CONFIG = CONFIG.with_profile("agent")  # the brokers' own ticks run the checks
@@ -158,7 +158,7 @@ def _tree_cpu_s(root: int, leave_out: int | None = None, app_id: str | None = No
         if pid == leave_out:
             continue
         with contextlib.suppress(OSError, IndexError):
-            name, cpu = proc_cpu(pid)
+            name, cpu = cpu_seconds(pid)
             part = (
                 "driver"
                 if pid == root

@@ -25,11 +25,11 @@ from typing import Any
 
 from isrwatch.cli.simulate import with_isr_protocol
 from isrwatch.lab.command import add_kafka_option
+from isrwatch.processes.child import Child
 from isrwatch.sim.config import SimConfig
 from isrwatch.sim.faults import Fault, scenario
 from isrwatch.sim.model import simulate_events
 from isrwatch.sim.pacing import Pacer, run
-from isrwatch.sim.processes import Child
 from isrwatch.sim.sinks import DirectorySink
 from isrwatch.state.config import ALTER_PARTITION, ISR_PROTOCOLS, ZOOKEEPER, Config, ConfigError
 from isrwatch.store import default_store, open_store
@@ -571,7 +571,7 @@ def main(args: argparse.Namespace) -> int:
 
 def _attached_lab(args: argparse.Namespace) -> tuple[Path, int]:
     """--lab-dir: a running lab whose brokers run isrwatch-agent; the story plays at the lab's own lag."""
-    from isrwatch.lab.cluster import LAB_JSON, LabError, load
+    from isrwatch.lab.record import LAB_JSON, LabError, load
 
     if not (Path(args.lab_dir) / LAB_JSON).is_file():
         raise ConfigError(f"--lab-dir {args.lab_dir}: no lab there (start one: isrwatch lab up --agent --dir DIR)")
@@ -595,19 +595,11 @@ def real_main(args: argparse.Namespace) -> int:
     """`isrwatch demo --real`: the story on the lab's real brokers, each with isrwatch-agent, read by the streaming
     job from the monitor broker's events topic. With --lab-dir, on a lab already running there, left running."""
     from isrwatch.lab import story
-    from isrwatch.lab.cluster import (
-        LAB_JSON,
-        ZOOKEEPER,
-        ZOOKEEPER_SESSION_TIMEOUT_MS,
-        LabError,
-        LabSpec,
-        default_agent,
-        down,
-        load,
-        up,
-    )
-    from isrwatch.lab.jars import KAFKA_NEWEST, ZOOKEEPER_RELEASE, JarsError, kafka_release
+    from isrwatch.lab.cluster import down, up
+    from isrwatch.lab.config import ZOOKEEPER_SESSION_TIMEOUT_MS, LabSpec
+    from isrwatch.lab.jars import KAFKA_NEWEST, ZOOKEEPER_RELEASE, JarsError, default_agent, kafka_release
     from isrwatch.lab.kraft import BROKER_SESSION_TIMEOUT_MS
+    from isrwatch.lab.record import LAB_JSON, ZOOKEEPER, LabError, load
 
     workdir = Path(args.dir)
     attached = args.lab_dir is not None

@@ -7,21 +7,17 @@ import sys
 from pathlib import Path
 
 from . import faults, kraft
-from .cluster import (
+from .cluster import down, up
+from .config import (
     DEFAULT_TOPICS,
-    EVENTS_TOPIC,
     INTER_BROKER_PROTOCOL_VERSION,
     INTER_BROKER_PROTOCOL_VERSIONS,
-    MONITOR_ID,
     ZOOKEEPER_SESSION_TIMEOUT_MS,
-    LabError,
     LabSpec,
-    default_agent,
-    down,
     parse_topics,
-    up,
 )
-from .jars import KAFKA_NEWEST, KRAFT_RELEASES, ZOOKEEPER_RELEASE
+from .jars import KAFKA_NEWEST, KRAFT_RELEASES, ZOOKEEPER_RELEASE, default_agent
+from .record import EVENTS_TOPIC, MONITOR_ID, LabError
 
 KRAFT_SESSION_S = kraft.BROKER_SESSION_TIMEOUT_MS // 1000
 KRAFT_STALL_S = faults.stall_limit_s(kraft.BROKER_SESSION_TIMEOUT_MS, "kraft")

@@ -22,29 +22,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from isrwatch.processes.detached import Process, alive, launch, paused, send, wait_gone
+
 from . import kraft
-from .cluster import (
-    CHROOT,
-    KRAFT,
-    ZOOKEEPER,
-    Broker,
-    Fault,
-    Lab,
-    LabError,
-    Process,
-    active_controller,
-    alive,
-    editing,
-    launch,
-    load,
-    partitions,
-    paused,
-    registered_brokers,
-    send,
-    wait_gone,
-    wait_until,
-    zookeeper,
-)
+from .record import CHROOT, KRAFT, ZOOKEEPER, Broker, Fault, Lab, LabError, editing, load
+from .truth import active_controller, partitions, registered_brokers, wait_until, zookeeper
 
 KINDS = ("stall", "fence", "slow", "kill", "restart", "elect", "controller-failover")
 # A fence outlasts the session by this much: in KRaft one heartbeat interval (the controller fences at the last

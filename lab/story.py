@@ -16,8 +16,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from isrwatch.processes.detached import alive
+
 from . import faults, kraft
-from .cluster import ZOOKEEPER, Lab, LabError, PartitionState, alive, load, partitions, registrations, serving
+from .record import ZOOKEEPER, Lab, LabError, load
+from .truth import PartitionState, partitions, registrations, serving
 
 Say = Callable[[str], None]
 STALLED, RESTARTED = 2, 3  # as in the simulated story: broker 2 stalls; broker 3 is restarted

@@ -24,7 +24,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 stamp=.venv/.isrwatch-deps
 layout=$( (cat pyproject.toml; git ls-files --cached --others --exclude-standard -- \
-  package state store streaming api sim lab cli bench 2>/dev/null || find package state store streaming api sim lab cli bench -type f) \
+  package state store streaming api sim lab cli bench processes 2>/dev/null || find package state store streaming api sim lab cli bench processes -type f) \
   | sha256sum | cut -c1-16)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$layout" ]; then
   log "installing isrwatch[dev] into .venv (strict editable: build/__editable__.*)"

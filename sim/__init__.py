@@ -1,2 +1,2 @@
 """The simulated Kafka cluster (a pure model: config, faults, model) and what drives it in real time
-(sinks, pacing) or beside it (process handling for the demo)."""
+(sinks, pacing)."""

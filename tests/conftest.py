@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from isrwatch.lab.cluster import Lab, LabSpec
+from isrwatch.lab.config import LabSpec
+from isrwatch.lab.record import Lab
 from tests.lab.session import (
     KRAFT_FAULT_LOG,
     KRAFT_FAULTS,

@@ -19,7 +19,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from isrwatch.lab.cluster import Lab, load
+from isrwatch.lab.record import Lab, load
 from isrwatch.state.events import DeadLetter, parse_event
 from isrwatch.store import open_store
 from tests.lab.session import Restart, Stall, Streamed

@@ -19,7 +19,7 @@ from pathlib import Path
 import msgspec
 
 from isrwatch.cli import main
-from isrwatch.sim.processes import descendants, running
+from isrwatch.processes.proc import descendants, running
 from isrwatch.store import open_store
 from tests.net import free_port
 

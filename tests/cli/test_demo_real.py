@@ -20,8 +20,9 @@ from pathlib import Path
 
 from isrwatch.cli import main
 from isrwatch.lab import faults
-from isrwatch.lab.cluster import KRAFT, Lab, alive, load
 from isrwatch.lab.jars import KAFKA_NEWEST
+from isrwatch.lab.record import KRAFT, Lab, load
+from isrwatch.processes.detached import alive
 from tests.cli.test_demo import DEMO_PROCESSES, interrupt, running_demo, stopped_cleanly
 from tests.lab.session import current, fault_begins, fault_over, project_agent, states, wait_healthy
 from tests.net import free_port

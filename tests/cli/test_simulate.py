@@ -12,7 +12,7 @@ import pytest
 from kafka import KafkaConsumer
 
 from isrwatch.cli import main
-from isrwatch.lab.cluster import Lab
+from isrwatch.lab.record import Lab
 from isrwatch.sim.config import SimConfig
 from isrwatch.sim.faults import parse_fault
 from isrwatch.sim.model import simulate, simulate_events, with_scenario

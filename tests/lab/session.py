@@ -1,6 +1,6 @@
 """The tests' real Kafka labs: started once per session by the same code as `isrwatch lab up`, and helpers
 that read the cluster's truth (ISR, leaders, controller) from ZooKeeper or Kafka's admin API, never
-from isrwatch (isrwatch.lab.cluster's `partitions`, `registrations`, `active_controller`, in either mode).
+from isrwatch (isrwatch.lab.truth's `partitions`, `registrations`, `active_controller`, in either mode).
 
 The session runs two labs, one after the other (never both: they share two cores): the KRaft lab (`kraft_session_spec`,
 Kafka 4.4.0, no agent) for the KRaft tests, which run first, and the ZooKeeper lab below, whose fixture stops the
@@ -32,23 +32,14 @@ from pathlib import Path
 
 import pytest
 
-from isrwatch.lab import cluster, faults
-from isrwatch.lab.cluster import (
-    EVENTS_TOPIC,
-    Lab,
-    LabError,
-    LabSpec,
-    PartitionState,
-    alive,
-    default_agent,
-    down,
-    load,
-    parse_topics,
-    registrations,
-    serving,
-    up,
-)
-from isrwatch.lab.jars import KAFKA_NEWEST, ZOOKEEPER_RELEASE, tools_dir
+from isrwatch.lab import faults, truth
+from isrwatch.lab.cluster import down, up
+from isrwatch.lab.config import LabSpec, parse_topics
+from isrwatch.lab.jars import KAFKA_NEWEST, ZOOKEEPER_RELEASE, default_agent, tools_dir
+from isrwatch.lab.record import EVENTS_TOPIC, Lab, LabError, load
+from isrwatch.lab.truth import PartitionState, registrations, serving
+from isrwatch.processes import proc
+from isrwatch.processes.detached import alive
 from isrwatch.state.config import Config
 from isrwatch.store import open_store
 
@@ -211,7 +202,7 @@ def current(lab: Lab) -> Lab:
 
 def states(lab: Lab, topics: list[str] | None = None) -> States:
     """The partitions as the cluster has them now (ZooKeeper, or DescribeTopicPartitions in KRaft)."""
-    return cluster.partitions(current(lab), topics)
+    return truth.partitions(current(lab), topics)
 
 
 def wait_for(
@@ -302,14 +293,14 @@ def led(now: States, broker: int) -> set[tuple[str, int]]:
 
 
 def active_controller(lab: Lab) -> tuple[int | None, int]:
-    return cluster.active_controller(current(lab))
+    return truth.active_controller(current(lab))
 
 
-def process_state(pid: int, until: str | None = None) -> str:
+def process_state(pid: int, until: str | None = None) -> str | None:
     """The process's state letter (T: stopped), after waiting up to 5 s for `until` (signals land asynchronously)."""
     deadline = time.monotonic() + 5
     while True:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        state = proc.state(pid)
         if until is None or state == until or time.monotonic() > deadline:
             return state
         time.sleep(0.05)

@@ -12,7 +12,9 @@ from pathlib import Path
 
 from isrwatch.cli import main
 from isrwatch.lab import faults, kraft
-from isrwatch.lab.cluster import MONITOR_ID, Lab, LabError, alive, partition_epochs, registrations, wait_until
+from isrwatch.lab.record import MONITOR_ID, Lab, LabError
+from isrwatch.lab.truth import partition_epochs, registrations, wait_until
+from isrwatch.processes.detached import alive
 from tests.lab import session
 
 

@@ -14,23 +14,13 @@ from pathlib import Path
 import pytest
 
 from isrwatch.cli import main
-from isrwatch.lab import cluster, faults
-from isrwatch.lab.cluster import (
-    CHROOT,
-    MONITOR_CHROOT,
-    MONITOR_ID,
-    Lab,
-    LabError,
-    LabSpec,
-    alive,
-    default_agent,
-    load,
-    registered_brokers,
-    up,
-    wait_until,
-    zookeeper,
-)
-from isrwatch.lab.jars import kafka_release, kafka_set
+from isrwatch.lab import config, faults
+from isrwatch.lab.cluster import up
+from isrwatch.lab.config import LabSpec
+from isrwatch.lab.jars import default_agent, kafka_release, kafka_set
+from isrwatch.lab.record import CHROOT, MONITOR_CHROOT, MONITOR_ID, Lab, LabError, load
+from isrwatch.lab.truth import registered_brokers, registrations, wait_until, zookeeper
+from isrwatch.processes.detached import alive
 from isrwatch.state.config import Config
 from isrwatch.state.replay import replay
 from isrwatch.streaming.kafka_source import timestamp_types
@@ -125,7 +115,7 @@ def test_the_agent_instruments_every_monitored_broker_but_not_the_monitor(lab: L
 
 def test_agent_options_may_name_their_broker(tmp_path: Path):
     spec = LabSpec(agent=str(tmp_path / "a.jar"), agent_options=(("file", "{logs}/agent-{broker}.jsonl"),))
-    assert cluster._agent_argument(spec, "127.0.0.1:9", 2, tmp_path / "logs") == [
+    assert config._agent_argument(spec, "127.0.0.1:9", 2, tmp_path / "logs") == [
         f"-javaagent:{tmp_path / 'a.jar'}=bootstrap.servers=127.0.0.1:9,topic=isrwatch.events,cluster=lab,"
         f"file={tmp_path / 'logs'}/agent-2.jsonl"
     ]
@@ -340,7 +330,7 @@ def test_kafka_3_9_with_ibp_3_9_runs_the_agent_in_alter_partition_mode_and_isrwa
         kafka="3.9",
         ibp="3.9",
         lag_ms=LAG_MS,
-        topics=cluster.parse_topics("orders:3"),
+        topics=config.parse_topics("orders:3"),
         rate=60,
         agent=str(default_agent()),
         agent_options=AGENT_OPTIONS,
@@ -357,7 +347,7 @@ def test_kafka_3_9_with_ibp_3_9_runs_the_agent_in_alter_partition_mode_and_isrwa
         assert faults.broker_configs(lab, 1, ["inter.broker.protocol.version"]) == {
             "inter.broker.protocol.version": "3.9"
         }
-        assert cluster.registrations(lab) == {1: False, 2: False, 3: False}
+        assert registrations(lab) == {1: False, 2: False, 3: False}
         wait_healthy(lab)
         stalled = 2
         follows = followed(states(lab), stalled)

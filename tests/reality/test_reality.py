@@ -36,7 +36,8 @@ import httpx
 import msgspec
 import pytest
 
-from isrwatch.lab.cluster import Lab, PartitionState
+from isrwatch.lab.record import Lab
+from isrwatch.lab.truth import PartitionState
 from isrwatch.store import open_store
 from tests.api.test_status_page import serving
 from tests.lab.session import FAULTS, LAG_MS, FaultWindow, Streamed, current, states

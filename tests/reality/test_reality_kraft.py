@@ -20,7 +20,7 @@ from collections import Counter
 import msgspec
 import pytest
 
-from isrwatch.lab.cluster import Lab
+from isrwatch.lab.record import Lab
 from isrwatch.state.config import Config
 from isrwatch.state.replay import ReplayResult, replay
 from tests import alter_partition as ap

@@ -25,7 +25,7 @@ from pathlib import Path
 import pyspark
 from packaging.requirements import Requirement
 
-from isrwatch.sim.processes import descendants
+from isrwatch.processes.proc import descendants
 from tests.net import free_port
 
 SPARK_HOME = Path(pyspark.__file__).parent

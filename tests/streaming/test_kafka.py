@@ -26,8 +26,8 @@ from fastapi.testclient import TestClient
 
 from isrwatch.api.app import create_app
 from isrwatch.lab import faults
-from isrwatch.lab.cluster import Lab
 from isrwatch.lab.jars import artifacts_in, ensure, kafka_set, pyspark_jars, spark_kafka_jars
+from isrwatch.lab.record import Lab
 from isrwatch.state.config import Config
 from isrwatch.store import open_store
 from isrwatch.streaming.kafka_source import BOOTSTRAP_TIMEOUT_ENV

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from isrwatch.lab.cluster import Lab
+from isrwatch.lab.record import Lab
 from isrwatch.state.config import Config
 from isrwatch.store import open_store
 from tests.state.test_clock import SKEW, skewed_lines

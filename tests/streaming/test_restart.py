@@ -12,26 +12,10 @@ import subprocess
 import time
 from pathlib import Path
 
+from isrwatch.processes.proc import descendants, running
 from isrwatch.store import open_store
 from tests.streaming.streams import Mix, events, in_order, write_files
 from tests.streaming.test_run import CONFIG, dump, run_command, run_job
-
-
-def descendants(pid: int) -> set[int]:
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                ppid = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError):
-                continue
-            children.setdefault(ppid, []).append(int(entry))
-    found, todo = set(), [pid]
-    while todo:
-        for child in children.get(todo.pop(), ()):
-            found.add(child)
-            todo.append(child)
-    return found
 
 
 def job(inbox: Path, url: str, checkpoint: Path, log: Path, *extra: str) -> subprocess.Popen:
@@ -68,15 +52,15 @@ def test_sigkill_mid_stream_then_restart_ends_with_the_uninterrupted_store(spark
     url = f"sqlite:///{tmp_path / 'killed.db'}"
     log = tmp_path / "job.log"
     proc = job(inbox, url, tmp_path / "checkpoint", log, "--trigger", "0.5")
-    family: set[int] = set()
+    family: dict[int, int] = {}
     try:
         deadline = time.monotonic() + 180
         with open_store(url) as store:
             while (store.last_batch_id() or -1) < 2:
                 assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
-                family |= descendants(proc.pid)
+                family.update(descendants(proc.pid))
                 time.sleep(0.2)
-        family |= descendants(proc.pid)
+        family.update(descendants(proc.pid))
         proc.send_signal(signal.SIGKILL)
         assert proc.wait(30) == -signal.SIGKILL
     finally:
@@ -84,7 +68,7 @@ def test_sigkill_mid_stream_then_restart_ends_with_the_uninterrupted_store(spark
             proc.kill()
         # The JVM and its Python workers follow their parent out; whatever we started and is left, goes.
         deadline = time.monotonic() + 20
-        while (left := {p for p in family if Path(f"/proc/{p}").exists()}) and time.monotonic() < deadline:
+        while (left := [p for p, started in family.items() if running(p, started)]) and time.monotonic() < deadline:
             time.sleep(0.2)
         for pid in left:
             os.kill(pid, signal.SIGKILL)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from isrwatch.lab import faults
-from isrwatch.lab.cluster import Lab
+from isrwatch.lab.record import Lab
 from isrwatch.state.replay import replay
 from isrwatch.store import open_store
 from tests.state.helpers import canonical

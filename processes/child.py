@@ -1,8 +1,8 @@
-"""Child processes that never outlive their parent, and the /proc reads that find what they left behind.
+"""Child processes that never outlive their parent.
 
 A Linux process supervisor for the demo (and the benchmarks): commands run in their own sessions (a
 Ctrl-C reaches only the parent), get SIGTERM when the parent dies however it dies (prctl), and are
-stopped with every descendant, a reused pid never mistaken for one of them.
+stopped with every descendant, a reused pid never mistaken for one of them (`proc`).
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ import time
 from pathlib import Path
 from typing import IO
 
+from .proc import descendants, running
+
 STOP_GRACE_S = 20
 PR_SET_PDEATHSIG = 1
 
@@ -23,34 +25,6 @@ PR_SET_PDEATHSIG = 1
 def _die_with_parent() -> None:
     """In the child before exec: get SIGTERM when the demo dies, however it dies (Linux prctl)."""
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-
-
-def _stat(pid: int) -> list[str] | None:
-    """/proc/PID/stat fields after the command name (state first), or None when it is gone."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-
-
-def descendants(root: int) -> dict[int, int]:
-    """Every process below `root`: pid -> start time (clock ticks), so a reused pid is never taken for one."""
-    procs = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and (fields := _stat(int(entry.name))) is not None:
-            procs[int(entry.name)] = (int(fields[1]), int(fields[19]))
-    found: dict[int, int] = {}
-    frontier = {root}
-    while frontier:
-        frontier = {pid for pid, (ppid, _) in procs.items() if ppid in frontier and pid not in found}
-        found.update((pid, procs[pid][1]) for pid in frontier)
-    return found
-
-
-def running(pid: int, started: int) -> bool:
-    """Whether that very process (same start time) still runs; an unreaped zombie does not."""
-    fields = _stat(pid)
-    return fields is not None and int(fields[19]) == started and fields[0] not in ("Z", "X")
 
 
 class Child:
