@@ -5,6 +5,7 @@ bundle would fetch its footer logo from a CDN)."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from functools import partial
 from pathlib import Path
 
 import fastapi_offline
@@ -22,37 +23,35 @@ POLICY = (
 )
 
 
-def _swagger_ui(openapi_url: str, title: str, files: str) -> HTMLResponse:
-    return get_swagger_ui_html(
-        openapi_url=openapi_url,
-        title=f"{title} - Swagger UI",
-        swagger_js_url=f"{files}/swagger-ui-bundle.js",
-        swagger_css_url=f"{files}/swagger-ui.css",
-        swagger_favicon_url=f"{files}/favicon.png",
-    )
-
-
-def _redoc(openapi_url: str, title: str, files: str) -> HTMLResponse:
-    return get_redoc_html(
-        openapi_url=openapi_url,
-        title=f"{title} - ReDoc",
-        redoc_js_url=f"{files}/redoc.standalone.js",
-        redoc_favicon_url=f"{files}/favicon.png",
-        with_google_fonts=False,
-    )
-
-
-PAGES: dict[str, Callable[[str, str, str], HTMLResponse]] = {"/docs": _swagger_ui, "/redoc": _redoc}
+# Each page: FastAPI's renderer (ReDoc's without Google's fonts, an origin the policy forbids), the name its title
+# ends with, and the files it loads from PREFIX, by the renderer's keyword for each.
+PAGES: dict[str, tuple[Callable[..., HTMLResponse], str, dict[str, str]]] = {
+    "/docs": (
+        get_swagger_ui_html,
+        "Swagger UI",
+        {
+            "swagger_js_url": "swagger-ui-bundle.js",
+            "swagger_css_url": "swagger-ui.css",
+            "swagger_favicon_url": "favicon.png",
+        },
+    ),
+    "/redoc": (
+        partial(get_redoc_html, with_google_fonts=False),
+        "ReDoc",
+        {"redoc_js_url": "redoc.standalone.js", "redoc_favicon_url": "favicon.png"},
+    ),
+}
 
 
 def _page(
-    app: FastAPI, render: Callable[[str, str, str], HTMLResponse]
+    app: FastAPI, render: Callable[..., HTMLResponse], name: str, files: dict[str, str]
 ) -> Callable[[Request], Awaitable[HTMLResponse]]:
     """One docs page: its URLs under the app's root path, and the policy that keeps the browser off other origins."""
 
     async def page(request: Request) -> HTMLResponse:
         root = request.scope.get("root_path", "")
-        response = render(f"{root}{app.openapi_url}", app.title, f"{root}{PREFIX}")
+        urls = {keyword: f"{root}{PREFIX}/{file}" for keyword, file in files.items()}
+        response = render(openapi_url=f"{root}{app.openapi_url}", title=f"{app.title} - {name}", **urls)
         response.headers["Content-Security-Policy"] = POLICY
         return response
 
@@ -62,5 +61,5 @@ def _page(
 def install(app: FastAPI) -> None:
     """Serve the docs pages and their files (the app is made with docs_url=None and redoc_url=None)."""
     app.mount(PREFIX, StaticFiles(directory=FILES), name="docs-static")
-    for path, render in PAGES.items():
-        app.add_api_route(path, _page(app, render), methods=["GET"], include_in_schema=False)
+    for path, (render, name, files) in PAGES.items():
+        app.add_api_route(path, _page(app, render, name, files), methods=["GET"], include_in_schema=False)

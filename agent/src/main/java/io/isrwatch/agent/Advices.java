@@ -1,5 +1,9 @@
 package io.isrwatch.agent;
 
+import java.lang.annotation.ElementType;
+import java.lang.annotation.Retention;
+import java.lang.annotation.RetentionPolicy;
+import java.lang.annotation.Target;
 import kafka.cluster.Partition;
 import kafka.server.ReplicaManager;
 import net.bytebuddy.asm.Advice;
@@ -11,7 +15,9 @@ import org.apache.kafka.storage.internals.log.LogOffsetMetadata;
  * to {@link Hooks}; {@code suppress = Throwable.class} keeps any exception of the agent out of Kafka's code. Types that
  * moved between releases (Replica, UnifiedLog, LeaderAndIsr, the ISR states, the makeLeader state) are taken as
  * {@code Object}; only classes whose name and used members are the same in every line are typed (KafkaJarsTest checks
- * every such reference against each release's jars).
+ * every such reference against each release's jars). A method whose entry opens a context on the thread (a fetch, a
+ * makeLeader, an isr-expiration run...) closes it in the one {@link Exit} advice, which the installer binds to the
+ * method's {@link Hooks.Exit} (Plan.Hook#exit).
  */
 final class Advices {
 
@@ -26,7 +32,7 @@ final class Advices {
         }
     }
 
-    /** Partition#fetchRecords: remembers the request's current leader epoch for the state update below. */
+    /** Partition#fetchRecords entry: remembers the request's current leader epoch for the state update below. */
     static final class FetchRecords {
         @Advice.OnMethodEnter(suppress = Throwable.class)
         static void enter(@Advice.This Partition partition, @Advice.Argument(1) FetchRequest.PartitionData data,
@@ -34,11 +40,6 @@ final class Advices {
             if (updateFetchState) {
                 Hooks.fetchBegin(partition, data);
             }
-        }
-
-        @Advice.OnMethodExit(suppress = Throwable.class, onThrowable = Throwable.class)
-        static void exit() {
-            Hooks.fetchEnd();
         }
     }
 
@@ -54,16 +55,11 @@ final class Advices {
         }
     }
 
-    /** Partition#makeLeader: its first argument is the new state (a LeaderAndIsr state, or a PartitionRegistration). */
+    /** Partition#makeLeader entry: its first argument is the new state (LeaderAndIsr state or PartitionRegistration). */
     static final class MakeLeader {
         @Advice.OnMethodEnter(suppress = Throwable.class)
         static void enter(@Advice.This Partition partition, @Advice.Argument(0) Object state) {
             Hooks.makeLeaderBegin(partition, state);
-        }
-
-        @Advice.OnMethodExit(suppress = Throwable.class, onThrowable = Throwable.class)
-        static void exit() {
-            Hooks.makeLeaderEnd();
         }
     }
 
@@ -84,16 +80,11 @@ final class Advices {
         }
     }
 
-    /** ReplicaManager#maybeShrinkIsr: one isr-expiration run. */
+    /** ReplicaManager#maybeShrinkIsr entry: one isr-expiration run begins. */
     static final class ShrinkRun {
         @Advice.OnMethodEnter(suppress = Throwable.class)
         static void enter() {
             Hooks.expirationBegin();
-        }
-
-        @Advice.OnMethodExit(suppress = Throwable.class, onThrowable = Throwable.class)
-        static void exit() {
-            Hooks.expirationEnd();
         }
     }
 
@@ -131,32 +122,22 @@ final class Advices {
         }
     }
 
-    /** 3.9 handleAlterPartitionResponse(RequestHeader, AlterPartitionResponse, long, Seq, Map), at entry. */
-    static final class AlterPartitionResponse39 {
+    /**
+     * handleAlterPartitionResponse, at entry: 3.9 (RequestHeader, AlterPartitionResponse, long, Seq, Map), 4.x
+     * (AlterPartitionResponse, long, Seq or List).
+     */
+    static final class AlterPartitionResponse {
         @Advice.OnMethodEnter(suppress = Throwable.class)
-        static void enter(@Advice.Argument(1) Object response, @Advice.Argument(3) Object items) {
-            Hooks.alterPartitionResponse(response, items);
+        static void enter(@Advice.AllArguments Object[] args) {
+            Hooks.alterPartitionResponse(args);
         }
     }
 
-    /** 4.x handleAlterPartitionResponse(AlterPartitionResponse, long, Seq or List), at entry. */
-    static final class AlterPartitionResponse4 {
-        @Advice.OnMethodEnter(suppress = Throwable.class)
-        static void enter(@Advice.Argument(0) Object response, @Advice.Argument(2) Object items) {
-            Hooks.alterPartitionResponse(response, items);
-        }
-    }
-
-    /** ReplicaManager#applyDelta (KRaft): the new image, for the partition registration makeLeader applies. */
+    /** ReplicaManager#applyDelta entry (KRaft): the new image, for the partition registration makeLeader applies. */
     static final class ApplyDelta {
         @Advice.OnMethodEnter(suppress = Throwable.class)
         static void enter(@Advice.Argument(1) Object newImage) {
             Hooks.applyDeltaBegin(newImage);
-        }
-
-        @Advice.OnMethodExit(suppress = Throwable.class, onThrowable = Throwable.class)
-        static void exit() {
-            Hooks.applyDeltaEnd();
         }
     }
 
@@ -168,11 +149,20 @@ final class Advices {
         }
     }
 
-    /** ReplicaManager#shutdown: the broker has stopped changing replica state. */
-    static final class Shutdown {
+    /** The {@link Hooks.Exit} a hook's method binds to {@link Exit} (the installer's custom mapping). */
+    @Retention(RetentionPolicy.RUNTIME)
+    @Target(ElementType.PARAMETER)
+    @interface Exited {
+    }
+
+    /**
+     * The exit (also on exceptions) of every method that has a {@link Hooks.Exit}: ReplicaManager#shutdown, and the
+     * methods above whose entry opened a context on the thread.
+     */
+    static final class Exit {
         @Advice.OnMethodExit(suppress = Throwable.class, onThrowable = Throwable.class)
-        static void exit() {
-            Hooks.brokerStopped();
+        static void exit(@Exited Hooks.Exit method) {
+            Hooks.exited(method);
         }
     }
 }

@@ -185,6 +185,11 @@ public final class Agent {
 
     private static AsmVisitorWrapper visitor(Plan.Hook h) throws NoSuchMethodException {
         var method = named(h.method()).and(hasDescriptor(h.descriptor()));
+        if (h.exit() != null) {
+            var exit = Advice.withCustomMapping().bind(Advices.Exited.class, h.exit());
+            return (h.advice() == null ? exit.to(Advices.Exit.class) : exit.to(h.advice(), Advices.Exit.class))
+                .on(method);
+        }
         if (h.advice() != null) {
             return Advice.to(h.advice()).on(method);
         }

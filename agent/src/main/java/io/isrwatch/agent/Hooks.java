@@ -123,10 +123,41 @@ public final class Hooks {
         }
     }
 
+    /**
+     * The Kafka methods whose exit the one {@link Advices.Exit} advice reports, named as Kafka names them: each but
+     * SHUTDOWN closes what its entry advice opened on the thread.
+     */
+    public enum Exit {
+        /** ReplicaManager#shutdown. */
+        SHUTDOWN,
+        /** Partition#fetchRecords. */
+        FETCH_RECORDS,
+        /** Partition#makeLeader. */
+        MAKE_LEADER,
+        /** ReplicaManager#maybeShrinkIsr. */
+        MAYBE_SHRINK_ISR,
+        /** ReplicaManager#applyDelta (KRaft). */
+        APPLY_DELTA,
+        /** ReplicaManager#becomeLeaderOrFollower (3.9 ZooKeeper mode; see {@link ZkHooks}). */
+        BECOME_LEADER_OR_FOLLOWER
+    }
+
+    /** {@code method} returned or threw. */
+    public static void exited(Exit method) {
+        switch (method) {
+            case SHUTDOWN -> brokerStopped();
+            case FETCH_RECORDS -> fetchEnd();
+            case MAKE_LEADER -> makeLeaderEnd();
+            case MAYBE_SHRINK_ISR -> expirationEnd();
+            case APPLY_DELTA -> applyDeltaEnd();
+            case BECOME_LEADER_OR_FOLLOWER -> ZkHooks.leaderAndIsrRequestEnd();
+        }
+    }
+
     private static final CountDownLatch stopped = new CountDownLatch(1);
 
     /** ReplicaManager#shutdown returned: no more replica state changes to report. */
-    public static void brokerStopped() {
+    private static void brokerStopped() {
         stopped.countDown();
     }
 
@@ -161,7 +192,7 @@ public final class Hooks {
     }
 
     /** Partition#fetchRecords exit. */
-    public static void fetchEnd() {
+    private static void fetchEnd() {
         if (recorder == null) {
             return;
         }
@@ -240,7 +271,7 @@ public final class Hooks {
     }
 
     /** ReplicaManager#applyDelta exit. */
-    public static void applyDeltaEnd() {
+    private static void applyDeltaEnd() {
         Recorder r = recorder;
         if (APPLYING.get() != null && r != null) {
             r.endSpan(Recorder.Span.METADATA);
@@ -273,7 +304,7 @@ public final class Hooks {
     }
 
     /** Partition#makeLeader exit (also on exceptions). */
-    public static void makeLeaderEnd() {
+    private static void makeLeaderEnd() {
         try {
             MakeLeaderContext c = MAKE_LEADER.get();
             if (c.state != null) {
@@ -399,7 +430,7 @@ public final class Hooks {
     }
 
     /** ReplicaManager#maybeShrinkIsr exit (also on exceptions): the held fetches, then the tick. */
-    public static void expirationEnd() {
+    private static void expirationEnd() {
         expirationThread = null;
         lastCheckPartition = null;
         Recorder r = recorder;
@@ -598,17 +629,20 @@ public final class Hooks {
     /**
      * handleAlterPartitionResponse entry: the controller's answer as the leader handles it, before the partitions'
      * futures complete (so before Partition applies or ignores it). A request-level error is reported for every
-     * partition the request carried ({@code items}), marked {@code top_level}.
+     * partition the request carried ({@code items}), marked {@code top_level}. {@code args}: the method's arguments, on
+     * every line the response, the request's broker epoch, then the items (3.9 has the request header before them).
      */
-    public static void alterPartitionResponse(Object response, Object items) {
+    public static void alterPartitionResponse(Object[] args) {
         Recorder r = recorder;
         if (r == null) {
             return;
         }
         try {
             long ts = System.currentTimeMillis();
+            int at = args[0] instanceof org.apache.kafka.common.requests.AlterPartitionResponse ? 0 : 1;
             AlterPartitionResponseData data =
-                ((org.apache.kafka.common.requests.AlterPartitionResponse) response).data();
+                ((org.apache.kafka.common.requests.AlterPartitionResponse) args[at]).data();
+            Object items = args[at + 2];
             Errors top = Errors.forCode(data.errorCode());
             // The request's items name their topics: a response by topic id (AlterPartition v2+) is resolved with
             // them, as Kafka does with the names it kept when it built the request (3.9 handleAlterPartitionResponse

@@ -64,9 +64,12 @@ final class Plan {
 
     static final String KNOWN_VERSIONS = "3.9.x, 4.0.x-4.4.x";
 
-    /** Advice on {@code type#method}, or (when {@code clock} is set) its {@code Time#milliseconds()} call replaced. */
-    record Hook(String type, String method, String descriptor, Class<?> advice, String clock, String caller,
-                String why) {
+    /**
+     * Advice on {@code type#method} ({@code advice} at entry or exit, and {@link Advices.Exit} at its exit when
+     * {@code exit} is set), or (when {@code clock} is set) its {@code Time#milliseconds()} call replaced.
+     */
+    record Hook(String type, String method, String descriptor, Class<?> advice, Hooks.Exit exit, String clock,
+                String caller, String why) {
         String describe() {
             return type + "#" + method + descriptor;
         }
@@ -140,7 +143,13 @@ final class Plan {
 
     private static Hook advice(String type, String method, String descriptor, Class<?> advice, String caller,
                                String why) {
-        return new Hook(type, method, descriptor, advice, null, caller, why);
+        return new Hook(type, method, descriptor, advice, null, null, caller, why);
+    }
+
+    /** Advice on the entry of {@code type#method} that opens a context on the thread, closed at its {@code exit}. */
+    private static Hook bracket(String type, String method, String descriptor, Class<?> enter, Hooks.Exit exit,
+                                String caller, String why) {
+        return new Hook(type, method, descriptor, enter, exit, null, caller, why);
     }
 
     /** The hooks for a Kafka line in a mode; ZooKeeper modes exist on 3.9 only (the gate refuses them on 4.x). */
@@ -152,18 +161,20 @@ final class Plan {
             kraft ? BROKER_METADATA_PUBLISHER : KAFKA_SERVER,
             "ReplicaManager.scala startup (3.9 L384-397, 4.4 L282): broker id; called by KafkaServer (ZooKeeper) or "
                 + "BrokerMetadataPublisher.initializeManagers (KRaft; 3.9 L297, 4.4 L353)"));
-        h.add(advice(REPLICA_MANAGER, "shutdown", "(Z)V", Advices.Shutdown.class, kraft ? BROKER_SERVER : KAFKA_SERVER,
+        h.add(new Hook(REPLICA_MANAGER, "shutdown", "(Z)V", null, Hooks.Exit.SHUTDOWN, null,
+            kraft ? BROKER_SERVER : KAFKA_SERVER,
             "ReplicaManager.scala shutdown (3.9 L2535, 4.4 L2213): the broker stopped; flush and close the sinks"));
-        h.add(advice(PARTITION, "fetchRecords",
+        h.add(bracket(PARTITION, "fetchRecords",
             "(" + fetchParams(l) + "Lorg/apache/kafka/common/requests/FetchRequest$PartitionData;JIZZ)"
                 + "Lorg/apache/kafka/storage/internals/log/LogReadInfo;",
-            Advices.FetchRecords.class, REPLICA_MANAGER,
+            Advices.FetchRecords.class, Hooks.Exit.FETCH_RECORDS, REPLICA_MANAGER,
             "Partition.scala fetchRecords (3.9 L1426-1482, 4.4 L1278): current_leader_epoch of the fetch"));
         h.add(advice(replica(l), "updateFetchStateOrThrow", "(Lorg/apache/kafka/storage/internals/log/LogOffsetMetadata;JJJJ)V",
             Advices.UpdateFetchState.class, PARTITION,
             "Replica.scala L108-144 (3.9) / Replica.java L69 (4.4): the follower fetch state update; 5th argument "
                 + "the follower's broker epoch"));
-        h.add(advice(PARTITION, "makeLeader", makeLeaderOrFollower(l), Advices.MakeLeader.class, REPLICA_MANAGER,
+        h.add(bracket(PARTITION, "makeLeader", makeLeaderOrFollower(l), Advices.MakeLeader.class,
+            Hooks.Exit.MAKE_LEADER, REPLICA_MANAGER,
             "Partition.scala makeLeader (3.9 L714-822, 4.4 L588-686): become-leader, from LeaderAndIsr (ZooKeeper) "
                 + "or ReplicaManager.applyLocalLeadersDelta (KRaft)"));
         h.add(advice(PARTITION, "maybeIncrementLeaderHW", "(" + unifiedLog(l) + "J)Z",
@@ -173,7 +184,8 @@ final class Plan {
             "Partition.scala makeFollower (3.9 L831-888, 4.4 L694): no longer the leader"));
         h.add(advice(PARTITION, "delete", "()V", Advices.NotLeading.class, REPLICA_MANAGER,
             "Partition.scala delete (3.9 L668, 4.4 L533): the replica is deleted"));
-        h.add(advice(REPLICA_MANAGER, "maybeShrinkIsr", "()V", Advices.ShrinkRun.class, REPLICA_MANAGER,
+        h.add(bracket(REPLICA_MANAGER, "maybeShrinkIsr", "()V", Advices.ShrinkRun.class, Hooks.Exit.MAYBE_SHRINK_ISR,
+            REPLICA_MANAGER,
             "ReplicaManager.scala (3.9 L387, L2415-2421; 4.4 L2100): one isr-expiration run"));
         h.add(advice(PARTITION, "isFollowerOutOfSync", "(IJJJ)Z", Advices.OutOfSyncCheck.class, PARTITION,
             "Partition.scala (3.9 L1287-1319, 4.4 L1133): the LEO and clock of a partition's check"));
@@ -186,21 +198,22 @@ final class Plan {
             Advices.HandleAlterPartitionUpdate.class, PARTITION,
             "Partition.scala handleAlterPartitionUpdate (3.9 L1961-1990, 4.4 L1794): the committed ISR (response path)"));
         if (mode != Mode.KRAFT) {  // ZooKeeper mode, either IBP: the controller's LeaderAndIsr requests
-            h.add(advice(REPLICA_MANAGER, "becomeLeaderOrFollower",
+            h.add(bracket(REPLICA_MANAGER, "becomeLeaderOrFollower",
                 "(ILorg/apache/kafka/common/requests/LeaderAndIsrRequest;Lscala/Function2;)"
                     + "Lorg/apache/kafka/common/requests/LeaderAndIsrResponse;",
-                ZkAdvices.BecomeLeaderOrFollower.class, KAFKA_APIS,
+                ZkAdvices.BecomeLeaderOrFollower.class, Hooks.Exit.BECOME_LEADER_OR_FOLLOWER, KAFKA_APIS,
                 "ReplicaManager.scala L1893-1990, L2285-2303: controller id; offline (leader -1) states"));
         }
         if (mode == Mode.ZOOKEEPER) {
             h.add(new Hook(ZK_ALTER_PARTITION_MANAGER, "submit",
                 "(Lorg/apache/kafka/common/TopicIdPartition;Lkafka/api/LeaderAndIsr;I)"
                     + "Ljava/util/concurrent/CompletableFuture;",
-                null, "isrChangeClock", PARTITION, "ZkAlterPartitionManager.scala L62-90 (L78): lastIsrChangeMs"));
+                null, null, "isrChangeClock", PARTITION,
+                "ZkAlterPartitionManager.scala L62-90 (L78): lastIsrChangeMs"));
             h.add(advice(ZK_ALTER_PARTITION_MANAGER, "maybePropagateIsrChanges", "()V", ZkAdvices.PropagationRun.class,
                 ZK_ALTER_PARTITION_MANAGER, "ZkAlterPartitionManager.scala L99-110: one isr-change-propagation run"));
-            h.add(new Hook(ZK_ALTER_PARTITION_MANAGER, "maybePropagateIsrChanges", "()V", null, "propagationClock",
-                ZK_ALTER_PARTITION_MANAGER, "ZkAlterPartitionManager.scala L100: the run's now"));
+            h.add(new Hook(ZK_ALTER_PARTITION_MANAGER, "maybePropagateIsrChanges", "()V", null, null,
+                "propagationClock", ZK_ALTER_PARTITION_MANAGER, "ZkAlterPartitionManager.scala L100: the run's now"));
             h.add(advice(KAFKA_ZK_CLIENT, "propagateIsrChanges", "(Lscala/collection/Set;)V",
                 ZkAdvices.PropagateIsrChanges.class, ZK_ALTER_PARTITION_MANAGER,
                 "KafkaZkClient.scala L1429-1433: the /isr_change_notification write"));
@@ -219,26 +232,26 @@ final class Plan {
             h.add(advice(manager, "handleAlterPartitionResponse",
                 "(Lorg/apache/kafka/common/requests/AlterPartitionResponse;JLjava/util/List;)"
                     + "Lorg/apache/kafka/common/protocol/Errors;",
-                Advices.AlterPartitionResponse4.class, alterPartitionHandler(l),
+                Advices.AlterPartitionResponse.class, alterPartitionHandler(l),
                 "DefaultAlterPartitionManager.java handleAlterPartitionResponse L225 (4.4, private; called L157)"));
         } else if (l.atLeast(Line.V4_0)) {
             h.add(advice(manager, "kafka$server$DefaultAlterPartitionManager$$handleAlterPartitionResponse",
                 "(Lorg/apache/kafka/common/requests/AlterPartitionResponse;JLscala/collection/immutable/Seq;)"
                     + "Lorg/apache/kafka/common/protocol/Errors;",
-                Advices.AlterPartitionResponse4.class, alterPartitionHandler(l),
+                Advices.AlterPartitionResponse.class, alterPartitionHandler(l),
                 "AlterPartitionManager.scala handleAlterPartitionResponse (4.0-4.3, name-mangled private)"));
         } else {
             h.add(advice(manager, "kafka$server$DefaultAlterPartitionManager$$handleAlterPartitionResponse",
                 "(Lorg/apache/kafka/common/requests/RequestHeader;Lorg/apache/kafka/common/requests/AlterPartitionResponse;"
                     + "JLscala/collection/immutable/Seq;Lscala/collection/mutable/Map;)"
                     + "Lorg/apache/kafka/common/protocol/Errors;",
-                Advices.AlterPartitionResponse39.class, alterPartitionHandler(l),
+                Advices.AlterPartitionResponse.class, alterPartitionHandler(l),
                 "AlterPartitionManager.scala handleAlterPartitionResponse L302 (3.9, name-mangled private)"));
         }
         if (kraft) {
-            h.add(advice(REPLICA_MANAGER, "applyDelta",
+            h.add(bracket(REPLICA_MANAGER, "applyDelta",
                 "(Lorg/apache/kafka/image/TopicsDelta;Lorg/apache/kafka/image/MetadataImage;)V",
-                Advices.ApplyDelta.class, BROKER_METADATA_PUBLISHER,
+                Advices.ApplyDelta.class, Hooks.Exit.APPLY_DELTA, BROKER_METADATA_PUBLISHER,
                 "ReplicaManager.scala applyDelta (3.9 L2720, 4.4 L2360): the image the leaders' makeLeader applies"));
             h.add(advice(BROKER_METADATA_PUBLISHER, "onMetadataUpdate",
                 "(Lorg/apache/kafka/image/MetadataDelta;Lorg/apache/kafka/image/MetadataImage;"

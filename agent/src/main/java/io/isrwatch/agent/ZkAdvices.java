@@ -12,16 +12,14 @@ final class ZkAdvices {
     private ZkAdvices() {
     }
 
-    /** ReplicaManager#becomeLeaderOrFollower: the controller id of the request, and its offline states. */
+    /**
+     * ReplicaManager#becomeLeaderOrFollower entry (its exit: {@link Advices.Exit}): the controller id of the request,
+     * and its offline states.
+     */
     static final class BecomeLeaderOrFollower {
         @Advice.OnMethodEnter(suppress = Throwable.class)
         static void enter(@Advice.This ReplicaManager rm, @Advice.Argument(1) LeaderAndIsrRequest request) {
             ZkHooks.leaderAndIsrRequestBegin(rm, request);
-        }
-
-        @Advice.OnMethodExit(suppress = Throwable.class, onThrowable = Throwable.class)
-        static void exit() {
-            ZkHooks.leaderAndIsrRequestEnd();
         }
     }
 

@@ -81,7 +81,8 @@ public final class ZkHooks {
         }
     }
 
-    public static void leaderAndIsrRequestEnd() {
+    /** ReplicaManager#becomeLeaderOrFollower exit (Hooks#exited). */
+    static void leaderAndIsrRequestEnd() {
         Recorder r = Hooks.recorder;
         if (r == null) {
             return;

@@ -7,6 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.nio.file.Path;
+import java.util.List;
 import java.util.Map;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -24,14 +25,15 @@ class OptionsTest {
             assertNull(o.file);
             assertNull(o.rawFile);
             assertTrue(o.toKafka());
-            assertTrue(o.coalesce);
-            assertEquals(1000, o.coalesceMaxHoldMs);
-            assertEquals(131_072, o.queueCapacity);
-            assertEquals(60_000, o.statsIntervalMs);
-            assertEquals(200, o.watermarkIntervalMs);
-            assertEquals(100, o.watermarkSlackMs);
+            assertEquals(List.of(true, 1000L, 131_072, 60_000L, 200L, 100L), settings(o));
             assertEquals(Map.of(), o.producer);
         }
+    }
+
+    /** coalesce, coalesce.max.hold.ms, queue.capacity, stats.interval.ms, watermark.interval.ms, watermark.slack.ms. */
+    private static List<Object> settings(Options o) {
+        return List.of(o.coalesce, o.coalesceMaxHoldMs, o.queueCapacity, o.statsIntervalMs, o.watermarkIntervalMs,
+            o.watermarkSlackMs);
     }
 
     @Test
@@ -46,12 +48,7 @@ class OptionsTest {
         assertEquals(Path.of("/tmp/r.jsonl"), o.rawFile);
         assertFalse(o.toKafka());
         assertEquals(Map.of("acks", "all", "linger.ms", "5"), o.producer);
-        assertFalse(o.coalesce);
-        assertEquals(250, o.coalesceMaxHoldMs);
-        assertEquals(10, o.queueCapacity);
-        assertEquals(0, o.statsIntervalMs);
-        assertEquals(0, o.watermarkIntervalMs);
-        assertEquals(60_000, o.watermarkSlackMs);
+        assertEquals(List.of(false, 250L, 10, 0L, 0L, 60_000L), settings(o));
     }
 
     @Test

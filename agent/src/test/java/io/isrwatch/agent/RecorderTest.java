@@ -7,6 +7,10 @@ import org.junit.jupiter.api.Test;
 
 class RecorderTest {
 
+    /** A coalescing recorder and its main queue, new for each test (JUnit makes an instance per test). */
+    private final QueueOnly queue = new QueueOnly("main", 100);
+    private final Recorder coalescing = new Recorder(queue, null, true, 0);
+
     private static Event.Fetch f(long ts, long o, long l) {
         return new Event.Fetch(ts, "t", 0, 2, o, l, 0, 1, true);
     }
@@ -36,20 +40,18 @@ class RecorderTest {
 
     @Test
     void aShrinkingCheckIsReportedOncePerRunEvenWithAnUnchangedLeo() {
-        QueueOnly main = new QueueOnly("main", 100);
-        Recorder r = new Recorder(main, null, true, 0);
-        r.fetch(f(1, 5, 5));
-        r.beginExpiration(10);
-        r.expirationCheck("t", 0, 5, 11); // the LEO the model knows: no append for it
-        r.expirationShrink("t", 0, 5, 11); // but the check shrinks: the model must check at 11
-        r.expirationShrink("t", 0, 5, 11); // once per run
-        r.endExpiration(12, "3.9.2");
-        r.beginExpiration(20);
-        r.expirationCheck("t", 0, 7, 21); // a moved LEO: its append is the check
-        r.expirationShrink("t", 0, 7, 21);
-        r.endExpiration(22, "3.9.2");
-        r.expirationShrink("t", 0, 7, 30); // outside a run: nothing
-        assertEquals(List.of("1:fetch@1", "2:append@10", "3:tick@10", "4:append@20", "5:tick@20"), main.lines());
+        coalescing.fetch(f(1, 5, 5));
+        coalescing.beginExpiration(10);
+        coalescing.expirationCheck("t", 0, 5, 11); // the LEO the model knows: no append for it
+        coalescing.expirationShrink("t", 0, 5, 11); // but the check shrinks: the model must check at 11
+        coalescing.expirationShrink("t", 0, 5, 11); // once per run
+        coalescing.endExpiration(12, "3.9.2");
+        coalescing.beginExpiration(20);
+        coalescing.expirationCheck("t", 0, 7, 21); // a moved LEO: its append is the check
+        coalescing.expirationShrink("t", 0, 7, 21);
+        coalescing.endExpiration(22, "3.9.2");
+        coalescing.expirationShrink("t", 0, 7, 30); // outside a run: nothing
+        assertEquals(List.of("1:fetch@1", "2:append@10", "3:tick@10", "4:append@20", "5:tick@20"), queue.lines());
     }
 
     /** What main holds, as {@code type@ts} with an append's check clock: {@code append@ts/check}. */
@@ -63,32 +65,29 @@ class RecorderTest {
         // Partition.maybeShrinkIsr: needsShrinkIsr found follower 2 out of sync at 11; before the check under the
         // write lock (at 14) the follower's queued fetch caught it up (12), so Kafka kept it. The model must check at
         // 14, after that fetch (CI on 58ecf9f: an append at the first check's clock made the model shrink alone).
-        QueueOnly main = new QueueOnly("main", 100);
-        Recorder r = new Recorder(main, null, true, 0);
-        r.beginExpiration(10);
-        r.expirationCheck("t", 0, 8, 11);
-        r.fetch(f(12, 8, 8));
-        r.expirationCheck("t", 0, 9, 14); // the same partition again: the later check replaces the first
-        r.fetch(f(15, 8, 10)); // captured before the report, but its clock is later: the model sorts it after
-        r.expirationCheck("u", 0, 3, 16); // the run moves on: t-0's check is reported
-        r.expirationCheck("u", 0, 3, 16);
-        r.endExpiration(17, "3.9.2"); // u-0's check is reported before the tick
-        assertEquals(List.of("fetch@12", "fetch@15", "append@10/14", "append@10/16", "tick@10"), checks(main));
+        coalescing.beginExpiration(10);
+        coalescing.expirationCheck("t", 0, 8, 11);
+        coalescing.fetch(f(12, 8, 8));
+        coalescing.expirationCheck("t", 0, 9, 14); // the same partition again: the later check replaces the first
+        coalescing.fetch(f(15, 8, 10)); // captured before the report, but with a later clock: the model sorts it after
+        coalescing.expirationCheck("u", 0, 3, 16); // the run moves on: t-0's check is reported
+        coalescing.expirationCheck("u", 0, 3, 16);
+        coalescing.endExpiration(17, "3.9.2"); // u-0's check is reported before the tick
+        assertEquals(List.of("fetch@12", "fetch@15", "append@10/14", "append@10/16", "tick@10"), checks(queue));
     }
 
     @Test
     void aPendingCheckGoesBeforeItsPartitionsNextEventAndAShrinkReportsItAtOnce() {
-        QueueOnly main = new QueueOnly("main", 100);
-        Recorder r = new Recorder(main, null, true, 0);
-        r.beginExpiration(10);
-        r.expirationCheck("t", 0, 8, 11);
-        r.partitionEvent(new Event.LeaderAndIsr(12, "t", 0, 1, 0, 1, 2, new int[] {1, 2}, new int[] {1, 2}, 9, 8, 8, 1, null));
-        r.expirationCheck("u", 0, 3, 13);
-        r.expirationShrink("u", 0, 3, 14); // the write-locked check shrinks: its clock, reported now
-        r.expirationCheck("v", 0, 4, 15);
-        r.forget("v", 0); // a deleted partition's check tells nothing
-        r.endExpiration(16, "3.9.2");
-        assertEquals(List.of("append@10/11", "leader_and_isr@12", "append@10/14", "tick@10"), checks(main));
+        coalescing.beginExpiration(10);
+        coalescing.expirationCheck("t", 0, 8, 11);
+        coalescing.partitionEvent(
+            new Event.LeaderAndIsr(12, "t", 0, 1, 0, 1, 2, new int[] {1, 2}, new int[] {1, 2}, 9, 8, 8, 1, null));
+        coalescing.expirationCheck("u", 0, 3, 13);
+        coalescing.expirationShrink("u", 0, 3, 14); // the write-locked check shrinks: its clock, reported now
+        coalescing.expirationCheck("v", 0, 4, 15);
+        coalescing.forget("v", 0); // a deleted partition's check tells nothing
+        coalescing.endExpiration(16, "3.9.2");
+        assertEquals(List.of("append@10/11", "leader_and_isr@12", "append@10/14", "tick@10"), checks(queue));
     }
 
     @Test
