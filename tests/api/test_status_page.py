@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -368,8 +369,19 @@ def test_in_alter_partition_mode_a_proposal_reads_as_one_and_the_page_agrees_wit
     )
     with serving(store) as base:
         seen = browse(base + "/", tmp_path / "alter-partition-timeline.png", "#isr-pending tbody tr[data-partition]")
+        decisions = httpx.get(f"{base}/v1/decisions", params={"kind": "shrink", "page_size": 1000}).json()["decisions"]
     assert seen["problems"] == [] and seen["error"] is None
     assert seen["alterPartitionShown"] and not seen["propagationsShown"]
+    # `removed from ISRs` counts the committed shrinks only: a pending or refused proposal removed no one.
+    committed = Counter(
+        r for d in decisions if (d["proposal"] or {}).get("state") == "committed" for r in d["replicas_changed"]
+    )
+    assert any((d["proposal"] or {}).get("state") != "committed" for d in decisions)
+    removed = {
+        int(b): 0 if cells[4] in ("—", "") else int(cells[4])
+        for b, cells in ((r["dataset"]["broker"], r["cells"]) for r in seen["brokers"])
+    }
+    assert removed == {b: committed.get(b, 0) for b in removed}
     assert "unannounced" not in seen["summary"]  # no leader batches
     proposals = [r for r in seen["decisions"] if r["dataset"].get("kind") in ("shrink", "expand")]
     assert proposals and all("proposal" in r["dataset"] for r in proposals)
