@@ -32,7 +32,7 @@ store's settled watermark (`as_of_ms`), never the wall clock. Lists are paginate
 `page_size` (or its other name, `limit`) and the opaque `page_token` from the previous page's `next_page_token`.
 A query parameter that a route does not take is refused (422, naming it and the ones it takes). Errors are
 `{"error": code, "detail": text}`. When the server runs with a token, every route but `/healthz`,
-`/readyz`, the docs and the status page needs `Authorization: Bearer <token>`."""
+`/readyz`, the docs, the status page and the alerts' runbook (`/runbooks`) needs `Authorization: Bearer <token>`."""
 
 
 class StatusPageFiles(StaticFiles):

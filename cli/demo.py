@@ -527,14 +527,16 @@ def main(args: argparse.Namespace) -> int:
     stop = threading.Event()
     _stop_on_signals(stop)
     children: list[Child] = []
+    pacer = Pacer(args.speed, None, start)
     feeder = threading.Thread(
         target=run,
         name="simulator",
         daemon=True,
         args=(
             simulate_events(sim, story.faults, args.seed),
-            DirectorySink(workdir / "events", 1000),
-            Pacer(args.speed, None, start),
+            # Files dated by the story's clock: at --speed 2 its events run ahead of the wall clock, not of it.
+            DirectorySink(workdir / "events", 1000, pacer.now_ms),
+            pacer,
             stop.is_set,
         ),
     )

@@ -128,7 +128,8 @@ def store_replay(url: str, result: ReplayResult) -> int:
     """Write a replay's outputs to the store as one batch after the last one; returns its batch id.
 
     The watermark is the end of the replay (every check up to --until ran), so the API judges
-    "how long ago" at that event time.
+    "how long ago" at that event time; so is each replayed cluster's settled time (SPEC §6), so that a store
+    replayed into one cluster at a time keeps each cluster's own.
     """
     with open_store(url) as store:
         job = store.holder()
@@ -136,7 +137,9 @@ def store_replay(url: str, result: ReplayResult) -> int:
             raise ConfigError(refusal(url, job, store.stream_position()))
         last = store.last_batch_id()
         batch_id = 0 if last is None else last + 1
-        store.write_batch(batch_id, result, watermark_ms=result.summary["until"] + 1)
+        end = result.summary["until"] + 1
+        clusters = sorted({r.cluster for r in result.records} | result.frontiers.keys())
+        store.write_batch(batch_id, result, watermark_ms=end, frontiers=dict.fromkeys(clusters, end))
     return batch_id
 
 

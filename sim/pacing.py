@@ -32,6 +32,10 @@ class Pacer:
         self.started = clock()
         self.next_free = self.started
 
+    def now_ms(self) -> int:
+        """The story's clock (epoch ms, `speed` > 0): the event time due now, running `speed` times the wall's pace."""
+        return self.first_ts + round((self.clock() - self.started) * 1000 * self.speed)
+
     def due(self, ts: int) -> float:
         """Seconds until an event at `ts` may go (<= 0: now)."""
         at = self.next_free

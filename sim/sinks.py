@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Protocol
 
@@ -21,8 +22,12 @@ class PendingFile:
     def write(self, data: bytes) -> None:
         self.fh.write(data)
 
-    def publish(self) -> None:
+    def publish(self, mtime_ms: int | None = None) -> None:
+        """Rename it into place; `mtime_ms`: the modification time it shows (default: the OS's, now), set before the
+        rename so that a reader never sees another."""
         self.fh.close()
+        if mtime_ms is not None:
+            os.utime(self.temp, ns=(mtime_ms * 1_000_000, mtime_ms * 1_000_000))
         os.replace(self.temp, self.path)
 
 
@@ -52,11 +57,14 @@ class DirectorySink:
     """JSONL files rotating into a directory a file source watches, each published whole (`PendingFile`).
 
     A file covers `rotate_ms` of event time; names sort in time order and continue after the files
-    already there.
+    already there. `clock` (epoch ms): the story's clock, which dates each file when it is published. A file source
+    takes a file's modification time as its lines' arrival, against which their times are judged (`max_future_ms`,
+    the brokers' clock offsets); a story played faster than real time runs ahead of the wall clock, not of its own.
     """
 
-    def __init__(self, directory: Path, rotate_ms: int) -> None:
+    def __init__(self, directory: Path, rotate_ms: int, clock: Callable[[], int] | None = None) -> None:
         self.dir = directory
+        self.clock = clock
         self.dir.mkdir(parents=True, exist_ok=True)
         self.rotate_ms = max(1, rotate_ms)
         numbers = [int(p.stem.split("-")[1]) for p in self.dir.glob("events-*.jsonl") if p.stem.split("-")[1].isdigit()]
@@ -76,7 +84,7 @@ class DirectorySink:
 
     def _publish(self) -> None:
         assert self.file is not None
-        self.file.publish()
+        self.file.publish(None if self.clock is None else self.clock())
         self.file = None
         self.files += 1
 

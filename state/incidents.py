@@ -22,6 +22,7 @@ from msgspec import Struct
 
 from .config import Config
 from .events import BrokerRegistration
+from .partition import REVERTING_ERRORS, STUCK_ERRORS
 from .propagation import PropagationBook
 from .records import (
     HEALTH_RANK,
@@ -32,6 +33,7 @@ from .records import (
     Divergence,
     DivergenceKind,
     Health,
+    IsrCommitted,
     PartitionHealth,
     Propagation,
     ShrinkReason,
@@ -187,6 +189,7 @@ class _State(Struct, array_like=True):
     open: list[Incident]
     intervals: list[BrokerInterval]
     now: dict[str, int]
+    proposed: list[tuple[int, Decision]] = []
 
 
 _encode = msgspec.msgpack.encode
@@ -212,6 +215,8 @@ class IncidentBook:
         self.open: dict[str, Incident] = {}
         self.intervals: dict[tuple[str, int, str], BrokerInterval] = {}  # the open ones
         self.now: dict[str, int] = {}  # cluster -> how far the book has applied it
+        # The leaders' shrinks and expands not committed yet, by partition and replica (`_commits`).
+        self.proposed: dict[PartitionKey, dict[int, Decision]] = {}
         if blob is not None:
             s = _state.decode(blob)
             self.buffer = [*s.decisions, *s.states, *s.registrations]
@@ -225,11 +230,14 @@ class IncidentBook:
             self.open = {i.id: i for i in s.open}
             self.intervals = {(i.cluster, i.broker, i.kind): i for i in s.intervals}
             self.now = s.now
+            for r, d in s.proposed:
+                self.proposed.setdefault((d.cluster, d.topic, d.partition), {})[r] = d
         self._changed: dict[str, Incident] = {}
         self._opened: list[str] = []
         self._timeline = Timeline()
         self._points: dict[tuple[str, int], CountPoint] = {}
         self._touched: dict[tuple[str, int, str, int], BrokerInterval] = {}
+        self._committed: list[IsrCommitted] = []
 
     def to_bytes(self) -> bytes:
         return _encode(
@@ -247,6 +255,7 @@ class IncidentBook:
                 list(self.open.values()),
                 list(self.intervals.values()),
                 self.now,
+                [(r, d) for held in self.proposed.values() for r, d in held.items()],
             )
         )
 
@@ -274,9 +283,10 @@ class IncidentBook:
         brokers: Iterable[BrokerRecord] = (),
         divergences: Iterable[Divergence] = (),
         propagations: Iterable[Propagation] = (),
-    ) -> tuple[list[Incident], list[Incident], Timeline]:
+    ) -> tuple[list[Incident], list[Incident], Timeline, list[IsrCommitted]]:
         """Apply every buffered input before its cluster's frontier in event time, then the step's cluster-wide inputs;
-        returns the incidents opened and every incident changed (as they are now), and the timeline's additions."""
+        returns the incidents opened and every incident changed (as they are now), the timeline's additions, and the
+        replicas whose shrink or expand committed (`_commits`)."""
         due: list[_Ordered] = [x for x in self.buffer if x.ts < frontiers.get(x.cluster, x.ts)]
         if due:
             self.buffer = [x for x in self.buffer if x.ts >= frontiers.get(x.cluster, x.ts)]
@@ -292,6 +302,8 @@ class IncidentBook:
                 broker_fenced(self, x)
             else:
                 isr_change_pending(self, x)
+                if x.answered:
+                    self._refused(x.request)
             self.now[x.cluster] = max(self.now.get(x.cluster, x.ts), x.ts)
         for d in divergences:
             if d.kind is not DivergenceKind.TIMING:
@@ -336,14 +348,15 @@ class IncidentBook:
                     self._interval(b.cluster, b.broker, "alter_partition_queue", start, None, len(b.queue))
         return out
 
-    def _flush(self) -> tuple[list[Incident], list[Incident], Timeline]:
+    def _flush(self) -> tuple[list[Incident], list[Incident], Timeline, list[IsrCommitted]]:
         changed = [self._snapshot(i) for i in self._changed.values()]
         opened = [c for c in changed if c.id in self._opened]
         timeline = self._timeline
         timeline.counts = sorted(self._points.values(), key=lambda p: (p.cluster, p.ts))
         timeline.intervals = [_copy(i, BrokerInterval) for i in self._touched.values()]
+        committed, self._committed = self._committed, []
         self._changed, self._opened, self._timeline, self._points, self._touched = {}, [], Timeline(), {}, {}
-        return opened, sorted(changed, key=lambda i: (i.opened_ms, i.id)), timeline
+        return opened, sorted(changed, key=lambda i: (i.opened_ms, i.id)), timeline, committed
 
     def _snapshot(self, incident: Incident) -> Incident:
         """A copy of the incident as it stands, with its derived fields (worst, counts, summary) filled in."""
@@ -370,6 +383,10 @@ class IncidentBook:
         key = (d.cluster, d.topic, d.partition)
         removed = sorted(set(d.isr_before) - set(d.isr_after))
         added = sorted(set(d.isr_after) - set(d.isr_before))
+        if d.kind in (DecisionKind.SHRINK, DecisionKind.EXPAND):
+            self.proposed.setdefault(key, {}).update((r, d) for r in removed or added)
+        else:
+            self._superseded(key, d)
         if d.kind is DecisionKind.SHRINK:
             for r in removed:
                 self.causes[(*key, r)] = d
@@ -403,9 +420,57 @@ class IncidentBook:
             self.health[key] = h
         for i in self._holding(key):
             self._partition_state(i, key, h)
+        self._commits(key, before, h)
         missing = _missing(h) - _missing(before)
         for rule in RULES:
             rule(self, h, missing)
+
+    # -- the leaders' ISR changes, counted when they commit
+
+    def _commits(self, key: PartitionKey, before: PartitionHealth | None, h: PartitionHealth) -> None:
+        """A leader's shrink or expand counts when the committed ISR it changes does (`isrwatch_isr_shrinks_total`,
+        `isrwatch_isr_expands_total`): in ZooKeeper mode when the leader writes it, with AlterPartition when the
+        controller's commit applies: Kafka marks IsrShrinksPerSec / IsrExpandsPerSec only there
+        (handleAlterPartitionUpdate's markIsrShrink / markIsrExpand on a success, Partition@3.9.0-rc3 L1972-1980;
+        an error marks FailedIsrUpdatesPerSec). A proposal the controller refused never counts."""
+        held = self.proposed.get(key)
+        if not held or h.health is Health.OFFLINE:
+            return
+        gone, back = _missing(h) - _missing(before), _missing(before) - _missing(h)
+        for r, d in sorted(held.items()):
+            if r in (gone if d.kind is DecisionKind.SHRINK else back):
+                del held[r]
+                reason = d.reasons.get(str(r), ShrinkReason.STUCK) if d.kind is DecisionKind.SHRINK else None
+                self._committed.append(IsrCommitted(h.cluster, d.kind, d.leader, r, reason))
+        if not held:
+            del self.proposed[key]
+
+    def _superseded(self, key: PartitionKey, d: Decision) -> None:
+        """The controller's state of a partition ends its leader's proposals, but those it commits: a shrink of the
+        same leader that it leaves out of the ISR, an expand it keeps in (KRaft's metadata path applies a commit
+        before the answer does, Partition@3.9.0-rc3 L980-1005); new metadata drops a pending change (L1004)."""
+        held = self.proposed.get(key)
+        if not held:
+            return
+        for r, p in list(held.items()):
+            if p.leader != d.leader or (r in d.isr_after) is (p.kind is DecisionKind.SHRINK):
+                del held[r]
+        if not held:
+            del self.proposed[key]
+
+    def _refused(self, request: AlterPartitionRequest) -> None:
+        """The proposals a request's answers refused for good: reverted (OPERATION_NOT_ATTEMPTED, INELIGIBLE_REPLICA)
+        or left pending until new metadata (FENCED_LEADER_EPOCH and the like; Partition@3.9.0-rc3 L1892-1944). Those
+        answered with a retriable or top-level error go again and may still commit."""
+        for item in request.partitions:
+            held = self.proposed.get((request.cluster, item.topic, item.partition))
+            if not held or item.error not in REVERTING_ERRORS | STUCK_ERRORS:
+                continue
+            for r, p in list(held.items()):  # those made before the answer (a later one is a new proposal)
+                if p.leader == request.broker and p.kind is item.kind and p.ts <= (item.answered_ms or 0):
+                    del held[r]
+            if not held:
+                del self.proposed[(request.cluster, item.topic, item.partition)]
 
     # -- incidents
 

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from .records import AlterPartitionRequest, Decision, DecisionKind, Divergence, Propagation
+from .records import AlterPartitionRequest, Decision, DecisionKind, Divergence, IsrCommitted, Propagation
 
 
 class Kind(StrEnum):
@@ -137,7 +137,9 @@ FOLLOWER_SHRINKS = counter(
     ("cluster", "broker", "reason"),
 )
 ISR_EXPANDS = counter("isr_expands", "Followers added back to an ISR, by leader", ("cluster", "broker"))
-DECISIONS = counter("decisions", "Decisions made, by kind", ("cluster", "kind"))
+DECISIONS = counter(
+    "decisions", "Decisions made, by kind (with AlterPartition a shrink or expand is a proposal)", ("cluster", "kind")
+)
 PROPAGATION_BATCHES = counter(
     "propagation_batches", "ISR-change batches sent, by leader broker and trigger", ("cluster", "broker", "trigger")
 )
@@ -295,11 +297,13 @@ def tallies(
     divergences: Iterable[Divergence] = (),
     alter_partitions: Iterable[AlterPartitionRequest] = (),
     incidents_opened: Iterable[tuple[str, str]] = (),
+    committed: Iterable[IsrCommitted] = (),
 ) -> dict[TallyKey, float]:
     """The cumulative-counter increments one batch contributes.
 
     Counted once at write time, so /metrics never scans the decision history: shrinks per removed follower by
-    its reason (under its leader's broker and under its own), expands, decisions by kind, batches by trigger, the
+    its reason (under its leader's broker and under its own) and expands, each when its ISR committed (`committed`:
+    a refused proposal is none), decisions by kind, batches by trigger, the
     batch-size and change-to-batch delay histograms, divergences by kind and cause with the timing margins'
     histogram by cause, AlterPartition answers by outcome and the request latency histogram, incidents opened by
     (cluster, kind), plus the step's `name[.reason]` counters.
@@ -311,12 +315,12 @@ def tallies(
 
     for d in decisions:
         add(DECISIONS.tally, cluster=d.cluster, kind=d.kind)
-        if d.kind is DecisionKind.SHRINK:
-            for replica, reason in d.reasons.items():
-                add(ISR_SHRINKS.tally, broker=d.leader, cluster=d.cluster, reason=reason)
-                add(FOLLOWER_SHRINKS.tally, broker=replica, cluster=d.cluster, reason=reason)
-        elif d.kind is DecisionKind.EXPAND:
-            add(ISR_EXPANDS.tally, broker=d.leader, cluster=d.cluster)
+    for c in committed:
+        if c.kind is DecisionKind.SHRINK:
+            add(ISR_SHRINKS.tally, broker=c.leader, cluster=c.cluster, reason=c.reason)
+            add(FOLLOWER_SHRINKS.tally, broker=c.replica, cluster=c.cluster, reason=c.reason)
+        else:
+            add(ISR_EXPANDS.tally, broker=c.leader, cluster=c.cluster)
     samples: list[tuple[Metric, dict[str, str], float]] = []  # (histogram, its labels but `le`, value)
     for p in propagations:
         add(PROPAGATION_BATCHES.tally, broker=p.broker, cluster=p.cluster, trigger=p.trigger)

@@ -118,6 +118,17 @@ class Decision(Struct, kw_only=True):
     leader_leo: int
 
 
+class IsrCommitted(Struct, frozen=True):
+    """One replica a leader's shrink removed from, or its expand added to, a committed ISR: counted when the ISR
+    commits, never at the proposal (the incident book tells, `IncidentBook.commits`)."""
+
+    cluster: str
+    kind: DecisionKind  # shrink or expand
+    leader: int | None  # the leader that decided it
+    replica: int
+    reason: ShrinkReason | None  # a shrink's: why the replica was out of sync
+
+
 class Propagation(Struct, kw_only=True):
     """One ISR-change batch a leader broker sent (one `/isr_change_notification` znode)."""
 

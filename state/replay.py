@@ -106,6 +106,7 @@ def replay_events(
         incidents=settled.incidents,
         opened=settled.opened,
         timeline=settled.timeline,
+        committed=settled.committed,
     )
     result.add_dead_letters(dead)
     result.summary = {

@@ -36,6 +36,7 @@ from .records import (
     Decision,
     Divergence,
     IsrChange,
+    IsrCommitted,
     IsrWrite,
     Observation,
     PartitionHealth,
@@ -94,6 +95,7 @@ class Settled:
     incidents: list[Incident] = field(default_factory=list)  # every incident the step opened or changed, as it is now
     opened: list[Incident] = field(default_factory=list)  # those it opened
     timeline: Timeline = field(default_factory=Timeline)
+    committed: list[IsrCommitted] = field(default_factory=list)  # the leaders' ISR changes that committed (SPEC §8)
     partitions_written: int | None = None  # rows the executors wrote in place of `records` (the stream: SPEC §5)
 
     def add_dead_letters(self, dead: Iterable[DeadLetter]) -> None:
@@ -162,7 +164,7 @@ def settle(
         incidents.add(settled.decisions, states, registrations)
         if until is not None:
             frontiers = dict(until) if not isinstance(until, int) else {c: until for c in incidents.clusters(book)}
-            settled.opened, settled.incidents, settled.timeline = incidents.advance(
+            settled.opened, settled.incidents, settled.timeline, settled.committed = incidents.advance(
                 frontiers, settled.alter_partitions, settled.brokers, settled.divergences, settled.propagations
             )
     return settled

@@ -191,7 +191,8 @@ class Writer(Database):
             )
             self._write_incidents(cur, batch_id, out)
             opened = [(i.cluster, str(i.kind)) for i in out.opened]
-            self._add_tallies(cur, tallies(decisions, propagations, +out.counters, divergences, requests, opened))
+            increments = tallies(decisions, propagations, +out.counters, divergences, requests, opened, out.committed)
+            self._add_tallies(cur, increments)
             insert(cur, "blobs", ("name", "value"), list(blobs.items()), upsert_on=1)
             insert(cur, "clusters", ("cluster", "frontier_ms"), sorted(frontiers.items()), upsert_on=1)
             insert(

@@ -55,6 +55,7 @@ class ReplayCollector:
         total.divergences += settled.divergences
         total.incidents = merge_incidents(total.incidents, settled.incidents)
         total.opened += settled.opened
+        total.committed += settled.committed
         total.dead_letters += settled.dead_letters
         total.counters.update(settled.counters)
         total.frontiers.update(settled.frontiers)  # how far the batches settled each cluster by themselves
@@ -116,6 +117,7 @@ class ReplayCollector:
             frontiers=last.frontiers,
             incidents=merge_incidents(total.incidents, last.incidents),
             opened=total.opened + last.opened,
+            committed=total.committed + last.committed,
         )
         summary: dict[str, Any] = {
             "events": self.events + self.after_until,

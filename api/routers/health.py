@@ -1,12 +1,12 @@
-"""Open routes: the probes (/healthz: the process is up; /readyz: the store answers and the stream is fresh)
-and the status page at /, which asks the data routes itself."""
+"""Open routes: the probes (/healthz: the process is up; /readyz: the store answers and the stream is fresh),
+the status page at /, which asks the data routes itself, and the alerts' runbook at /runbooks."""
 
 from __future__ import annotations
 
 import time
 
 from fastapi import APIRouter
-from fastapi.responses import FileResponse, Response
+from fastapi.responses import FileResponse, HTMLResponse, Response
 
 from isrwatch.store import DEFAULT_STORE, STORE_ENV
 
@@ -14,6 +14,7 @@ from ..deps import SettingsDep, StoreDep
 from ..errors import ApiError, not_found
 from ..models import ErrorBody, Health, Readiness
 from ..params import JSON
+from ..runbooks import render
 
 router = APIRouter(tags=["health"])
 # An empty store is the stream not started yet, or a `serve --store` that names another store than the job writes.
@@ -79,3 +80,13 @@ def status_page(settings: SettingsDep) -> Response:
     if not index.is_file():
         raise not_found("no status page installed; the API is under /v1 (see /docs)")
     return FileResponse(index)
+
+
+@router.get("/runbooks", include_in_schema=False)
+def runbooks(settings: SettingsDep) -> Response:
+    """The alerts' runbook (docs/alerts.md, installed as static/alerts.md) as a page: every alert's `runbook_url`
+    is its section here, `/runbooks#<alertname in lower case>` (no token: a notification's reader opens it)."""
+    source = settings.static_dir / "alerts.md"
+    if not source.is_file():
+        raise not_found("no runbook installed")
+    return HTMLResponse(render(source.read_text()))

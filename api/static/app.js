@@ -125,6 +125,13 @@ function offset(ms) {
   return `${ms < 0 ? "−" : "+"}${(size / scale).toFixed(1)} ${unit}`;
 }
 
+function clusterAsOf(metrics, cluster) {
+  // A cluster's own settled event time (each settles on its own, SPEC §6): the picture of one ends there, not at the
+  // newest cluster's; the store's watermark stands for a store that keeps none.
+  const [own] = series(metrics, "isrwatch_stream_cluster_event_time_seconds", { cluster });
+  return own === undefined ? view.asOf : Math.round(own.value * 1000);
+}
+
 function eventNow() {
   return view.asOf + (view.live ? Date.now() - view.fetchedAt : 0);
 }
@@ -446,7 +453,8 @@ async function refresh() {
     view.clusters = [...new Set([...partitions.partitions.map((p) => p.cluster), ...brokers.brokers.map((b) => b.cluster)])];
     // The picture of one cluster, over the span its range or zoom asks for.
     const pictured = picturedCluster(view.clusters);
-    const pictureData = pictured === null || view.asOf === null ? null : await getJSON(timelinePath(pictured, view.asOf));
+    const pictureAsOf = pictured === null ? null : clusterAsOf(metrics, pictured);
+    const pictureData = pictureAsOf === null ? null : await getJSON(timelinePath(pictured, pictureAsOf));
     document.getElementById("clusters").textContent = view.clusters.length ? `cluster ${view.clusters.join(", ")}` : "";
     document.getElementById("as-of").textContent = view.asOf === null ? "" : `as of ${clock(view.asOf)}`;
     const more = document.getElementById("partitions-more");

@@ -19,6 +19,7 @@ from isrwatch.sim.synthetic import StreamShape, generate
 from isrwatch.state.config import Config
 from isrwatch.state.engine import PartitionEngine
 from isrwatch.state.events import DeadLetter, Event, parse_event
+from isrwatch.state.incidents import IncidentBook
 from isrwatch.state.partition import partition_record
 from isrwatch.state.propagation import PropagationBook
 from isrwatch.state.records import shrink_predicted
@@ -119,10 +120,11 @@ def stream_into(store: Store, lines: list[bytes], cuts: tuple[int, ...] = CUTS, 
             parsed.append(ev)
     engine = PartitionEngine(CONFIG)
     book = PropagationBook(CONFIG)
+    incidents = IncidentBook(CONFIG)  # it tells which shrinks and expands committed (the counters')
     previous = None
     for batch_id, cut in enumerate(cuts, start=first_batch):
         engine.add([ev for ev in parsed if (previous is None or ev.ts >= previous) and ev.ts < cut])
-        step = settle(book, [engine.advance(cut)], cut)
+        step = settle(book, [engine.advance(cut)], cut, incidents=incidents)
         step.records = [partition_record(p, CONFIG) for p in engine.partitions.values()]
         if previous is None:
             step.add_dead_letters(seen.dead_letters)

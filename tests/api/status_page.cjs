@@ -20,6 +20,11 @@ function tableRows(selector) {
   }));
 }
 
+// The text of the picture's visible tooltip (ECharts draws it as an absolutely placed div), "" when none shows.
+const TOOLTIP = `[...document.querySelectorAll("#timeline-chart div")]
+  .filter((d) => getComputedStyle(d).visibility !== "hidden" && d.style.display !== "none"
+    && d.style.position === "absolute" && d.textContent).map((d) => d.textContent).join(" | ")`;
+
 // What the timeline picture was given to draw: its span, lanes, intervals, markers, count series and incident
 // bands (each data item carries the API's record it was drawn from), and the incident list beside it.
 function pictured() {
@@ -131,11 +136,14 @@ function pictured() {
         const box = document.getElementById("timeline-chart").getBoundingClientRect();
         return [box.left + x, box.top + y + 12];
       }, [band.start, band.end]);
-      await page.mouse.move(at[0], at[1]);
-      await page.waitForTimeout(400);
-      seen.timeline.hovered = await page.evaluate(() => [...document.querySelectorAll("#timeline-chart div")]
-        .filter((d) => getComputedStyle(d).visibility !== "hidden" && d.style.display !== "none"
-          && d.style.position === "absolute" && d.textContent).map((d) => d.textContent).join(" | "));
+      // The tooltip shows after ECharts handles the move (a loaded machine takes a while, and the page's refresh
+      // redraws the picture): wait for it, moving in again a few times, rather than a fixed pause.
+      for (let tries = 0; tries < 5 && !seen.timeline.hovered; tries++) {
+        await page.mouse.move(0, 0);
+        await page.mouse.move(at[0], at[1], { steps: 2 });
+        await page.waitForFunction(`(${TOOLTIP}).length > 0`, null, { timeout: 3000 }).catch(() => {});
+        seen.timeline.hovered = await page.evaluate(TOOLTIP);
+      }
       await page.mouse.move(0, 0);
       await page.click(`#incident-list li[data-incident="${band.id}"]`);
       await page.waitForFunction(() => document.getElementById("timeline-span").textContent.includes("one incident"),

@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -368,8 +369,19 @@ def test_in_alter_partition_mode_a_proposal_reads_as_one_and_the_page_agrees_wit
     )
     with serving(store) as base:
         seen = browse(base + "/", tmp_path / "alter-partition-timeline.png", "#isr-pending tbody tr[data-partition]")
+        decisions = httpx.get(f"{base}/v1/decisions", params={"kind": "shrink", "page_size": 1000}).json()["decisions"]
     assert seen["problems"] == [] and seen["error"] is None
     assert seen["alterPartitionShown"] and not seen["propagationsShown"]
+    # `removed from ISRs` counts the committed shrinks only: a pending or refused proposal removed no one.
+    committed = Counter(
+        r for d in decisions if (d["proposal"] or {}).get("state") == "committed" for r in d["replicas_changed"]
+    )
+    assert any((d["proposal"] or {}).get("state") != "committed" for d in decisions)
+    removed = {
+        int(b): 0 if cells[4] in ("—", "") else int(cells[4])
+        for b, cells in ((r["dataset"]["broker"], r["cells"]) for r in seen["brokers"])
+    }
+    assert removed == {b: committed.get(b, 0) for b in removed}
     assert "unannounced" not in seen["summary"]  # no leader batches
     proposals = [r for r in seen["decisions"] if r["dataset"].get("kind") in ("shrink", "expand")]
     assert proposals and all("proposal" in r["dataset"] for r in proposals)
@@ -385,3 +397,28 @@ def test_in_alter_partition_mode_a_proposal_reads_as_one_and_the_page_agrees_wit
         for iv in picture["intervals"]
     )
     _consistent(seen)
+
+
+def test_with_two_clusters_the_picture_ends_at_the_pictured_clusters_own_time(tmp_path):
+    """Two clusters replayed into one store, each to its own end: alpha's story ends 2 min before beta's. The
+    timeline of alpha (the page's first) ends at alpha's settled time, on the page and in `GET /v1/timeline`, not
+    at the store's watermark (beta's)."""
+    start = int(time.time() * 1000) - 300_000
+    store = f"sqlite:///{tmp_path / 'isrwatch.db'}"
+    for cluster, duration in (("alpha", "120s"), ("beta", "240s")):
+        events = tmp_path / cluster
+        simulate = ["simulate", "--speed", "0", "--start", str(start), "--duration", duration, "--cluster", cluster]
+        stall = ["--fault", "stall:broker=2:start=30s:end=80s"]
+        assert main([*simulate, *stall, *LAG, "--seed", "3", "--out-dir", str(events), "--rotate", "10s"]) == 0
+        replay = ["replay", *map(str, sorted(events.iterdir())), "--store", store, *LAG]
+        assert main([*replay, "--set", f"schedule_origin_ms={start}"]) == 0
+    with serving(store) as base:
+        ends = {c: httpx.get(f"{base}/v1/timeline", params={"cluster": c}).json()["until"] for c in ("alpha", "beta")}
+        watermark = httpx.get(f"{base}/v1/partitions", params={"page_size": 1}).json()["as_of_ms"]
+        seen = browse(base + "/", tmp_path / "two.png", "#incident-list li[data-incident]")
+    assert seen["problems"] == [] and seen["error"] is None
+    assert watermark == ends["beta"] and 100_000 < ends["beta"] - ends["alpha"] < 140_000
+    picture = seen["timeline"]
+    assert picture["clusters"] == {"options": ["alpha", "beta"], "value": "alpha"}
+    assert picture["until"] == ends["alpha"] and picture["until"] - picture["since"] == 5 * 60_000
+    assert all(iv["start_ms"] <= ends["alpha"] for iv in picture["intervals"])

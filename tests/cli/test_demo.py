@@ -11,6 +11,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -171,6 +172,32 @@ def test_demo_with_alter_partition_shows_a_stuck_queue_then_its_commit(tmp_path)
     assert committed["partitions"][0]["committed_isr"] == committed["partitions"][0]["proposed_isr"] == [1, 3]
     assert "STUCK   broker 1's AlterPartition request (1 partition) unanswered" in told
     assert re.search(r"COMMIT  broker 1's request answered after 4\d\.\d s: orders-1 \[1,3\]", told), told
+
+
+def test_demo_at_speed_4_judges_its_events_by_the_storys_clock(tmp_path):
+    """At --speed 4 the story's event time gains 3 s on the wall clock every second: 25 s in, its events are 75 s
+    ahead of the wall, past max_future_ms (60 s). Its files are dated by the story's clock (a file's modification
+    time is its lines' arrival), so however far the job lags, no event is refused as ts_in_future."""
+    port = free_port()
+    workdir = tmp_path / "demo"
+    settled = 0
+    with running_demo(port, workdir, "--speed", "4", "--duration", "450") as proc:
+        out: list[str] = []
+        reader = threading.Thread(target=lambda: out.extend(proc.stdout), daemon=True)  # the pipe never fills
+        reader.start()
+        deadline = time.monotonic() + 420  # a loaded machine's Spark may take minutes over its first batch
+        while settled < 110_000 and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(1)
+            as_of = (_get(port, "/v1/partitions?page_size=1") or {}).get("as_of_ms")
+            if as_of is not None:  # how far into the story the job has settled
+                settled = as_of - json.loads((workdir / "config.json").read_text())["schedule_origin_ms"]
+        assert settled >= 110_000, "".join(out)  # its files from 27.5 s in: 82.5 s ahead of the wall clock
+        started, rest = interrupt(proc, port, timeout=90)
+        reader.join(timeout=10)
+    stopped_cleanly(proc, port, "".join(out) + rest, started)
+    with open_store(f"sqlite:///{workdir / 'isrwatch.db'}") as store:
+        refused = [d for d in store.dead_letters(limit=1000).items if "ts_in_future" in d["reason"]]
+    assert refused == []
 
 
 def test_demo_refuses_isr_protocol_with_real(tmp_path, capsys):

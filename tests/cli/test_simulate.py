@@ -85,6 +85,29 @@ def test_the_directory_never_shows_half_a_file(tmp_path):
     assert list(tmp_path.glob(".*")) == []
 
 
+def test_a_sink_on_the_storys_clock_dates_each_file_by_it(tmp_path):
+    """The demo's sink: each file shows the story's clock when it was published as its modification time (a file
+    source's arrival), from a pacer whose clock runs 4 times the wall's pace."""
+    wall = [100.0]
+    pacer = Pacer(4, None, 1_800_000_000_000, clock=lambda: wall[0], sleep=lambda s: None)
+    sink = DirectorySink(tmp_path, 1000, pacer.now_ms)
+    published = []
+    for ev in simulate_events(SimConfig(start_ms=1_800_000_000_000, duration_ms=3000), [], 1):
+        wall[0] = 100.0 + (ev.ts - 1_800_000_000_000) / 4000  # the pacer's moment for it
+        files = len(list(tmp_path.glob("events-*.jsonl")))
+        sink.write(ev, msgspec.json.encode(ev) + b"\n")
+        if len(list(tmp_path.glob("events-*.jsonl"))) > files:
+            published.append(pacer.now_ms())
+    sink.close()
+    published.append(pacer.now_ms())
+    files = sorted(tmp_path.glob("events-*.jsonl"))
+    assert len(files) == len(published) >= 3
+    assert [f.stat().st_mtime_ns // 1_000_000 for f in files] == published
+    for f, at in zip(files, published, strict=True):  # dated at or after each of its events, within a file's span
+        ts = [parse_event(line, 0).ts for line in f.read_bytes().splitlines()]
+        assert max(ts) <= at < min(ts) + 1000 + 50
+
+
 def test_stdout_with_faults_from_a_json_file_and_the_command_line(tmp_path, capsysbinary):
     faults = tmp_path / "faults.json"
     faults.write_text(json.dumps([{"kind": "crash", "broker": 3, "start": "2s", "end": 20}]))

@@ -27,6 +27,7 @@ CHART = ROOT / "helm" / "isrwatch"
 GRAFANA = ROOT / "deploy" / "grafana"
 RULES = ROOT / "deploy" / "prometheus" / "isrwatch.rules.yaml"
 RULE_TESTS = ROOT / "deploy" / "prometheus" / "isrwatch.rules.test.yaml"
+RUNBOOK_PLACEHOLDER = "https://isrwatch.example"  # the rules file's stand-in for the API's URL (docs/alerts.md)
 HERE = Path(__file__).resolve().parent
 SCHEMAS = HERE / "schemas"
 VALUES = HERE / "values"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import yaml
 
-from tests.deploy.support import RULE_TESTS, RULES, alert_rules, run
+from tests.deploy.support import RULE_TESTS, RULES, RUNBOOK_PLACEHOLDER, alert_rules, run
 
 
 def test_promtool_check_rules() -> None:
@@ -34,7 +34,9 @@ def test_alerts_have_a_severity_and_a_summary() -> None:
 
 
 def test_every_alert_links_its_runbook() -> None:
-    """Each alert's `runbook_url` is its section of docs/alerts.md (the anchor GitHub gives a heading named after
-    the alert), so a page or a notification leads to what it means and what to do."""
+    """Each alert's `runbook_url` is its section of the runbook the API serves (docs/alerts.md at /runbooks, the
+    anchor GitHub gives a heading named after the alert), absolute, under the documented placeholder for the API's
+    URL, so a page or a notification leads to what it means and what to do (tests/api/test_runbooks.py follows
+    them on a real server)."""
     for rule in alert_rules():
-        assert rule["annotations"]["runbook_url"] == f"docs/alerts.md#{rule['alert'].lower()}", rule["alert"]
+        assert rule["annotations"]["runbook_url"] == f"{RUNBOOK_PLACEHOLDER}/runbooks#{rule['alert'].lower()}"

@@ -20,11 +20,13 @@ from tests.deploy.support import (
     CHART,
     GRAFANA,
     HELM,
+    RUNBOOK_PLACEHOLDER,
     SCHEMAS,
     VALUES,
     alert_rules,
     assert_schema_refuses,
     helm_template,
+    render,
     run,
 )
 
@@ -137,6 +139,10 @@ BAD_VALUES = {
     "unknown isrwatch config key": ("config.replica_lag_ms=1000", "replica_lag_ms"),
     "negative linger": ("config.isr_change_linger_ms=-1", "config.isr_change_linger_ms"),
     "unknown alert to disable": ("prometheusRule.disabledAlerts[0]=IsrwatchNope", "prometheusRule.disabledAlerts.0"),
+    "runbook base URL with a trailing slash": (
+        "prometheusRule.runbookBaseUrl=https://ops.example.org/",
+        "prometheusRule.runbookBaseUrl",
+    ),
     "label value with a space": ("dashboards.labelValue=a b", "dashboards.labelValue"),
     "port out of range": ("api.port=70000", "api.port"),
     "no password Secret": ("store.passwordSecret.name=", "store.passwordSecret.name"),
@@ -283,11 +289,41 @@ def test_prometheus_rule_ships_the_rules_file_minus_disabled_alerts() -> None:
     assert rule["metadata"]["labels"]["release"] == "kube-prometheus-stack"
     shipped = [r for group in rule["spec"]["groups"] for r in group["rules"]]
     expected = [
-        {**r, "labels": {**r["labels"], "team": "kafka"}}
+        {
+            **r,
+            "labels": {**r["labels"], "team": "kafka"},
+            "annotations": _runbooks_at(r, "https://isrwatch.kafka.example.com"),
+        }
         for r in alert_rules()
         if r["alert"] != "IsrwatchWatermarkLagHigh"
     ]
-    assert shipped == expected
+    assert shipped == expected  # the runbooks on the API's ingress (with TLS), its first host
+
+
+def _runbooks_at(rule: dict, base: str) -> dict:
+    """The rule's annotations with its runbook_url on `base` instead of the rules file's placeholder."""
+    url = rule["annotations"]["runbook_url"]
+    assert url.startswith(RUNBOOK_PLACEHOLDER + "/runbooks#")
+    return {**rule["annotations"], "runbook_url": base + url.removeprefix(RUNBOOK_PLACEHOLDER)}
+
+
+@pytest.mark.parametrize(
+    ("args", "base"),
+    [
+        ((), "http://isrwatch-api.default.svc:8000"),  # no ingress: the API's Service
+        (("--set", "api.ingress.enabled=true"), "http://isrwatch.example.com"),  # its first host, no TLS
+        (
+            ("--set", "prometheusRule.runbookBaseUrl=https://ops.example.org/kafka/isrwatch"),
+            "https://ops.example.org/kafka/isrwatch",
+        ),
+    ],
+)
+def test_alerts_link_their_runbook_on_the_api(args: tuple[str, ...], base: str) -> None:
+    proc = render("--set", "prometheusRule.enabled=true", *args)
+    assert proc.returncode == 0, proc.stderr
+    [rule] = [d for d in yaml.safe_load_all(proc.stdout) if d and d["kind"] == "PrometheusRule"]
+    shipped = {r["alert"]: r["annotations"] for group in rule["spec"]["groups"] for r in group["rules"]}
+    assert shipped == {r["alert"]: _runbooks_at(r, base) for r in alert_rules()}
 
 
 def test_one_dashboard_configmap_per_dashboard_for_the_grafana_sidecar() -> None:

@@ -164,7 +164,7 @@ def test_a_partition_short_of_its_isr_without_a_cause_opens_nothing() -> None:
     """A partition under-replicated from the start (no decision removed anyone) is counted, not an incident."""
     book = IncidentBook(Config())
     book.add([], [_health(10, [1], [1, 2], Health.UNDER_REPLICATED)])
-    opened, changed, timeline = book.advance({"c": 100})
+    opened, changed, timeline, _ = book.advance({"c": 100})
     assert opened == changed == []
     assert [(c.ts, c.under_replicated) for c in timeline.counts] == [(10, 1)]
 
@@ -193,16 +193,16 @@ def test_an_alter_partition_request_in_flight_too_long_is_pending_until_answered
         in_flight=sent,
     )
     book = IncidentBook(config)
-    opened, _, _ = book.advance({"c": 7000}, brokers=[record])
+    opened, _, _, _ = book.advance({"c": 7000}, brokers=[record])
     assert [(i.kind, i.opened_ms, i.closed_ms) for i in opened] == [("isr_change_pending", 6000, None)]
     book = IncidentBook(config, book.to_bytes())
     answered = AlterPartitionRequest(cluster="c", broker=1, sent_ms=1000, response_ms=9000, partitions=[item])
-    _, changed, timeline = book.advance({"c": 20_000}, requests=[answered])
+    _, changed, timeline, _ = book.advance({"c": 20_000}, requests=[answered])
     assert [(i.opened_ms, i.closed_ms, i.partition_count) for i in changed] == [(6000, 9000, 1)]
     assert changed[0].summary.startswith("broker 1's AlterPartition request stuck in flight")
     assert [(i.kind, i.start_ms, i.end_ms) for i in timeline.intervals] == [("alter_partition_in_flight", 1000, 9000)]
     # One pass sees only the answered request: the same incident.
-    _, once, _ = IncidentBook(config).advance({"c": 20_000}, requests=[answered])
+    _, once, _, _ = IncidentBook(config).advance({"c": 20_000}, requests=[answered])
     assert [i.to_record() for i in once] == [i.to_record() for i in changed]
 
 
@@ -216,7 +216,7 @@ def test_divergences_of_one_broker_are_one_incident_and_timing_ones_none() -> No
             (600, DivergenceKind.DIFFERENT_ISR),
         )
     ]
-    _, changed, timeline = book.advance({"c": 5000}, divergences=found)
+    _, changed, timeline, _ = book.advance({"c": 5000}, divergences=found)
     assert len(changed) == 1 and changed[0].counts == {"different_isr": 1, "missed_by_model": 1}
     assert (changed[0].opened_ms, changed[0].closed_ms) == (100, 600)
     assert [m.kind for m in timeline.markers] == ["divergence", "divergence"]
@@ -287,9 +287,9 @@ def test_a_broker_fenced_by_most_reporters_is_offline_until_unfenced() -> None:
         _registration(20_050, 1, 2, False),
     ]
     book.add([], [], reports)
-    _, held, _ = book.advance({"c": 15_000})
+    _, held, _, _ = book.advance({"c": 15_000})
     assert [(i.kind, i.brokers, i.opened_ms, i.closed_ms) for i in held] == [("offline", [2], 5100, None)]
-    _, closed, timeline = book.advance({"c": 30_000})
+    _, closed, timeline, _ = book.advance({"c": 30_000})
     assert [(i.opened_ms, i.closed_ms, i.offline_ms) for i in closed] == [(5100, 20_000, 5100)]
     lanes = [(i.kind, i.start_ms, i.end_ms) for i in timeline.intervals]
     assert ("fenced", 5100, 20_000) in lanes and ("offline", 5100, 20_000) in lanes

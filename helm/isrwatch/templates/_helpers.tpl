@@ -131,3 +131,17 @@ instead of installing a demo in place of the stream they describe. */}}
 {{- printf "%s/%s" (trimSuffix "/" .Values.stream.checkpoint.mountPath) (include "isrwatch.fullname" .) -}}
 {{- end -}}
 {{- end -}}
+
+{{/* The URL the alerts' runbook_url starts with (the API serves the runbook at /runbooks): prometheusRule.runbookBaseUrl,
+else the API's first ingress host (https with TLS), else its Service's in-cluster URL. */}}
+{{- define "isrwatch.runbookBaseUrl" -}}
+{{- $api := .Values.api -}}
+{{- if .Values.prometheusRule.runbookBaseUrl -}}
+{{- .Values.prometheusRule.runbookBaseUrl -}}
+{{- else if and $api.ingress.enabled $api.ingress.hosts -}}
+{{- printf "%s://%s" (ternary "https" "http" (not (empty $api.ingress.tls))) (first $api.ingress.hosts).host -}}
+{{- else -}}
+{{- $service := include "isrwatch.componentName" (dict "root" . "component" "api") -}}
+{{- printf "http://%s.%s.svc:%d" $service .Release.Namespace (int $api.service.port) -}}
+{{- end -}}
+{{- end -}}
