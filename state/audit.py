@@ -688,12 +688,15 @@ class Audit:
         return out, marks
 
     def marks(self) -> list[Marks]:
-        """The marks of the partitions touched since the last call, sorted."""
+        """The marks of the partitions touched since the last call, sorted. A partition's joins go with its splits
+        only (`split_since` reads no join but after a split): a LeaderAndIsr joins every audited partition, and the
+        driver need not hold them all. A split comes within the window of what it splits (its side was not yet due
+        at the last call), so the joins after it are still here when it goes."""
         out = []
         for key in sorted(self.touched):
             p = self.partitions.get(key)
-            if p is not None and (p.spans or p.splits or p.joins):
-                out.append(Marks(*key, list(p.spans), list(p.splits), list(p.joins)))
+            if p is not None and (p.spans or p.splits):
+                out.append(Marks(*key, list(p.spans), list(p.splits), list(p.joins) if p.splits else []))
         self.touched.clear()
         return out
 

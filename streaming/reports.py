@@ -153,7 +153,7 @@ class Report(Struct, array_like=True):
     records: list[PartitionRecord] = []
     as_of: list[int] = []  # the event time each record is exact at (its cluster's frontier here)
     counters: dict[str, int] = {}  # the engines' `Outputs.counters`: what changed nothing, as `kind.reason`
-    writes: list[IsrWrite] = []  # the model's audited ISR writes
+    writes: list[IsrWrite] = []  # the model's audited ISR writes: none from a key, which pairs them (`divergences`)
     observed: list[Observation | BrokerObserved] = []  # what brokers did (agent input)
     dead: list[DeadLetter] = []
     blob: bytes | None = None  # the bucket's state, only when replaying (to finish at --until)
@@ -161,7 +161,7 @@ class Report(Struct, array_like=True):
     clocks: list[ClockSample] = []  # the reporting brokers' clocks as this call's lines showed them (SPEC §6)
     states: list[PartitionHealth] = []  # partitions' health where it may have changed, for the incident book
     registrations: list[BrokerRegistration] = []  # the KRaft registrations brokers reported, for the incident book
-    resyncs: list[tuple[str, str, int, int]] = []  # the audited partitions' LeaderAndIsr decisions (`Outputs.resyncs`)
+    resyncs: list[tuple[str, str, int, int]] = []  # likewise the audited partitions' LeaderAndIsr decisions
     # The key's audit of its own partitions (`Audit.pair`): its ISR divergences, what the driver's batch verdicts
     # look back on, and the brokers it first audited (their batches are audited).
     divergences: list[IsrDivergence] = []

@@ -474,8 +474,8 @@ def absorb(
 ) -> None:
     """Add what the engine produced to the report: the records of the partitions the due events or the outputs
     touched whose rows are due (`records.row_due`: exact at the frontier, or where a partition applied past it is:
-    `exact`), each marked as shown in its partition, the decisions, ISR changes, ticks, writes, observations,
-    resyncs and counters (the model's ISR writes and resyncs stay here: `audit_own`)."""
+    `exact`), each marked as shown in its partition, the decisions, ISR changes, ticks, observations and counters
+    (the model's ISR writes and resyncs stay in the key, which audits them: `audit_own`)."""
     changed = {(ev.cluster, ev.topic, ev.partition) for ev in due if isinstance(ev, PartitionEvent)} | out.touched
     partitions, lag_ms, refresh_ms = engine.partitions, config.replica_lag_time_max_ms, config.partition_refresh_ms
     for k in sorted(changed):
