@@ -136,6 +136,18 @@ class BrokerAudit(Struct, kw_only=True):
         return self.sends[i] if i < len(self.sends) else None
 
 
+class Marks(Struct, array_like=True, frozen=True):
+    """What a batch's verdict looks back on of one partition (`shifted`, `split`), as a state key's pairing of its ISR
+    writes left it: the key sends it to the driver, which judges the batches (`Audit.take`)."""
+
+    cluster: str
+    topic: str
+    partition: int
+    spans: list[Span]
+    splits: list[int]
+    joins: list[int]
+
+
 class _AuditState(Struct, array_like=True):
     version: int
     partitions: dict[PartitionKey, PartitionAudit] = {}
@@ -554,9 +566,14 @@ class Audit:
         self.state = _AuditState(STATE_VERSION) if blob is None else _decode(blob)
         self.partitions = self.state.partitions
         self.brokers = self.state.brokers  # the brokers that report: their writes and batches are audited
+        self.touched: set[PartitionKey] = set()  # partitions whose marks may have changed (`marks`)
+        self.new_brokers: list[BrokerKey] = []  # brokers first audited here (a state key tells the driver)
 
     def to_bytes(self) -> bytes:
         return _encoder.encode(self.state)
+
+    def is_empty(self) -> bool:
+        return not (self.partitions or self.brokers)
 
     def pending(self) -> int:
         """Sides still waiting for a partner or for their cluster's time to pass the window."""
@@ -565,10 +582,16 @@ class Audit:
         )
 
     def _partition(self, cluster: str, topic: str, partition: int) -> PartitionAudit:
-        return self.partitions.setdefault((cluster, topic, partition), PartitionAudit())
+        key = (cluster, topic, partition)
+        self.touched.add(key)
+        return self.partitions.setdefault(key, PartitionAudit())
 
     def _broker(self, cluster: str, broker: int) -> BrokerAudit:
-        return self.brokers.setdefault((cluster, broker), BrokerAudit())
+        found = self.brokers.get((cluster, broker))
+        if found is None:
+            found = self.brokers[(cluster, broker)] = BrokerAudit()
+            self.new_brokers.append((cluster, broker))
+        return found
 
     def settles_at(self, w: IsrWrite, decided: int) -> int:
         """When the model's write was made, as far as its broker's requests show: its decision (`decided`); for the
@@ -590,11 +613,33 @@ class Audit:
         observed: Sequence[Observation | BrokerObserved] = (),
         batches: Iterable[Propagation] = (),
         resyncs: Iterable[tuple[str, str, int, int]] = (),
+        pair: bool = True,
     ) -> list[Divergence]:
         """Take new sides; ISR writes that find their partner are judged at once (batches wait for `advance`:
         their verdict may rest on ISR timing divergences not yet judged). Only the batches of brokers that
         report (whose writes are audited or who reported writes) are audited. `resyncs`: the (cluster, topic,
-        partition, ts) of the model's LeaderAndIsr decisions."""
+        partition, ts) of the model's LeaderAndIsr decisions. `pair=False`: the state keys paired the ISR writes
+        (`pair`), this takes only the batches."""
+        out = self.pair_writes(writes, observed, resyncs) if pair else []
+        for o in observed:
+            if isinstance(o, IsrChangePropagated):
+                self._broker(o.cluster, o.broker).propagated[o.ts] = o
+                self._record_sent(o, by_broker=True)
+        for b in batches:
+            broker = self.brokers.get((b.cluster, b.broker))
+            if broker is not None:
+                broker.batches[b.ts] = b
+                self._record_sent(b, by_broker=False)
+        return out
+
+    def pair_writes(
+        self,
+        writes: Iterable[IsrWrite],
+        observed: Sequence[Observation | BrokerObserved],
+        resyncs: Iterable[tuple[str, str, int, int]],
+    ) -> list[Divergence]:
+        """The partitions' side of `add`: the model's ISR writes and the brokers' paired as they come (a broker's
+        batches are `add`'s)."""
         out: list[Divergence] = []
         for o in observed:  # first: a proposal in this call is judged against its broker's requests (`settles_at`)
             if isinstance(o, AlterPartitionSent):
@@ -614,12 +659,8 @@ class Audit:
                 self._partition(o.event.cluster, o.event.topic, o.event.partition).commits[
                     (o.event.leader, o.event.partition_epoch)
                 ] = o.event.ts
-            if isinstance(o, AlterPartitionSent) or (isinstance(o, Observation) and not o.audited):
+            if not isinstance(o, Observation) or not o.audited:
                 continue  # a request is audited by its partitions' proposals; a commit by its proposal
-            if isinstance(o, IsrChangePropagated):
-                self._broker(o.cluster, o.broker).propagated[o.ts] = o
-                self._record_sent(o, by_broker=True)
-                continue
             ev = o.event
             self._broker(ev.cluster, ev.leader)
             p = self._partition(ev.cluster, ev.topic, ev.partition)
@@ -628,12 +669,47 @@ class Audit:
             mine = _meet((ev.leader, ev.partition_epoch), o, p.observed, p.writes, self.due)
             if mine is not None:
                 self._judge_pair(p, mine, o, out)
-        for b in batches:
-            broker = self.brokers.get((b.cluster, b.broker))
-            if broker is not None:
-                broker.batches[b.ts] = b
-                self._record_sent(b, by_broker=False)
         return out
+
+    def pair(
+        self,
+        writes: Iterable[IsrWrite],
+        observed: Sequence[Observation | BrokerObserved],
+        resyncs: Iterable[tuple[str, str, int, int]],
+        until: int | Mapping[str, int],
+    ) -> tuple[list[Divergence], list[Marks]]:
+        """A state key's audit of its own partitions (SPEC §7): their ISR writes paired as they come and judged once
+        `until` passes them, and the marks the driver's batch verdicts look back on (`take`), before the key forgets
+        what its later verdicts no longer need. The driver judges the batches: they are cluster-wide."""
+        out = self.pair_writes(writes, observed, resyncs)
+        self._judge_writes(until, out)
+        marks = self.marks()
+        self._prune(until)
+        return out, marks
+
+    def marks(self) -> list[Marks]:
+        """The marks of the partitions touched since the last call, sorted. A partition's joins go with its splits
+        only (`split_since` reads no join but after a split): a LeaderAndIsr joins every audited partition, and the
+        driver need not hold them all. A split comes within the window of what it splits (its side was not yet due
+        at the last call), so the joins after it are still here when it goes."""
+        out = []
+        for key in sorted(self.touched):
+            p = self.partitions.get(key)
+            if p is not None and (p.spans or p.splits):
+                out.append(Marks(*key, list(p.spans), list(p.splits), list(p.joins) if p.splits else []))
+        self.touched.clear()
+        return out
+
+    def take(self, marks: Iterable[Marks], brokers: Iterable[BrokerKey]) -> None:
+        """A state key's `pair`: the brokers it audits (their batches are audited) and its partitions' marks, added
+        to what the driver has of them (it forgets them at its own, later, horizon)."""
+        for cluster, broker in brokers:
+            self._broker(cluster, broker)
+        for m in marks:
+            p = self._partition(m.cluster, m.topic, m.partition)
+            p.spans = sorted(set(p.spans) | set(m.spans), key=lambda s: (s.lo, s.hi, s.leader))
+            p.splits = sorted(set(p.splits) | set(m.splits))
+            p.joins = sorted(set(p.joins) | set(m.joins))
 
     def _record_sent(self, batch: Propagation | IsrChangePropagated, by_broker: bool) -> None:
         for tp in batch.partitions:
@@ -643,32 +719,37 @@ class Audit:
         """Judge every side its cluster's time (`until`: one for all, or one per cluster) has passed by the
         window: ISR writes first, then batches; then forget what no later verdict looks back on."""
         out: list[Divergence] = []
-
-        def frontier(cluster: str) -> int | None:
-            return until if isinstance(until, int) else until.get(cluster)
-
-        for key in sorted(self.partitions):  # sorted: the same order whatever the arrival
-            at = frontier(key[0])
-            if at is not None:
-                self._judge_due_writes(self.partitions[key], at, out)
+        self._judge_writes(until, out)
         for (cluster, who), broker in sorted(self.brokers.items()):
-            at = frontier(cluster)
+            at = _at(until, cluster)
             for ts in sorted(set(broker.batches) | set(broker.propagated)):
                 if at is not None and ts + self.window < at:
                     self._judge_batch(
                         cluster, who, ts, broker.batches.pop(ts, None), broker.propagated.pop(ts, None), out
                     )
+        self._prune(until)
+        return out
+
+    def _judge_writes(self, until: int | Mapping[str, int], out: list[Divergence]) -> None:
+        for key in sorted(self.partitions):  # sorted: the same order whatever the arrival
+            at = _at(until, key[0])
+            p = self.partitions[key]
+            if at is not None and (p.writes or p.observed):
+                self.touched.add(key)
+                self._judge_due_writes(p, at, out)
+
+    def _prune(self, until: int | Mapping[str, int]) -> None:
+        """Forget what no later verdict looks back on."""
         for key, p in list(self.partitions.items()):
-            at = frontier(key[0])
+            at = _at(until, key[0])
             if at is not None:
                 p.prune(at - self.window - self.kept)
                 if p.is_empty():
                     del self.partitions[key]
         for (cluster, _), broker in self.brokers.items():
-            at = frontier(cluster)
+            at = _at(until, cluster)
             if at is not None:  # a write waits for a request at most SEND_HELD_MS (< kept)
                 del broker.sends[: bisect_left(broker.sends, at - self.window - self.kept)]
-        return out
 
     def due(self, side: IsrWrite | Observation) -> int:
         """When a side waiting for its partner is judged alone, once its cluster's time has passed it: the window
@@ -827,6 +908,11 @@ class Audit:
                 margin_ms=None if found is None else found.margin_ms,
             )
         )
+
+
+def _at(until: int | Mapping[str, int], cluster: str) -> int | None:
+    """`cluster`'s time in `until` (one for all, or one per cluster; None: not advanced)."""
+    return until if isinstance(until, int) else until.get(cluster)
 
 
 def sorted_divergences(divergences: Iterable[Divergence]) -> list[Divergence]:

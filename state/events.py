@@ -400,6 +400,18 @@ def parse_event(raw: bytes | str, seq: int, arrival: int = 0) -> Event | DeadLet
         return DeadLetter(raw=_text(raw), reason=f"invalid JSON: {exc}", field=None)
     if not (event.cluster in _CLUSTERS and getattr(event, "topic", None) in _TOPICS) and not _names_match(event):
         return _dead(raw, _strict_reason(raw))
+    if type(event) in _CROSS_CHECKED:  # most events (fetches) have no rule across their fields: one test per line
+        dead = _cross_checked(event, raw)
+        if dead is not None:
+            return dead
+    if event.seq is None:
+        event.seq = seq
+    event.arrival = arrival
+    return event
+
+
+def _cross_checked(event: Event, raw: bytes | str) -> DeadLetter | None:
+    """The dead letter of an event whose fields contradict each other (a rule no schema constraint states)."""
     if type(event) is LeaderAndIsr and len(set(event.replicas)) != len(event.replicas):
         return DeadLetter(raw=_text(raw), reason="replicas must be distinct broker ids", field="replicas", ts=event.ts)
     if type(event) is Append and event.check_ms is not None and event.check_ms < event.ts:
@@ -420,10 +432,10 @@ def parse_event(raw: bytes | str, seq: int, arrival: int = 0) -> Event | DeadLet
         if event.end_ms < event.ts:
             reason = f"end_ms: the run cannot end ({event.end_ms}) before it starts (ts {event.ts})"
             return DeadLetter(raw=_text(raw), reason=reason, field="end_ms", ts=event.ts)
-    if event.seq is None:
-        event.seq = seq
-    event.arrival = arrival
-    return event
+    return None
+
+
+_CROSS_CHECKED = frozenset((LeaderAndIsr, Append, AlterPartitionResponse, Tick))
 
 
 def sorts_at(event: Event) -> int:

@@ -271,12 +271,13 @@ class PartitionLookup(Protocol):
 def observe_alter_partition_sent(
     partitions: PartitionLookup, ev: AlterPartitionSent, out: Outputs, record: bool = True
 ) -> None:
-    """A leader's AlterPartition request (SPEC §7): recorded as it came (`record`: by one state key only, as every
-    key gets it), and the proposal of each partition held here observed for the audit as the broker's decision, with
-    the model's committed state: its kind against the committed ISR it is based on (the model's at the request's
-    base partition epoch, `based_on_isr`; else the model's current one)."""
+    """A leader's AlterPartition request (SPEC §7): observed as it came, for every key's audit (`Audit.settles_at`;
+    recorded for its managers by one state key only, `record`, as every key gets it: `recorded`), and the proposal
+    of each partition held here observed for the audit as the broker's decision, with the model's committed state:
+    its kind against the committed ISR it is based on (the model's at the request's base partition epoch,
+    `based_on_isr`; else the model's current one)."""
+    out.observed.append(replace(ev, arrival=0))  # its input position is no part of the record
     if record:
-        out.observed.append(replace(ev, arrival=0))  # its input position is no part of the record
         named = [(proposed.topic, proposed.partition) for proposed in ev.partitions if proposed.topic is not None]
         carried = tuple(named) if len(named) == len(ev.partitions) else None
         out.alter_partition.append(AlterPartitionSendSeen(*Order.of_event(ev), ev.cluster, ev.broker, carried=carried))
@@ -299,6 +300,12 @@ def observe_alter_partition_sent(
         out.observe(
             p, proposal, audited=not resends_item(p, ev.broker, proposed.leader_epoch, proposed.partition_epoch, isr)
         )
+
+
+def recorded(observed: list[Observation | BrokerObserved], owns_ticks: bool) -> list[Observation | BrokerObserved]:
+    """What of a state key's observations goes on to be recorded: every key observes a request for its own audit
+    (`observe_alter_partition_sent`), the key that owns the ticks alone records it."""
+    return observed if owns_ticks else [o for o in observed if type(o) is not AlterPartitionSent]
 
 
 def based_on_isr(p: Partition, partition_epoch: int) -> tuple[int, ...] | None:

@@ -113,7 +113,7 @@ def replay_events(
         "events": len(events),
         "events_after_until": len(engine.buffer),
         "until": until,
-        **summarize(result, len(engine.partitions), book, audit),
+        **summarize(result, len(engine.partitions), book, audit.pending()),
     }
     if clock:
         result.summary["engine_seconds"] = round(clock() - started, 3)

@@ -12,7 +12,7 @@ counter of `state.metrics`, carried under one name from the rule that counts it 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -112,13 +112,16 @@ def settle(
     managers: AlterPartitionBook | None = None,
     clocks: ClockBook | None = None,
     incidents: IncidentBook | None = None,
+    judged: Sequence[Divergence] | None = None,
 ) -> Settled:
     """Fold state keys' outputs into one step: the ISR changes and ticks go to the brokers' propagation
     book, which advances to `until` (one time, or one per cluster; None: the book only buffers); the model's
     ISR writes and batches and the brokers' observed writes go to the `audit`, which advances likewise; the
     leaders' AlterPartition proposals and answers go to their brokers' `managers`, likewise. The broker records
     carry the reporting brokers' clock offsets from `clocks`. The decisions and the partitions' health go to the
-    `incidents` book with the step's requests, brokers, divergences and batches, likewise (SPEC §8)."""
+    `incidents` book with the step's requests, brokers, divergences and batches, likewise (SPEC §8). `judged`: the
+    ISR divergences the state keys judged of their own partitions (`Audit.pair`); then the `audit` takes only the
+    batches (a one-pass replay pairs the writes here)."""
     settled = Settled()
     counters = settled.counters
     managers = AlterPartitionBook() if managers is None else managers
@@ -144,8 +147,10 @@ def settle(
     # What brokers did, as they reported it: a proposal observed for the audit is its request's, recorded once.
     settled.observed = [_reported(o) for o in observed if not _is_proposal(o)]
     divergences: list[Divergence] = []
+    if judged is not None:
+        divergences = list(judged)
     if audit is not None:
-        divergences = audit.add(writes, observed, resyncs=resyncs)
+        divergences += audit.add(writes, observed, resyncs=resyncs, pair=judged is None)
     if until is not None:
         settled.propagations = book.advance(until)
         settled.alter_partitions = managers.advance(until)
@@ -214,7 +219,7 @@ def by_reason(counters: Mapping[str, int], name: str) -> dict[str, int]:
     return dict(sorted((k[len(prefix) :], v) for k, v in counters.items() if v and k.startswith(prefix)))
 
 
-def summarize(settled: Settled, partitions: int, book: PropagationBook, audit: Audit) -> dict[str, Any]:
+def summarize(settled: Settled, partitions: int, book: PropagationBook, audit_pending: int) -> dict[str, Any]:
     """The counts every replay summary carries (summary.json), from a settled step over the whole input."""
     decisions, propagations, counters = settled.decisions, settled.propagations, settled.counters
     return {
@@ -233,7 +238,7 @@ def summarize(settled: Settled, partitions: int, book: PropagationBook, audit: A
         "ignored_ticks_by_reason": by_reason(counters, "ignored_ticks"),
         "observed_by_type": dict(sorted(Counter(type(o).__name__ for o in settled.observed).items())),
         "divergences_by_kind": dict(sorted(Counter(str(d.kind) for d in settled.divergences).items())),
-        "audit_pending": audit.pending(),
+        "audit_pending": audit_pending,
         **alter_partition_summary(settled),
     }
 

@@ -19,7 +19,9 @@ from isrwatch.state.engine import PartitionEngine
 from isrwatch.state.events import Event
 from isrwatch.state.incidents import IncidentBook, merge_incidents
 from isrwatch.state.metrics import LATE_EVENTS
+from isrwatch.state.partition import recorded
 from isrwatch.state.propagation import PropagationBook
+from isrwatch.state.records import Divergence
 from isrwatch.state.replay import ReplayResult
 from isrwatch.state.step import Settled, settle, summarize
 
@@ -84,7 +86,11 @@ class ReplayCollector:
         outputs = []
         records = []
         buffered = 0
+        audit = Audit(self.config, self.sink_blobs.get(AUDIT_BLOB))
+        judged: list[Divergence] = []
+        pending = 0
         for bucket, held in helds.items():
+            mine = []
             waiting: dict[str, list[Event]] = {}
             for chunk in held.pending:
                 waiting.setdefault(chunk.cluster, []).extend(chunk.events())
@@ -93,15 +99,28 @@ class ReplayCollector:
             for cluster in sorted(held.engines.keys() | waiting.keys()):
                 engine = PartitionEngine(self.config, held.engines.get(cluster), owns_ticks=bucket == self.first)
                 total.counters[LATE_EVENTS.tally] += engine.add(waiting.get(cluster, []))
-                outputs.append(engine.advance(end + 1))
+                mine.append(engine.advance(end + 1))
                 records.extend(engine.record(p) for p in engine.partitions.values())
                 buffered += len(engine.buffer)
+            # The key's audit of its own partitions, as the state function keeps it (`stateful.audit_own`).
+            own = Audit(self.config, held.audit)
+            divergences, marks = own.pair(
+                [w for o in mine for w in o.writes],
+                [x for o in mine for x in o.observed],
+                [r for o in mine for r in o.resyncs],
+                end + 1,
+            )
+            judged += divergences
+            audit.take(marks, own.new_brokers)
+            pending += own.pending()
+            for o in mine:
+                o.observed = recorded(o.observed, bucket == self.first)
+            outputs += mine
         book = PropagationBook(self.config, self.sink_blobs.get(BOOK_BLOB))
-        audit = Audit(self.config, self.sink_blobs.get(AUDIT_BLOB))
         managers = AlterPartitionBook(self.sink_blobs.get(MANAGERS_BLOB))
         clocks = ClockBook(self.sink_blobs.get(CLOCKS_BLOB))
         incidents = IncidentBook(self.config, self.sink_blobs.get(INCIDENTS_BLOB))
-        last = settle(book, outputs, end + 1, audit, managers, clocks, incidents)
+        last = settle(book, outputs, end + 1, audit, managers, clocks, incidents, judged)
         records.sort(key=lambda r: (r.cluster, r.topic, r.partition))
         result = ReplayResult(
             decisions=total.decisions + last.decisions,
@@ -123,7 +142,7 @@ class ReplayCollector:
             "events": self.events + self.after_until,
             "events_after_until": self.after_until + buffered,
             "until": end,
-            **summarize(result, len(records), book, audit),
+            **summarize(result, len(records), book, audit.pending() + pending),
             "late_events": result.counters[LATE_EVENTS.tally],
             "micro_batches": self.batches,
             "config": self.config.to_dict(),

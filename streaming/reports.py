@@ -6,19 +6,25 @@ import msgspec
 import pyarrow as pa
 from msgspec import Struct
 
+from isrwatch.state.audit import Marks
 from isrwatch.state.clock import ClockSample
-from isrwatch.state.events import BrokerObserved, BrokerRegistration, DeadLetter, Event
+from isrwatch.state.events import BrokerObserved, BrokerRegistration, DeadLetter, Event, IsrUpdated
 from isrwatch.state.records import (
     AlterPartitionAnswer,
     AlterPartitionSendSeen,
     AlterPartitionSubmit,
+    Cause,
     Decision,
+    Divergence,
+    DivergenceKind,
     IsrChange,
     IsrWrite,
     Observation,
     PartitionHealth,
     PartitionRecord,
     PropagationTick,
+    ProposedIsr,
+    ReplicaView,
 )
 from isrwatch.state.schedule import INF
 
@@ -26,8 +32,10 @@ REPORT_SCHEMA = "bucket int, report binary"
 STATE_SCHEMA = "blob binary"  # one msgpack blob (version inside): array fields crash PySpark's state schema
 # 4: jumps wait for corroboration (`Jump`, `BucketState.jumps`, `BucketState.brokers`); 5: brokers' own streams
 # (`BucketState.watermarks`, `BucketState.unbounded`); 6: partitions applied past their cluster's frontier
-# (`BucketState.ahead`)
-BUCKET_STATE_VERSION = 6
+# (`BucketState.ahead`); 7: the audit of the key's own partitions (`BucketState.audit`; version 6 is read: its
+# partitions' pending sides stay in the driver's audit, which still judges them)
+BUCKET_STATE_VERSION = 7
+READ_VERSIONS = (6, BUCKET_STATE_VERSION)
 
 
 _CODEC = "zstd"  # pyarrow's: fast, and the JVM moves a fraction of the bytes (docs/performance.md)
@@ -101,6 +109,34 @@ class BucketState(Struct, array_like=True):
     # cluster -> (topic, partition, sort time of its last event applied past the cluster's frontier): at or behind
     # it, a later event of that partition is late (`frontier.behind_partition`)
     ahead: dict[str, list[tuple[str, int, int]]] = {}
+    audit: bytes | None = None  # the audit of this key's partitions (`Audit.pair`), None while it holds nothing
+
+
+class IsrDivergence(Struct, array_like=True):
+    """An ISR write's `Divergence` as a state key reports it (`Audit.pair`): its model side can only be an ISR write,
+    which msgspec needs to know to decode it."""
+
+    ts: int
+    cluster: str
+    broker: int
+    kind: DivergenceKind
+    cause: Cause | None
+    topic: str | None
+    partition: int | None
+    partition_epoch: int | None
+    model: IsrWrite | None
+    observed: IsrUpdated | ProposedIsr | None
+    evidence: list[ReplicaView]
+    margin_ms: int | None
+
+    @classmethod
+    def of(cls, d: Divergence) -> IsrDivergence:
+        fields = msgspec.structs.asdict(d)
+        del fields["subject"]
+        return cls(**fields)
+
+    def divergence(self) -> Divergence:
+        return Divergence(subject="isr", **msgspec.structs.asdict(self))
 
 
 class Report(Struct, array_like=True):
@@ -117,7 +153,7 @@ class Report(Struct, array_like=True):
     records: list[PartitionRecord] = []
     as_of: list[int] = []  # the event time each record is exact at (its cluster's frontier here)
     counters: dict[str, int] = {}  # the engines' `Outputs.counters`: what changed nothing, as `kind.reason`
-    writes: list[IsrWrite] = []  # the model's audited ISR writes
+    writes: list[IsrWrite] = []  # the model's audited ISR writes: none from a key, which pairs them (`divergences`)
     observed: list[Observation | BrokerObserved] = []  # what brokers did (agent input)
     dead: list[DeadLetter] = []
     blob: bytes | None = None  # the bucket's state, only when replaying (to finish at --until)
@@ -125,7 +161,12 @@ class Report(Struct, array_like=True):
     clocks: list[ClockSample] = []  # the reporting brokers' clocks as this call's lines showed them (SPEC §6)
     states: list[PartitionHealth] = []  # partitions' health where it may have changed, for the incident book
     registrations: list[BrokerRegistration] = []  # the KRaft registrations brokers reported, for the incident book
-    resyncs: list[tuple[str, str, int, int]] = []  # the audited partitions' LeaderAndIsr decisions (`Outputs.resyncs`)
+    resyncs: list[tuple[str, str, int, int]] = []  # likewise the audited partitions' LeaderAndIsr decisions
+    # The key's audit of its own partitions (`Audit.pair`): its ISR divergences, what the driver's batch verdicts
+    # look back on, and the brokers it first audited (their batches are audited).
+    divergences: list[IsrDivergence] = []
+    marks: list[Marks] = []
+    audited: list[tuple[str, int]] = []
 
 
 # Module-level functions (not bound methods) so that Spark's closure pickling refers to them by name.
@@ -145,7 +186,9 @@ def decode_report(data: bytes) -> Report:
 
 def decode_bucket(data: bytes) -> BucketState:
     state = _bucket_decoder.decode(data)
-    if state.version != BUCKET_STATE_VERSION:
+    if state.version in READ_VERSIONS:
+        state.version = BUCKET_STATE_VERSION
+    else:
         raise ValueError(
             f"bucket state version {state.version} is not {BUCKET_STATE_VERSION}: this checkpoint was written by "
             "another isrwatch; start the new version with a new --checkpoint (and a new store)"

@@ -34,7 +34,7 @@ from isrwatch.state.config import Config
 from isrwatch.state.incidents import IncidentBook
 from isrwatch.state.metrics import LATE_EVENTS
 from isrwatch.state.propagation import PropagationBook
-from isrwatch.state.records import PartitionRecord
+from isrwatch.state.records import Divergence, PartitionRecord
 from isrwatch.state.schedule import INF
 from isrwatch.state.step import Settled, settle
 from isrwatch.store import StoreError, Writer
@@ -190,10 +190,13 @@ def settle_reports(
     frontiers = Frontiers.load(blobs.get(FRONTIERS_BLOB))
     clocks = ClockBook(blobs.get(CLOCKS_BLOB))
     incidents = IncidentBook(config, blobs.get(INCIDENTS_BLOB))
+    judged: list[Divergence] = []
     for r in reports:
         frontiers.report(r.bucket, r.frontiers)
         clocks.merge(r.clocks)
-    settled = settle(book, reports, frontiers.settled(), audit, managers, clocks, incidents)
+        audit.take(r.marks, r.audited)  # the keys paired their partitions' ISR writes: the batches are judged here
+        judged += (d.divergence() for d in r.divergences)
+    settled = settle(book, reports, frontiers.settled(), audit, managers, clocks, incidents, judged)
     for r in reports:
         settled.add_dead_letters(r.dead)
         settled.counters[LATE_EVENTS.tally] += sum(1 for d in r.dead if d.category == "late")

@@ -14,7 +14,7 @@ judge.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from itertools import pairwise
 
 import pandas as pd
@@ -60,13 +60,15 @@ def run_stateful(
     aborts: Iterable[int] = (),
     finish: bool = True,
     each_batch: Callable[[Settled], None] | None = None,
+    each_sink: Callable[[Mapping[str, bytes]], None] | None = None,
 ) -> ReplayResult:
     """Feed `lines` to the real state function in micro-batches cut before each index in `cuts`, each batch one
     file (a line without `seq` gets its number in that file), then finish at `until` as `isrwatch replay --engine
     spark` does. `received`: when every line arrived (None: trust the events' times). `aborts`: the micro-batches
     (0-based) that fail once after every key ran and the sink settled them, and run again from the prior state.
     `finish=False`: only what the micro-batches settled by themselves, as a live stream has it (no summary).
-    `each_batch`: sees what each micro-batch settled, as the store would take it."""
+    `each_batch`: sees what each micro-batch settled, as the store would take it; `each_sink`: the sink's state it
+    left (`sink.SINK_BLOBS`)."""
     raw_lines = list(lines)
     bucket_ids = list(range(buckets))
     step = state_function(config, bucket_ids, until, keep_blobs=True)
@@ -83,6 +85,8 @@ def run_stateful(
         settled = collector.add(_call(step, batch, blobs))
         if each_batch is not None:
             each_batch(settled)
+        if each_sink is not None:
+            each_sink(collector.sink_blobs)
     return collector.finish(until) if finish else ReplayResult(**vars(collector.total))
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import re
+from collections.abc import Mapping
 from operator import itemgetter
 from pathlib import Path
 
@@ -128,3 +129,32 @@ def test_the_stream_cut_line_by_line_finds_the_replays_divergences() -> None:
     replayed, streamed = run_local(events, **config), run_stateful(events, **config)
     assert streamed.divergences == replayed.divergences
     assert [(d["kind"], d["cause"]) for d in streamed.divergences] == [("timing", "in_flight")]
+
+
+def test_the_sink_keeps_no_partitions_sides_the_keys_pair_them() -> None:
+    """The audit's per-partition state lives with the partition (issue 29): each state key pairs and judges its own
+    partitions' ISR writes, so the sink's audit, between micro-batches, holds no write or broker write waiting for a
+    partner, only the batches and the marks their verdicts look back on; and the divergences are the replay's."""
+    from isrwatch.state.audit import Audit
+    from isrwatch.state.replay import replay_events
+    from isrwatch.streaming.sink import AUDIT_BLOB
+    from isrwatch.streaming.testing import run_stateful as stateful
+    from tests.state.helpers import lines_of, parse_all, stream_config
+
+    lines = [line for b in BROKERS for line in (DATA / f"broker{b}.events.jsonl").read_bytes().splitlines()]
+    events = sorted(
+        ({k: v for k, v in msgspec.json.decode(line).items() if k != "seq"} for line in lines), key=itemgetter("ts")
+    )
+    config = stream_config(events, {f.name: getattr(CONFIG, f.name) for f in dataclasses.fields(CONFIG)})
+    held: list[int] = []
+    batches: list[int] = []
+
+    def sink(blobs: Mapping[str, bytes]) -> None:
+        audit = Audit(config, blobs.get(AUDIT_BLOB))
+        held.append(sum(len(p.writes) + len(p.observed) for p in audit.partitions.values()))
+        batches.append(sum(len(b.batches) + len(b.propagated) for b in audit.brokers.values()))
+
+    streamed = stateful(lines_of(events), range(0, len(events), 40), config, buckets=4, each_sink=sink)
+    assert held and not any(held)
+    assert any(batches), "the sink judges the brokers' batches"
+    assert streamed.divergences == replay_events(parse_all(events), config).divergences
