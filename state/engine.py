@@ -1,8 +1,8 @@
 """The partition engine: one state key's partitions, advanced "up to W" in event time (SPEC §4, §6).
 
-Events may arrive in any order and in any cut; the engine buffers them and applies, in
-(ts, seq, arrival) order with scheduled isr-expiration checks interleaved, everything strictly
-before W; then, past W, each partition up to its own frontier (`advance_ahead`). Whatever the cut, the
+Events may arrive in any order and in any cut; the engine buffers them and applies them with one scheduler
+(`PartitionEngine.advance`), in (ts, seq, arrival) order with scheduled isr-expiration checks interleaved: everything
+strictly before W, the cluster's frontier, and past W each partition up to its own frontier. Whatever the cut, the
 outputs equal those of one pass over all events.
 """
 
@@ -68,6 +68,9 @@ _WHOLE = 3  # the version whose partitions are encoded in the state itself, one 
 
 
 RegistrationRow = tuple[str, int, int, Registration]  # (cluster, reporter or leader, broker id, registration)
+# How far past its cluster's frontier each partition may go (`PartitionEngine.advance`): its own frontier, and the
+# furthest any goes.
+Ahead = tuple[Callable[[Partition], int], int]
 
 
 class _GroupState(Struct, array_like=True):
@@ -230,52 +233,34 @@ class PartitionEngine:
         self.buffer.extend(fresh)
         return len(stateful) - len(fresh)
 
-    def advance(self, until: int, out: Outputs | None = None) -> Outputs:
-        """Apply every buffered event and scheduled check strictly before `until`."""
+    def advance(self, until: int, out: Outputs | None = None, ahead: Ahead | None = None) -> Outputs:
+        """The one scheduler (SPEC §6): apply the buffered events in (ts, seq, arrival) order, each once it is before
+        the frontier of every partition it reads or changes and nothing before it that changes those waits, with the
+        scheduled isr-expiration checks interleaved. `until` is the cluster's frontier, every partition's at least:
+        everything before it goes, in order. `ahead` (`of(p)`: a partition's own frontier, at or past `until`;
+        `limit`: the furthest any goes) lets each partition go on to its own: its own events (`_PARTITION_LOCAL`) go
+        while it is behind its frontier and nothing of it waits; a broker's tick goes once every partition it leads
+        does, or, keeping its rules, each that goes takes its share of the run (`checked_ahead`), unless a partition
+        state that waits moves a leadership to or from it; any other event waits, holding back what it changes
+        (`_holds_back`); a new run of a broker, an event that may change any partition and a scheduled check (it reads
+        them all) stop everything behind them. Without `ahead` every partition's frontier is `until`. `out.ahead`:
+        per partition applied past `until`, the time of its last event so (at or behind it, a later event of it is
+        late: `frontier.behind_partition`), and `out.exact` the event time its state is exact at."""
         out = out or Outputs()
-        if until <= self.applied_until:
-            return out
         buf = self.buffer
         buf.sort(key=_order)
+        cluster = max(until, self.applied_until)
+        moved = cluster > self.applied_until
         scheduled = self.interval > 0
-        done = 0
-        for ev in buf:
-            ts = sorts_at(ev)
-            if ts >= until:
-                break
-            if scheduled and self.next_check < ts:
-                self._run_checks_before(ts, out)
-            self._apply(ev, out)
-            done += 1
-        del buf[:done]
-        if scheduled:
-            self._run_checks_before(until, out)
-        self.applied_until = until
-        return out
-
-    def advance_ahead(
-        self, frontier_of: Callable[[Partition], int], limit: int, out: Outputs
-    ) -> tuple[dict[PartitionKey, int], dict[PartitionKey, int]]:
-        """Past the cluster's frontier (`applied_until`), apply each partition's own events (`_PARTITION_LOCAL`), in
-        order, up to its own frontier (`frontier_of`, SPEC §6), and nothing at or after `limit`: such an event reads its
-        partition and its leader's rules and metadata and changes its partition only. A broker's tick goes once every
-        partition it leads does, unless a partition state that waits moves a leadership to or from it. Any other event
-        waits for the cluster's frontier, holding back what it would change (`_holds_back`). A new run of a broker holds
-        back everything: it forgets what every partition held of it. Returns, per partition this applied, the time of
-        its last event applied (at or behind it, a later event of it is late: `frontier.behind_partition`) and the event
-        time its state is exact at."""
-        if self.interval > 0:
-            return {}, {}  # scheduled checks read every partition at once: the cluster's frontier alone
-        buf = self.buffer
-        buf.sort(key=_order)
+        frontier_of, limit = ahead if ahead is not None else (None, cluster)
         partitions = self.partitions
         waiting: dict[PartitionKey, int] = {}  # a partition's first event that waits, or its wait's cause, at
         led: dict[tuple[str, int | None], int] = {}  # a broker whose partitions wait: its rules or metadata, at
         moving: set[tuple[str, int | None]] = set()  # the brokers a partition state that waits moves a leadership of
         frontiers: dict[PartitionKey, int] = {}
-        applied: dict[PartitionKey, int] = {}
+        applied: dict[PartitionKey, int] = {}  # a partition applied past the cluster's frontier: its last event, at
         kept: list[Event] = []
-        end = limit
+        past = False  # the walk is past the cluster's frontier
 
         def goes(p: Partition, at: int) -> bool:
             """Whether `p` takes an event at `at` now: nothing of it waits, and its own frontier is past `at`."""
@@ -283,14 +268,25 @@ class PartitionEngine:
                 return False
             f = frontiers.get(p.key)
             if f is None:
-                f = frontiers[p.key] = frontier_of(p)
+                f = frontiers[p.key] = cluster if frontier_of is None else frontier_of(p)
             return at < f
 
         for i, ev in enumerate(buf):
             at = sorts_at(ev)
+            if at < cluster:  # before every partition's frontier: nothing before it waits
+                if scheduled and self.next_check < at:
+                    self._run_checks_before(at, out)
+                self._apply(ev, out)
+                continue
+            if not past:
+                past = True
+                if scheduled and moved:
+                    self._run_checks_before(cluster, out)
+                if scheduled:
+                    limit = min(limit, self.next_check)  # the next check reads every partition: none goes past it
             if at >= limit or self._restarts(ev):
                 kept += buf[i:]
-                end = min(end, at)
+                limit = at
                 break
             if type(ev) in _PARTITION_LOCAL:
                 key = (ev.cluster, ev.topic, ev.partition)  # type: ignore[union-attr]
@@ -329,23 +325,26 @@ class PartitionEngine:
                 held = _holds_back(ev)
                 if held is None:
                     kept += buf[i:]
-                    end = min(end, at)
+                    limit = at
                     break
                 for key in held[0]:
                     waiting.setdefault(key, at)
                 if type(ev) is LeaderAndIsr:
-                    moved = partitions.get((ev.cluster, ev.topic, ev.partition))
-                    moving.update({(ev.cluster, ev.leader), (ev.cluster, None if moved is None else moved.leader)})
+                    moved_p = partitions.get((ev.cluster, ev.topic, ev.partition))
+                    moving.update({(ev.cluster, ev.leader), (ev.cluster, None if moved_p is None else moved_p.leader)})
                 for broker in held[1]:
                     led.setdefault(broker, at)
             kept.append(ev)
+        if scheduled and moved and not past:
+            self._run_checks_before(cluster, out)
         self.buffer = kept
-        exact = {}
-        for key in applied:
+        self.applied_until = cluster
+        for key, at in applied.items():
             p = partitions[key]
-            until = min(frontier_of(p), end, waiting.get(key, end), led.get((p.cluster, p.leader), end))
-            exact[key] = max(until, self.applied_until)
-        return applied, exact
+            f = cluster if frontier_of is None else frontier_of(p)
+            out.ahead[key] = at
+            out.exact[key] = max(min(f, limit, waiting.get(key, limit), led.get((p.cluster, p.leader), limit)), cluster)
+        return out
 
     def _note_states(
         self,
@@ -627,7 +626,7 @@ _PARTITION_LOCAL = (Fetch, Append, IsrUpdated, AlterPartitionResponse)
 
 
 def _holds_back(ev: Event) -> tuple[list[PartitionKey], list[tuple[str, int | None]]] | None:
-    """What an event that is not `_PARTITION_LOCAL` changes, which waits for it (`PartitionEngine.advance_ahead`): the
+    """What an event that is not `_PARTITION_LOCAL` changes, which waits for it (`PartitionEngine.advance`): the
     partitions it changes, and the brokers whose rules or metadata it changes (the partitions they lead read them);
     None: it may change any partition (an event without a reporting broker, a cluster-wide registration). A
     propagation a broker reported changes nothing of the model, and a follower's copy of a partition's state nothing

@@ -143,7 +143,7 @@ class Partition(Struct, array_like=True, gc=False):
     # they do, each may still report as its leader (its Partition is the leader's until it applies the change).
     deposed: tuple[int, ...] = ()
     # The starts of its leader's isr-expiration runs whose tick checked it past its cluster's frontier
-    # (`PartitionEngine.advance_ahead`): when that tick is applied to the rest, it does not check this one again.
+    # (`PartitionEngine.advance`): when that tick is applied to the rest, it does not check this one again.
     checked_ahead: tuple[int, ...] = ()
     shown: Shown | None = None  # what its stored row shows (`records.row_due`): the state key writes it when due
 
@@ -177,6 +177,8 @@ class Outputs:
         "states",
         "registrations",
         "resyncs",
+        "ahead",
+        "exact",
     )
 
     def __init__(self) -> None:
@@ -196,6 +198,10 @@ class Outputs:
         # (cluster, topic, partition, ts) of the LeaderAndIsr decisions of audited partitions: each gives both sides
         # of the audit the controller's state (`Audit.add`); a partition no broker reports on costs the audit nothing.
         self.resyncs: list[tuple[str, str, int, int]] = []
+        # Per partition the scheduler applied past its cluster's frontier (`PartitionEngine.advance`): the sort time of
+        # its last event applied so, and the event time its state is exact at.
+        self.ahead: dict[PartitionKey, int] = {}
+        self.exact: dict[PartitionKey, int] = {}
 
     def count(self, kind: Metric, reason: str) -> None:
         """Count under `kind.reason` an input the rules took and that changed nothing, or an ISR update that failed:

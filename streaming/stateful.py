@@ -431,10 +431,11 @@ def run_engine(
     ahead: Ahead | None,
 ) -> tuple[PartitionEngine, Outputs, list[Fetch], list[Behind], dict[PartitionKey, int]]:
     """Apply the fetches behind the frontier that are caught-up repeats (before anything of this call: each comes
-    before its partition's next event), then the cluster's due events and scheduled checks up to its frontier, then
-    each partition's own events and its leader's ticks up to its own frontier (`ahead`, `advance_ahead`); the engine
-    goes back into `held` once `absorb` has marked the rows it writes. Returns the fetches behind the frontier it
-    took, those it refused (late), and where each partition applied past the frontier is exact."""
+    before its partition's next event), then, with the one scheduler (`PartitionEngine.advance`), the cluster's due
+    events and scheduled checks up to its frontier and each partition's own events and its leader's ticks up to its
+    own frontier (`ahead`); the engine goes back into `held` once `absorb` has marked the rows it writes. Returns the
+    fetches behind the frontier it took, those it refused (late), and where each partition applied past the frontier
+    is exact."""
     engine = PartitionEngine(config, held.engines.get(cluster), owns_ticks=first)
     out = Outputs()
     taken: list[Fetch] = []
@@ -445,11 +446,8 @@ def run_engine(
         else:
             refused.append(b)
     engine.add(due)
-    engine.advance(frontier, out)
-    applied: dict[PartitionKey, int] = {}
-    exact: dict[PartitionKey, int] = {}
-    if ahead is not None:
-        applied, exact = engine.advance_ahead(ahead.of, ahead.limit, out)
+    engine.advance(frontier, out, ahead)
+    applied, exact = out.ahead, out.exact
     bounds = {(t, p): at for t, p, at in held.ahead.get(cluster, ()) if at >= frontier}
     bounds.update({(t, p): at for (_, t, p), at in applied.items()})
     held.ahead[cluster] = [(t, p, at) for (t, p), at in bounds.items()]

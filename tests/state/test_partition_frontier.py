@@ -1,6 +1,6 @@
 """Each partition on the streams of the brokers acting on it (SPEC §6, `frontier.partition_frontier`): past its
-cluster's frontier the engine applies a partition's fetches and appends up to where its leader's, ISR's and ELR's
-streams have passed (`PartitionEngine.advance_ahead`), so a follower that every leader shrank out, resumed behind the
+cluster's frontier the one scheduler (`PartitionEngine.advance`) applies a partition's fetches and appends up to where
+its leader's, ISR's and ELR's streams have passed, so a follower that every leader shrank out, resumed behind the
 others, holds back only what it acts on. Whatever it applied ahead, the outputs equal a one-pass replay's."""
 
 from __future__ import annotations
@@ -37,9 +37,8 @@ def start() -> list[dict]:
 def ahead(events: list[dict]) -> tuple[PartitionEngine, Outputs, dict, dict]:
     engine = PartitionEngine(AGENT)
     engine.add(parse_all(events))
-    out = engine.advance(CLUSTER)
-    applied, exact = engine.advance_ahead(frontier_of, max(PASSED.values()) + 1, out)
-    return engine, out, applied, exact
+    out = engine.advance(CLUSTER, ahead=(frontier_of, max(PASSED.values()) + 1))
+    return engine, out, dict(out.ahead), dict(out.exact)
 
 
 def isr_changes(out: Outputs) -> list[tuple[int, str, list[int]]]:
