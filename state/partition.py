@@ -119,7 +119,8 @@ class Partition(Struct, array_like=True, gc=False):
     pending_since_ms: int | None = None
     # The brokers whose AlterPartition managers still hold an item for it: submitted, not answered (each broker's
     # unsentIsrUpdates): a new leader's manager holds nothing of what an old leader proposed, and an old leader's
-    # still holds its item if the leadership comes back before the answer.
+    # still holds its item if the leadership comes back before the answer. The one owner of "is an item held"
+    # (`submit_alter_partition`); the managers' book (`state.alter_partition`) takes every submit it lets through.
     held_by: tuple[int, ...] = ()
     elr: tuple[int, ...] | None = None
     last_known_elr: tuple[int, ...] | None = None
@@ -504,10 +505,12 @@ def prepare_isr_change(
 
 
 def submit_alter_partition(p: Partition, at: Order, out: Outputs) -> bool:
-    """DefaultAlterPartitionManager.submit (AlterPartitionManager@3.9.0-rc3 L155-170): one item per partition. While
-    the manager still holds the partition's previous item (sent before new metadata moved the partition on, not
-    answered yet: items leave it only with their answer, L364) the new one fails at once with
-    OPERATION_NOT_ATTEMPTED, which reverts the partition to its committed state (Partition@3.9.0-rc3 L1898-1910)."""
+    """DefaultAlterPartitionManager.submit (AlterPartitionManager@3.9.0-rc3 L155-170): one item per partition, as
+    `unsentIsrUpdates.putIfAbsent` keeps it (L162-167); the partition owns that map's entry for itself (`held_by`),
+    so the managers' book does not check it again. While the manager still holds the partition's previous item (sent
+    before new metadata moved the partition on, not answered yet: items leave it only with their answer, L364) the
+    new one fails at once with OPERATION_NOT_ATTEMPTED, which reverts the partition to its committed state
+    (Partition@3.9.0-rc3 L1898-1910)."""
     assert p.leader is not None
     if p.leader in p.held_by:
         revert_isr_change(p)
