@@ -9,8 +9,8 @@ outputs equal those of one pass over all events.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
-from typing import cast
+from collections.abc import Callable, Iterator
+from typing import Any, cast
 
 import msgspec
 from msgspec import Struct
@@ -41,6 +41,7 @@ from .partition import (
     Partition,
     PartitionKey,
     Registration,
+    acting_brokers,
     append_to_leader,
     become_leader_or_follower,
     caught_up_repeat,
@@ -62,15 +63,17 @@ from .records import DecisionKind, PartitionRecord, PropagationTick
 from .schedule import INF, first_at_or_after
 
 # 3: a partition's AlterPartition items are held by brokers; registrations as each broker has them. 4: partitions in
-# pages (`paged.Page`), decoded only when a call touches them; a state of version 3 is read as it is.
-STATE_VERSION = 4
+# pages (`paged.Page`), decoded only when a call touches them. 5: the deposed leaders and the runs checked ahead kept by
+# the engine (only the scheduler and the frontier read them), not in each partition. Versions 3 and 4 are read.
+STATE_VERSION = 5
 _WHOLE = 3  # the version whose partitions are encoded in the state itself, one by one
+_PAGED = 4  # the version whose pages and partitions still held `deposed` and `checked_ahead` (`_legacy_partitions`)
 
 
 RegistrationRow = tuple[str, int, int, Registration]  # (cluster, reporter or leader, broker id, registration)
-# How far past its cluster's frontier each partition may go (`PartitionEngine.advance`): its own frontier, and the
-# furthest any goes.
-Ahead = tuple[Callable[[Partition], int], int]
+# How far past its cluster's frontier each partition may go (`PartitionEngine.advance`): its own frontier given the
+# brokers acting on it (`PartitionEngine.acting_brokers`), and the furthest any goes.
+Ahead = tuple[Callable[[frozenset[int]], int], int]
 
 
 class _GroupState(Struct, array_like=True):
@@ -86,12 +89,27 @@ class _GroupState(Struct, array_like=True):
     registrations: list[RegistrationRow] = []  # (cluster, reporter, broker id, its registration)
     last_seen: list[tuple[str, int, int]] = []  # (cluster, broker, ts of its last event with a seq)
     fenced: list[RegistrationRow] = []  # (cluster, leader, broker id, fenced): `Registrations.fence`
+    deposed: list[tuple[str, str, int, tuple[int, ...]]] = []  # (cluster, topic, partition, its deposed leaders)
+    checked_ahead: list[tuple[str, str, int, tuple[int, ...]]] = []  # (cluster, topic, partition, runs checked ahead)
+
+
+class _PageV4(Struct, array_like=True):
+    """A page as version 4 wrote it: with a flag for a run checked ahead in it."""
+
+    count: int
+    eligible: int
+    checked_ahead: bool
+    partitions: msgspec.Raw
 
 
 _encoder = msgspec.msgpack.Encoder()
 _decoder = msgspec.msgpack.Decoder(_GroupState)
 _page_decoder = msgspec.msgpack.Decoder(Page)
-_partition_decoder = msgspec.msgpack.Decoder(Partition)
+_legacy_page_decoder = msgspec.msgpack.Decoder(_PageV4)
+_row_decoder = msgspec.msgpack.Decoder(list[Any])
+_rows_decoder = msgspec.msgpack.Decoder(list[list[Any]])
+# Where versions 3 and 4 kept `deposed` and `checked_ahead` in a partition: just before `shown`.
+_LEGACY_AT = Partition.__struct_fields__.index("shown")
 
 
 class Registrations:
@@ -185,15 +203,24 @@ class PartitionEngine:
         self.registrations = Registrations()
         # The time of each reporting broker's last event here: a later event of a new run of it is a restart.
         self.last_seen: dict[tuple[str, int], int] = {}
+        # The leaders a new state moved each partition away from that have not reported that state yet (`_depose`):
+        # until they do, each may still report as its leader (its Partition is the leader's until it applies the
+        # change), so its stream still acts on the partition (`acting_brokers`). Only the frontier reads it.
+        self.deposed: dict[PartitionKey, tuple[int, ...]] = {}
+        # The starts of a leader's isr-expiration runs whose share a partition took past its cluster's frontier
+        # (`_check_ahead`): when that tick is applied to the rest, it does not check the partition again.
+        self.checked_ahead: dict[PartitionKey, tuple[int, ...]] = {}
         self._configs: dict[tuple[str, str], Config] = {(config.kafka_version, config.isr_protocol): config}
         if blob is not None:
             state = _decoder.decode(blob)
-            if state.version not in (_WHOLE, STATE_VERSION):
+            if state.version not in (_WHOLE, _PAGED, STATE_VERSION):
                 raise ValueError(f"partition state version {state.version} is not {STATE_VERSION}")
             if state.version == STATE_VERSION:
                 self.partitions = Partitions([_page_decoder.decode(raw) for raw in state.partitions])
+                self.deposed = {(c, t, n): d for c, t, n, d in state.deposed}
+                self.checked_ahead = {(c, t, n): runs for c, t, n, runs in state.checked_ahead}
             else:
-                self.partitions = Partitions(whole=(_partition_decoder.decode(raw) for raw in state.partitions))
+                self.partitions = Partitions(whole=self._legacy_partitions(state))
             self.buffer = state.buffer
             self.applied_until = state.applied_until
             self.next_check = state.next_check
@@ -221,8 +248,27 @@ class PartitionEngine:
                 reported,
                 [(c, b, ts) for (c, b), ts in self.last_seen.items()],
                 fenced,
+                [(c, t, n, d) for (c, t, n), d in self.deposed.items()],
+                [(c, t, n, runs) for (c, t, n), runs in self.checked_ahead.items()],
             )
         )
+
+    def _legacy_partitions(self, state: _GroupState) -> Iterator[Partition]:
+        """The partitions of a version 3 (one by one) or 4 (in pages) state, whose partitions held their deposed
+        leaders and runs checked ahead (at `_LEGACY_AT`): those go to the engine."""
+        if state.version == _WHOLE:
+            rows = [_row_decoder.decode(raw) for raw in state.partitions]
+        else:
+            pages = (_legacy_page_decoder.decode(raw) for raw in state.partitions)
+            rows = [row for page in pages for row in _rows_decoder.decode(page.partitions)]
+        for row in rows:
+            kept = row[_LEGACY_AT : _LEGACY_AT + 2]  # none in a partition written before they were
+            del row[_LEGACY_AT : _LEGACY_AT + 2]
+            p = msgspec.convert(row, Partition)
+            for table, runs in zip((self.deposed, self.checked_ahead), kept, strict=False):
+                if runs:
+                    table[p.key] = tuple(runs)
+            yield p
 
     def add(self, events: list[Event]) -> int:
         """Buffer events; returns how many were late (before what was already applied) and dropped. A watermark
@@ -268,7 +314,7 @@ class PartitionEngine:
                 return False
             f = frontiers.get(p.key)
             if f is None:
-                f = frontiers[p.key] = cluster if frontier_of is None else frontier_of(p)
+                f = frontiers[p.key] = cluster if frontier_of is None else frontier_of(self.acting_brokers(p))
             return at < f
 
         for i, ev in enumerate(buf):
@@ -341,7 +387,7 @@ class PartitionEngine:
         self.applied_until = cluster
         for key, at in applied.items():
             p = partitions[key]
-            f = cluster if frontier_of is None else frontier_of(p)
+            f = cluster if frontier_of is None else frontier_of(self.acting_brokers(p))
             out.ahead[key] = at
             out.exact[key] = max(min(f, limit, waiting.get(key, limit), led.get((p.cluster, p.leader), limit)), cluster)
         return out
@@ -401,6 +447,7 @@ class PartitionEngine:
                 leader_reports_writes(p)
             for replica in removed_by_controller(p, *before):
                 self.registrations.fence(p.cluster, ev.leader, replica)
+            self._depose(p, ev, before[0])
             self._note_states(out, mark, leader_before=before[0])
         elif type(ev) is Tick:
             self._tick(ev, out)
@@ -454,8 +501,39 @@ class PartitionEngine:
             for p in self.partitions.values():
                 if p.cluster == cluster:
                     forget_partition(p, broker)
+            for pk, deposed in list(self.deposed.items()):  # its new run leads nothing until its metadata says so
+                if pk[0] == cluster and broker in deposed:
+                    self._set(self.deposed, pk, tuple(b for b in deposed if b != broker))
         if last is None or ts > last:  # an event applied ahead of its cluster's frontier may have come first
             self.last_seen[key] = ts
+
+    def _depose(self, p: Partition, ev: LeaderAndIsr, leader_before: int | None) -> None:
+        """A new state moved `p` away from its leader: the deposed leader acts on it until it reports that state or a
+        later one (its follower's copy: ReplicaManager.makeFollowers ends its leadership; KRaft: applyDelta) or
+        restarts (`_saw`), so its stream still holds the partition back (`acting_brokers`). Only the partition's own
+        frontier reads this; it changes no decision and no record."""
+        key, deposed = p.key, self.deposed.get(p.key, ())
+        if follower_copy(ev):
+            if ev.broker in deposed and ev.leader_epoch >= p.leader_epoch:
+                self._set(self.deposed, key, tuple(b for b in deposed if b != ev.broker))
+            return
+        if leader_before is not None and leader_before >= 0 and p.leader != leader_before:
+            deposed = tuple(sorted({*deposed, leader_before}))
+        self._set(self.deposed, key, tuple(b for b in deposed if b != p.leader))
+
+    @staticmethod
+    def _set(table: dict[PartitionKey, tuple[int, ...]], key: PartitionKey, value: tuple[int, ...]) -> None:
+        """`table[key] = value`, kept only while not empty (`deposed`, `checked_ahead`)."""
+        if value:
+            table[key] = value
+        else:
+            table.pop(key, None)
+
+    def acting_brokers(self, p: Partition) -> frozenset[int]:
+        """The brokers whose streams can still change `p` (`partition.acting_brokers`), with its deposed leaders."""
+        acting = acting_brokers(p)
+        deposed = self.deposed.get(p.key)
+        return acting.union(deposed) if deposed else acting
 
     def _restarts(self, ev: Event) -> bool:
         """Whether `ev` is the first event of a new run of its broker (`restarted`)."""
@@ -537,11 +615,11 @@ class PartitionEngine:
         leads: that broker's own run, which ended at `run_end_ms`); returns the next eligible time (of every
         partition, as the scheduled checks keep it: the pages it skips count theirs whatever `cluster` and `broker`)."""
         read, next_eligible = self.partitions.checked_at(now)
+        taken = () if broker is None or cluster is None else self._shares_taken(cluster, broker, now)
         for p in read:
             if (cluster is None or p.cluster == cluster) and (broker is None or p.leader == broker) and p.hosted:
                 if broker is not None:
-                    if now in p.checked_ahead:  # its share of this run went past the cluster's frontier
-                        p.checked_ahead = tuple(t for t in p.checked_ahead if t != now)
+                    if p.key in taken:  # its share of this run went past the cluster's frontier
                         continue
                     if p.checked_in_run == now:
                         continue  # this run checked it already, at its append's check_ms
@@ -550,6 +628,18 @@ class PartitionEngine:
                     next_eligible = eligible
         return next_eligible
 
+    def _shares_taken(self, cluster: str, broker: int, now: int) -> set[PartitionKey]:
+        """The partitions of `broker` that took their share of its run at `now` past the cluster's frontier
+        (`_check_ahead`): the run, applied to the rest, skips them, and they forget it."""
+        partitions = self.partitions
+        taken = {
+            key for key, runs in self.checked_ahead.items()
+            if key[0] == cluster and now in runs and partitions[key].leader == broker
+        }  # fmt: skip
+        for key in taken:
+            self._set(self.checked_ahead, key, tuple(t for t in self.checked_ahead[key] if t != now))
+        return taken
+
     def _check_partition(self, p: Partition, now: int, out: Outputs, at: Order, run_end_ms: int | None) -> int:
         """One partition's isr-expiration check at `now` under its leader's rules; returns its next eligible time."""
         config = self._leader_config(p) if self.kafka_versions or self.isr_protocols else self.config
@@ -557,7 +647,7 @@ class PartitionEngine:
 
     def _check_ahead(self, p: Partition, tick: Tick, out: Outputs) -> None:
         """`p`'s share of its leader's isr-expiration run (`tick`), past the cluster's frontier: the tick, applied to
-        the rest later, skips it (`Partition.checked_ahead`)."""
+        the rest later, skips it (`checked_ahead`)."""
         if not p.hosted:
             return  # the run skips it, here and when the tick comes
         if p.checked_in_run != tick.ts:
@@ -565,7 +655,7 @@ class PartitionEngine:
             self._check_partition(p, tick.ts, out, Order.of_event(tick), tick.end_ms)
             if len(out.decisions) > mark:
                 self._note_states(out, mark)
-        p.checked_ahead = (*p.checked_ahead, tick.ts)
+        self.checked_ahead[p.key] = (*self.checked_ahead.get(p.key, ()), tick.ts)
 
     def _keeps_rules(self, tick: Tick) -> bool:
         """Whether `tick` tells its broker's Kafka version and ISR protocol as they are (or not at all): then what

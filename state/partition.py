@@ -140,12 +140,6 @@ class Partition(Struct, array_like=True, gc=False):
     # The committed ISR the current partition epoch replaced, with its epoch (`commit_isr`): what a leader's proposal
     # from that epoch was based on (`observe_alter_partition_sent`).
     previous_isr: tuple[int, tuple[int, ...]] | None = None
-    # Leaders a new state moved it away from that have not reported that state yet (`deposed_leader_learned`): until
-    # they do, each may still report as its leader (its Partition is the leader's until it applies the change).
-    deposed: tuple[int, ...] = ()
-    # The starts of its leader's isr-expiration runs whose tick checked it past its cluster's frontier
-    # (`PartitionEngine.advance`): when that tick is applied to the rest, it does not check this one again.
-    checked_ahead: tuple[int, ...] = ()
     shown: Shown | None = None  # what its stored row shows (`records.row_due`): the state key writes it when due
 
     def follower(self, replica: int) -> Follower | None:
@@ -393,14 +387,14 @@ def acting_brokers(p: Partition) -> frozenset[int]:
     election picks the next leader, who reports its new state (KRaft: PartitionChangeBuilder@4.4 L318-321
     isValidNewLeader, the ISR or, when it is empty, the ELR; unclean, any live replica, L256-316; ZooKeeper:
     Election.scala@3.9.0-rc3 L28-45, the ISR unless unclean election is enabled); the brokers whose AlterPartition
-    managers hold its item, and the one whose request carried it (`forget_partition`: their restart changes `p`); a
-    deposed leader until it reports the new state (`deposed_leader_learned`): until then it may report as the leader.
-    A partition without a leader (offline, or no state yet) may be reported by any of its replicas. Another replica
-    reports nothing of `p` that changes it: a follower's copy of its state only counts (`follower_copy`), and it
-    can lead `p` only through an unclean election (`frontier.behind_partition`)."""
+    managers hold its item, and the one whose request carried it (`forget_partition`: their restart changes `p`); the
+    engine adds a deposed leader until it reports the new state (`PartitionEngine.acting_brokers`): until then it
+    may report as the leader. A partition without a leader (offline, or no state yet) may be reported by any of its
+    replicas. Another replica reports nothing of `p` that changes it: a follower's copy of its state only counts
+    (`follower_copy`), and it can lead `p` only through an unclean election (`frontier.behind_partition`)."""
     if p.leader is None or p.leader < 0:
         return frozenset(p.replicas)
-    acting = {p.leader, *p.isr, *maximal_isr(p), *p.held_by, *p.deposed, *(p.elr or ()), *(p.last_known_elr or ())}
+    acting = {p.leader, *p.isr, *maximal_isr(p), *p.held_by, *(p.elr or ()), *(p.last_known_elr or ())}
     if p.sent_item is not None:
         acting.add(p.sent_item[0])
     return frozenset(acting)
@@ -688,7 +682,6 @@ def become_leader_or_follower(
     """
     if ev.broker is not None:
         if follower_copy(ev):
-            deposed_leader_learned(p, ev)
             out.count(IGNORED_LEADER_AND_ISR, "follower_copy")
             return
         if _same_state(p, ev) and not drops_pending(p, config) and not fresh_partition(p, ev):
@@ -710,15 +703,6 @@ def become_leader_or_follower(
         out.count(IGNORED_LEADER_AND_ISR, "stale_partition_epoch")
         return
     make_leader(p, ev, config, out, brokers)
-
-
-def deposed_leader_learned(p: Partition, ev: LeaderAndIsr) -> None:
-    """A deposed leader reported the state that moved the partition away from it, or a later one: from here on it no
-    longer reports as the partition's leader (ReplicaManager.makeFollowers ends its leadership; KRaft: applyDelta),
-    so its stream no longer holds the partition back (`acting_brokers`). Only the partition's own frontier reads
-    this; it changes no decision and no record."""
-    if ev.broker in p.deposed and ev.leader_epoch >= p.leader_epoch:
-        p.deposed = tuple(b for b in p.deposed if b != ev.broker)
 
 
 def follower_copy(ev: LeaderAndIsr) -> bool:
@@ -754,7 +738,6 @@ def forget_partition(p: Partition, broker: int) -> None:
         p.hosted = False
         revert_isr_change(p)
     p.held_by = tuple(b for b in p.held_by if b != broker)
-    p.deposed = tuple(b for b in p.deposed if b != broker)
     if p.sent_item is not None and p.sent_item[0] == broker:
         p.sent_item = None
 
@@ -828,10 +811,6 @@ def make_leader(p: Partition, ev: LeaderAndIsr, config: Config, out: Outputs, br
     isr_before = p.isr
     fresh = fresh_partition(p, ev)
     new_leader = ev.leader != p.leader or fresh
-    if p.leader is not None and p.leader >= 0 and ev.leader != p.leader:
-        p.deposed = tuple(sorted({*p.deposed, p.leader}))
-    if ev.leader in p.deposed:
-        p.deposed = tuple(b for b in p.deposed if b != ev.leader)
     new_epoch = ev.leader_epoch > p.leader_epoch or fresh
     leader_leo = p.leader_leo if ev.leader_leo is None else ev.leader_leo
     isr = tuple(sorted(set(ev.isr)))

@@ -46,7 +46,7 @@ from isrwatch.state.events import (
     witnesses,
 )
 from isrwatch.state.frontier import behind_partition, cluster_frontier, partition_frontier, streams_passed
-from isrwatch.state.partition import Outputs, Partition, PartitionKey, acting_brokers, follower_copy
+from isrwatch.state.partition import Outputs, PartitionKey, follower_copy
 from isrwatch.state.records import row_due, shown
 from isrwatch.state.schedule import INF
 
@@ -124,9 +124,10 @@ def frontier_of(held: BucketState, cluster: str, config: Config) -> int:
 
 class Ahead(NamedTuple):
     """How far past its cluster's frontier a key may apply each partition (SPEC §6, `frontier.partition_frontier`):
-    `of(p)` its own frontier, `limit` the furthest any can go (the most advanced broker's stream)."""
+    `of(acting)` a partition's own frontier given the brokers acting on it (`PartitionEngine.acting_brokers`), `limit`
+    the furthest any can go (the most advanced broker's stream)."""
 
-    of: Callable[[Partition], int]
+    of: Callable[[frozenset[int]], int]
     limit: int
 
 
@@ -139,8 +140,7 @@ def ahead_of(held: BucketState, cluster: str, config: Config, frontier: int) -> 
     fallback, margin = held.newest[cluster] - config.allowed_lateness_ms, config.broker_rejoin_margin_ms
     known: dict[frozenset[int], int] = {}
 
-    def of(p: Partition) -> int:
-        acting = acting_brokers(p)
+    def of(acting: frozenset[int]) -> int:
         f = known.get(acting)
         if f is None:
             f = known[acting] = partition_frontier(acting, passed, fallback, margin, frontier)
