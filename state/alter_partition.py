@@ -4,7 +4,8 @@ A leader broker that proposes its ISR changes to the controller sends them throu
 queue with one entry per partition, one request is in flight at a time, and when its answer arrives the next request
 goes at once with everything queued meanwhile: no linger, no check interval, no max delay
 (AlterPartitionManager@3.9.0-rc3 L142-180, L224-231; @4.3.1 L104-142). The partitions' own states (pending,
-committed, reverted) live with the partitions (`state.partition`); a manager only tells which proposals went in which
+committed, reverted) live with the partitions (`state.partition`), and so does whether a manager holds a partition's
+item (`Partition.held_by`, Kafka's `unsentIsrUpdates.putIfAbsent`); a manager only tells which proposals went in which
 request, when, and what each got back. Like the propagation book, `AlterPartitionBook` is fed in any order and cut
 and advances each cluster "up to W" in its own event time (SPEC §6), giving the requests of one pass.
 """
@@ -105,10 +106,7 @@ class AlterPartitionBook:
                     manager = managers.brokers[item.broker] = Manager(item.cluster, item.broker, [])
                 manager.last_ts = item.ts
                 if isinstance(item, AlterPartitionSubmit):
-                    if holds(manager, item):
-                        self.ignored["already_held"] += 1  # the partition's guard missed it: Kafka's putIfAbsent
-                    else:
-                        submit(manager, item)
+                    submit(manager, item)
                 elif isinstance(item, AlterPartitionSendSeen):
                     send_when_handled(manager, item)
                 else:
@@ -236,19 +234,12 @@ def _place(item: Item) -> tuple[object, str, int]:
     return (item.order, item.topic, item.partition)
 
 
-def holds(manager: Manager, proposal: AlterPartitionSubmit) -> bool:
-    """Whether the manager's queue already holds an item of the proposal's partition: `unsentIsrUpdates.putIfAbsent`
-    refuses a second one (AlterPartitionManager@3.9.0-rc3 L162-167), so a request never carries a partition twice.
-    The partition refuses it first (`held_by`), also while its item is in flight; the in-flight request is not
-    looked at here, as a retry reaches the book just before the answer that takes its item out (`_place`)."""
-    key = (proposal.topic, proposal.partition)
-    return any((i.topic, i.partition) == key for i in manager.queue)
-
-
 def submit(manager: Manager, proposal: AlterPartitionSubmit) -> None:
     """DefaultAlterPartitionManager.submit (AlterPartitionManager@3.9.0-rc3 L155-170): the proposal joins the
-    queue (the partition refused a second one itself: `state.partition.submit_alter_partition`), then
-    maybePropagateIsrChanges."""
+    queue, then maybePropagateIsrChanges. Whether the manager already holds an item of the partition
+    (`unsentIsrUpdates.putIfAbsent`, L162-167) has one owner, the partition (`Partition.held_by`,
+    `state.partition.submit_alter_partition`): it refuses a second item itself, so a submit reaching a manager is
+    one it takes."""
     shared = {name: getattr(proposal, name) for name in _FROM_PROPOSAL}
     manager.queue.append(AlterPartitionItem(proposed_isr=list(proposal.isr), submitted_ms=proposal.ts, **shared))
     if manager.handling and manager.handled_by is None:

@@ -1,16 +1,16 @@
 """The partition engine: one state key's partitions, advanced "up to W" in event time (SPEC §4, §6).
 
-Events may arrive in any order and in any cut; the engine buffers them and applies, in
-(ts, seq, arrival) order with scheduled isr-expiration checks interleaved, everything strictly
-before W; then, past W, each partition up to its own frontier (`advance_ahead`). Whatever the cut, the
+Events may arrive in any order and in any cut; the engine buffers them and applies them with one scheduler
+(`PartitionEngine.advance`), in (ts, seq, arrival) order with scheduled isr-expiration checks interleaved: everything
+strictly before W, the cluster's frontier, and past W each partition up to its own frontier. Whatever the cut, the
 outputs equal those of one pass over all events.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
-from typing import cast
+from collections.abc import Callable, Iterator
+from typing import Any, cast
 
 import msgspec
 from msgspec import Struct
@@ -41,6 +41,7 @@ from .partition import (
     Partition,
     PartitionKey,
     Registration,
+    acting_brokers,
     append_to_leader,
     become_leader_or_follower,
     caught_up_repeat,
@@ -62,12 +63,17 @@ from .records import DecisionKind, PartitionRecord, PropagationTick
 from .schedule import INF, first_at_or_after
 
 # 3: a partition's AlterPartition items are held by brokers; registrations as each broker has them. 4: partitions in
-# pages (`paged.Page`), decoded only when a call touches them; a state of version 3 is read as it is.
-STATE_VERSION = 4
+# pages (`paged.Page`), decoded only when a call touches them. 5: the deposed leaders and the runs checked ahead kept by
+# the engine (only the scheduler and the frontier read them), not in each partition. Versions 3 and 4 are read.
+STATE_VERSION = 5
 _WHOLE = 3  # the version whose partitions are encoded in the state itself, one by one
+_PAGED = 4  # the version whose pages and partitions still held `deposed` and `checked_ahead` (`_legacy_partitions`)
 
 
 RegistrationRow = tuple[str, int, int, Registration]  # (cluster, reporter or leader, broker id, registration)
+# How far past its cluster's frontier each partition may go (`PartitionEngine.advance`): its own frontier given the
+# brokers acting on it (`PartitionEngine.acting_brokers`), and the furthest any goes.
+Ahead = tuple[Callable[[frozenset[int]], int], int]
 
 
 class _GroupState(Struct, array_like=True):
@@ -83,12 +89,27 @@ class _GroupState(Struct, array_like=True):
     registrations: list[RegistrationRow] = []  # (cluster, reporter, broker id, its registration)
     last_seen: list[tuple[str, int, int]] = []  # (cluster, broker, ts of its last event with a seq)
     fenced: list[RegistrationRow] = []  # (cluster, leader, broker id, fenced): `Registrations.fence`
+    deposed: list[tuple[str, str, int, tuple[int, ...]]] = []  # (cluster, topic, partition, its deposed leaders)
+    checked_ahead: list[tuple[str, str, int, tuple[int, ...]]] = []  # (cluster, topic, partition, runs checked ahead)
+
+
+class _PageV4(Struct, array_like=True):
+    """A page as version 4 wrote it: with a flag for a run checked ahead in it."""
+
+    count: int
+    eligible: int
+    checked_ahead: bool
+    partitions: msgspec.Raw
 
 
 _encoder = msgspec.msgpack.Encoder()
 _decoder = msgspec.msgpack.Decoder(_GroupState)
 _page_decoder = msgspec.msgpack.Decoder(Page)
-_partition_decoder = msgspec.msgpack.Decoder(Partition)
+_legacy_page_decoder = msgspec.msgpack.Decoder(_PageV4)
+_row_decoder = msgspec.msgpack.Decoder(list[Any])
+_rows_decoder = msgspec.msgpack.Decoder(list[list[Any]])
+# Where versions 3 and 4 kept `deposed` and `checked_ahead` in a partition: just before `shown`.
+_LEGACY_AT = Partition.__struct_fields__.index("shown")
 
 
 class Registrations:
@@ -182,15 +203,24 @@ class PartitionEngine:
         self.registrations = Registrations()
         # The time of each reporting broker's last event here: a later event of a new run of it is a restart.
         self.last_seen: dict[tuple[str, int], int] = {}
+        # The leaders a new state moved each partition away from that have not reported that state yet (`_depose`):
+        # until they do, each may still report as its leader (its Partition is the leader's until it applies the
+        # change), so its stream still acts on the partition (`acting_brokers`). Only the frontier reads it.
+        self.deposed: dict[PartitionKey, tuple[int, ...]] = {}
+        # The starts of a leader's isr-expiration runs whose share a partition took past its cluster's frontier
+        # (`_check_ahead`): when that tick is applied to the rest, it does not check the partition again.
+        self.checked_ahead: dict[PartitionKey, tuple[int, ...]] = {}
         self._configs: dict[tuple[str, str], Config] = {(config.kafka_version, config.isr_protocol): config}
         if blob is not None:
             state = _decoder.decode(blob)
-            if state.version not in (_WHOLE, STATE_VERSION):
+            if state.version not in (_WHOLE, _PAGED, STATE_VERSION):
                 raise ValueError(f"partition state version {state.version} is not {STATE_VERSION}")
             if state.version == STATE_VERSION:
                 self.partitions = Partitions([_page_decoder.decode(raw) for raw in state.partitions])
+                self.deposed = {(c, t, n): d for c, t, n, d in state.deposed}
+                self.checked_ahead = {(c, t, n): runs for c, t, n, runs in state.checked_ahead}
             else:
-                self.partitions = Partitions(whole=(_partition_decoder.decode(raw) for raw in state.partitions))
+                self.partitions = Partitions(whole=self._legacy_partitions(state))
             self.buffer = state.buffer
             self.applied_until = state.applied_until
             self.next_check = state.next_check
@@ -218,8 +248,27 @@ class PartitionEngine:
                 reported,
                 [(c, b, ts) for (c, b), ts in self.last_seen.items()],
                 fenced,
+                [(c, t, n, d) for (c, t, n), d in self.deposed.items()],
+                [(c, t, n, runs) for (c, t, n), runs in self.checked_ahead.items()],
             )
         )
+
+    def _legacy_partitions(self, state: _GroupState) -> Iterator[Partition]:
+        """The partitions of a version 3 (one by one) or 4 (in pages) state, whose partitions held their deposed
+        leaders and runs checked ahead (at `_LEGACY_AT`): those go to the engine."""
+        if state.version == _WHOLE:
+            rows = [_row_decoder.decode(raw) for raw in state.partitions]
+        else:
+            pages = (_legacy_page_decoder.decode(raw) for raw in state.partitions)
+            rows = [row for page in pages for row in _rows_decoder.decode(page.partitions)]
+        for row in rows:
+            kept = row[_LEGACY_AT : _LEGACY_AT + 2]  # none in a partition written before they were
+            del row[_LEGACY_AT : _LEGACY_AT + 2]
+            p = msgspec.convert(row, Partition)
+            for table, runs in zip((self.deposed, self.checked_ahead), kept, strict=False):
+                if runs:
+                    table[p.key] = tuple(runs)
+            yield p
 
     def add(self, events: list[Event]) -> int:
         """Buffer events; returns how many were late (before what was already applied) and dropped. A watermark
@@ -230,52 +279,34 @@ class PartitionEngine:
         self.buffer.extend(fresh)
         return len(stateful) - len(fresh)
 
-    def advance(self, until: int, out: Outputs | None = None) -> Outputs:
-        """Apply every buffered event and scheduled check strictly before `until`."""
+    def advance(self, until: int, out: Outputs | None = None, ahead: Ahead | None = None) -> Outputs:
+        """The one scheduler (SPEC §6): apply the buffered events in (ts, seq, arrival) order, each once it is before
+        the frontier of every partition it reads or changes and nothing before it that changes those waits, with the
+        scheduled isr-expiration checks interleaved. `until` is the cluster's frontier, every partition's at least:
+        everything before it goes, in order. `ahead` (`of(p)`: a partition's own frontier, at or past `until`;
+        `limit`: the furthest any goes) lets each partition go on to its own: its own events (`_PARTITION_LOCAL`) go
+        while it is behind its frontier and nothing of it waits; a broker's tick goes once every partition it leads
+        does, or, keeping its rules, each that goes takes its share of the run (`checked_ahead`), unless a partition
+        state that waits moves a leadership to or from it; any other event waits, holding back what it changes
+        (`_holds_back`); a new run of a broker, an event that may change any partition and a scheduled check (it reads
+        them all) stop everything behind them. Without `ahead` every partition's frontier is `until`. `out.ahead`:
+        per partition applied past `until`, the time of its last event so (at or behind it, a later event of it is
+        late: `frontier.behind_partition`), and `out.exact` the event time its state is exact at."""
         out = out or Outputs()
-        if until <= self.applied_until:
-            return out
         buf = self.buffer
         buf.sort(key=_order)
+        cluster = max(until, self.applied_until)
+        moved = cluster > self.applied_until
         scheduled = self.interval > 0
-        done = 0
-        for ev in buf:
-            ts = sorts_at(ev)
-            if ts >= until:
-                break
-            if scheduled and self.next_check < ts:
-                self._run_checks_before(ts, out)
-            self._apply(ev, out)
-            done += 1
-        del buf[:done]
-        if scheduled:
-            self._run_checks_before(until, out)
-        self.applied_until = until
-        return out
-
-    def advance_ahead(
-        self, frontier_of: Callable[[Partition], int], limit: int, out: Outputs
-    ) -> tuple[dict[PartitionKey, int], dict[PartitionKey, int]]:
-        """Past the cluster's frontier (`applied_until`), apply each partition's own events (`_PARTITION_LOCAL`), in
-        order, up to its own frontier (`frontier_of`, SPEC §6), and nothing at or after `limit`: such an event reads its
-        partition and its leader's rules and metadata and changes its partition only. A broker's tick goes once every
-        partition it leads does, unless a partition state that waits moves a leadership to or from it. Any other event
-        waits for the cluster's frontier, holding back what it would change (`_holds_back`). A new run of a broker holds
-        back everything: it forgets what every partition held of it. Returns, per partition this applied, the time of
-        its last event applied (at or behind it, a later event of it is late: `frontier.behind_partition`) and the event
-        time its state is exact at."""
-        if self.interval > 0:
-            return {}, {}  # scheduled checks read every partition at once: the cluster's frontier alone
-        buf = self.buffer
-        buf.sort(key=_order)
+        frontier_of, limit = ahead if ahead is not None else (None, cluster)
         partitions = self.partitions
         waiting: dict[PartitionKey, int] = {}  # a partition's first event that waits, or its wait's cause, at
         led: dict[tuple[str, int | None], int] = {}  # a broker whose partitions wait: its rules or metadata, at
         moving: set[tuple[str, int | None]] = set()  # the brokers a partition state that waits moves a leadership of
         frontiers: dict[PartitionKey, int] = {}
-        applied: dict[PartitionKey, int] = {}
+        applied: dict[PartitionKey, int] = {}  # a partition applied past the cluster's frontier: its last event, at
         kept: list[Event] = []
-        end = limit
+        past = False  # the walk is past the cluster's frontier
 
         def goes(p: Partition, at: int) -> bool:
             """Whether `p` takes an event at `at` now: nothing of it waits, and its own frontier is past `at`."""
@@ -283,14 +314,25 @@ class PartitionEngine:
                 return False
             f = frontiers.get(p.key)
             if f is None:
-                f = frontiers[p.key] = frontier_of(p)
+                f = frontiers[p.key] = cluster if frontier_of is None else frontier_of(self.acting_brokers(p))
             return at < f
 
         for i, ev in enumerate(buf):
             at = sorts_at(ev)
+            if at < cluster:  # before every partition's frontier: nothing before it waits
+                if scheduled and self.next_check < at:
+                    self._run_checks_before(at, out)
+                self._apply(ev, out)
+                continue
+            if not past:
+                past = True
+                if scheduled and moved:
+                    self._run_checks_before(cluster, out)
+                if scheduled:
+                    limit = min(limit, self.next_check)  # the next check reads every partition: none goes past it
             if at >= limit or self._restarts(ev):
                 kept += buf[i:]
-                end = min(end, at)
+                limit = at
                 break
             if type(ev) in _PARTITION_LOCAL:
                 key = (ev.cluster, ev.topic, ev.partition)  # type: ignore[union-attr]
@@ -329,23 +371,26 @@ class PartitionEngine:
                 held = _holds_back(ev)
                 if held is None:
                     kept += buf[i:]
-                    end = min(end, at)
+                    limit = at
                     break
                 for key in held[0]:
                     waiting.setdefault(key, at)
                 if type(ev) is LeaderAndIsr:
-                    moved = partitions.get((ev.cluster, ev.topic, ev.partition))
-                    moving.update({(ev.cluster, ev.leader), (ev.cluster, None if moved is None else moved.leader)})
+                    moved_p = partitions.get((ev.cluster, ev.topic, ev.partition))
+                    moving.update({(ev.cluster, ev.leader), (ev.cluster, None if moved_p is None else moved_p.leader)})
                 for broker in held[1]:
                     led.setdefault(broker, at)
             kept.append(ev)
+        if scheduled and moved and not past:
+            self._run_checks_before(cluster, out)
         self.buffer = kept
-        exact = {}
-        for key in applied:
+        self.applied_until = cluster
+        for key, at in applied.items():
             p = partitions[key]
-            until = min(frontier_of(p), end, waiting.get(key, end), led.get((p.cluster, p.leader), end))
-            exact[key] = max(until, self.applied_until)
-        return applied, exact
+            f = cluster if frontier_of is None else frontier_of(self.acting_brokers(p))
+            out.ahead[key] = at
+            out.exact[key] = max(min(f, limit, waiting.get(key, limit), led.get((p.cluster, p.leader), limit)), cluster)
+        return out
 
     def _note_states(
         self,
@@ -402,6 +447,7 @@ class PartitionEngine:
                 leader_reports_writes(p)
             for replica in removed_by_controller(p, *before):
                 self.registrations.fence(p.cluster, ev.leader, replica)
+            self._depose(p, ev, before[0])
             self._note_states(out, mark, leader_before=before[0])
         elif type(ev) is Tick:
             self._tick(ev, out)
@@ -455,8 +501,39 @@ class PartitionEngine:
             for p in self.partitions.values():
                 if p.cluster == cluster:
                     forget_partition(p, broker)
+            for pk, deposed in list(self.deposed.items()):  # its new run leads nothing until its metadata says so
+                if pk[0] == cluster and broker in deposed:
+                    self._set(self.deposed, pk, tuple(b for b in deposed if b != broker))
         if last is None or ts > last:  # an event applied ahead of its cluster's frontier may have come first
             self.last_seen[key] = ts
+
+    def _depose(self, p: Partition, ev: LeaderAndIsr, leader_before: int | None) -> None:
+        """A new state moved `p` away from its leader: the deposed leader acts on it until it reports that state or a
+        later one (its follower's copy: ReplicaManager.makeFollowers ends its leadership; KRaft: applyDelta) or
+        restarts (`_saw`), so its stream still holds the partition back (`acting_brokers`). Only the partition's own
+        frontier reads this; it changes no decision and no record."""
+        key, deposed = p.key, self.deposed.get(p.key, ())
+        if follower_copy(ev):
+            if ev.broker in deposed and ev.leader_epoch >= p.leader_epoch:
+                self._set(self.deposed, key, tuple(b for b in deposed if b != ev.broker))
+            return
+        if leader_before is not None and leader_before >= 0 and p.leader != leader_before:
+            deposed = tuple(sorted({*deposed, leader_before}))
+        self._set(self.deposed, key, tuple(b for b in deposed if b != p.leader))
+
+    @staticmethod
+    def _set(table: dict[PartitionKey, tuple[int, ...]], key: PartitionKey, value: tuple[int, ...]) -> None:
+        """`table[key] = value`, kept only while not empty (`deposed`, `checked_ahead`)."""
+        if value:
+            table[key] = value
+        else:
+            table.pop(key, None)
+
+    def acting_brokers(self, p: Partition) -> frozenset[int]:
+        """The brokers whose streams can still change `p` (`partition.acting_brokers`), with its deposed leaders."""
+        acting = acting_brokers(p)
+        deposed = self.deposed.get(p.key)
+        return acting.union(deposed) if deposed else acting
 
     def _restarts(self, ev: Event) -> bool:
         """Whether `ev` is the first event of a new run of its broker (`restarted`)."""
@@ -538,11 +615,11 @@ class PartitionEngine:
         leads: that broker's own run, which ended at `run_end_ms`); returns the next eligible time (of every
         partition, as the scheduled checks keep it: the pages it skips count theirs whatever `cluster` and `broker`)."""
         read, next_eligible = self.partitions.checked_at(now)
+        taken = () if broker is None or cluster is None else self._shares_taken(cluster, broker, now)
         for p in read:
             if (cluster is None or p.cluster == cluster) and (broker is None or p.leader == broker) and p.hosted:
                 if broker is not None:
-                    if now in p.checked_ahead:  # its share of this run went past the cluster's frontier
-                        p.checked_ahead = tuple(t for t in p.checked_ahead if t != now)
+                    if p.key in taken:  # its share of this run went past the cluster's frontier
                         continue
                     if p.checked_in_run == now:
                         continue  # this run checked it already, at its append's check_ms
@@ -551,6 +628,18 @@ class PartitionEngine:
                     next_eligible = eligible
         return next_eligible
 
+    def _shares_taken(self, cluster: str, broker: int, now: int) -> set[PartitionKey]:
+        """The partitions of `broker` that took their share of its run at `now` past the cluster's frontier
+        (`_check_ahead`): the run, applied to the rest, skips them, and they forget it."""
+        partitions = self.partitions
+        taken = {
+            key for key, runs in self.checked_ahead.items()
+            if key[0] == cluster and now in runs and partitions[key].leader == broker
+        }  # fmt: skip
+        for key in taken:
+            self._set(self.checked_ahead, key, tuple(t for t in self.checked_ahead[key] if t != now))
+        return taken
+
     def _check_partition(self, p: Partition, now: int, out: Outputs, at: Order, run_end_ms: int | None) -> int:
         """One partition's isr-expiration check at `now` under its leader's rules; returns its next eligible time."""
         config = self._leader_config(p) if self.kafka_versions or self.isr_protocols else self.config
@@ -558,7 +647,7 @@ class PartitionEngine:
 
     def _check_ahead(self, p: Partition, tick: Tick, out: Outputs) -> None:
         """`p`'s share of its leader's isr-expiration run (`tick`), past the cluster's frontier: the tick, applied to
-        the rest later, skips it (`Partition.checked_ahead`)."""
+        the rest later, skips it (`checked_ahead`)."""
         if not p.hosted:
             return  # the run skips it, here and when the tick comes
         if p.checked_in_run != tick.ts:
@@ -566,7 +655,7 @@ class PartitionEngine:
             self._check_partition(p, tick.ts, out, Order.of_event(tick), tick.end_ms)
             if len(out.decisions) > mark:
                 self._note_states(out, mark)
-        p.checked_ahead = (*p.checked_ahead, tick.ts)
+        self.checked_ahead[p.key] = (*self.checked_ahead.get(p.key, ()), tick.ts)
 
     def _keeps_rules(self, tick: Tick) -> bool:
         """Whether `tick` tells its broker's Kafka version and ISR protocol as they are (or not at all): then what
@@ -627,7 +716,7 @@ _PARTITION_LOCAL = (Fetch, Append, IsrUpdated, AlterPartitionResponse)
 
 
 def _holds_back(ev: Event) -> tuple[list[PartitionKey], list[tuple[str, int | None]]] | None:
-    """What an event that is not `_PARTITION_LOCAL` changes, which waits for it (`PartitionEngine.advance_ahead`): the
+    """What an event that is not `_PARTITION_LOCAL` changes, which waits for it (`PartitionEngine.advance`): the
     partitions it changes, and the brokers whose rules or metadata it changes (the partitions they lead read them);
     None: it may change any partition (an event without a reporting broker, a cluster-wide registration). A
     propagation a broker reported changes nothing of the model, and a follower's copy of a partition's state nothing

@@ -25,19 +25,17 @@ class Page(Struct, array_like=True, gc=False):
 
     count: int
     eligible: int  # the earliest time a check could remove a follower of a hosted one (`next_shrink_eligible_at`)
-    checked_ahead: bool  # one holds a broker's run it took past its cluster's frontier (`Partition.checked_ahead`)
     partitions: msgspec.Raw  # list[Partition]
 
     @classmethod
     def of(cls, partitions: list[Partition], lag: int) -> Page:
         eligible = min((next_shrink_eligible_at(p, lag) for p in partitions if p.hosted and p.has_leader), default=INF)
-        checked = any(p.checked_ahead for p in partitions)
-        return cls(len(partitions), eligible, checked, msgspec.Raw(_encoder.encode(partitions)))
+        return cls(len(partitions), eligible, msgspec.Raw(_encoder.encode(partitions)))
 
     def skips(self, now: int) -> bool:
         """Whether an isr-expiration check at `now` cannot change any partition here (`maybe_shrink_isr` removes only
-        followers eligible by `now`; a run taken ahead is marked done on the partition): it need not decode them."""
-        return self.eligible > now and not self.checked_ahead
+        followers eligible by `now`): it need not decode them."""
+        return self.eligible > now
 
 
 def _index(key: PartitionKey, pages: int) -> int:

@@ -119,7 +119,8 @@ class Partition(Struct, array_like=True, gc=False):
     pending_since_ms: int | None = None
     # The brokers whose AlterPartition managers still hold an item for it: submitted, not answered (each broker's
     # unsentIsrUpdates): a new leader's manager holds nothing of what an old leader proposed, and an old leader's
-    # still holds its item if the leadership comes back before the answer.
+    # still holds its item if the leadership comes back before the answer. The one owner of "is an item held"
+    # (`submit_alter_partition`); the managers' book (`state.alter_partition`) takes every submit it lets through.
     held_by: tuple[int, ...] = ()
     elr: tuple[int, ...] | None = None
     last_known_elr: tuple[int, ...] | None = None
@@ -139,12 +140,6 @@ class Partition(Struct, array_like=True, gc=False):
     # The committed ISR the current partition epoch replaced, with its epoch (`commit_isr`): what a leader's proposal
     # from that epoch was based on (`observe_alter_partition_sent`).
     previous_isr: tuple[int, tuple[int, ...]] | None = None
-    # Leaders a new state moved it away from that have not reported that state yet (`deposed_leader_learned`): until
-    # they do, each may still report as its leader (its Partition is the leader's until it applies the change).
-    deposed: tuple[int, ...] = ()
-    # The starts of its leader's isr-expiration runs whose tick checked it past its cluster's frontier
-    # (`PartitionEngine.advance_ahead`): when that tick is applied to the rest, it does not check this one again.
-    checked_ahead: tuple[int, ...] = ()
     shown: Shown | None = None  # what its stored row shows (`records.row_due`): the state key writes it when due
 
     def follower(self, replica: int) -> Follower | None:
@@ -177,6 +172,8 @@ class Outputs:
         "states",
         "registrations",
         "resyncs",
+        "ahead",
+        "exact",
     )
 
     def __init__(self) -> None:
@@ -196,6 +193,10 @@ class Outputs:
         # (cluster, topic, partition, ts) of the LeaderAndIsr decisions of audited partitions: each gives both sides
         # of the audit the controller's state (`Audit.add`); a partition no broker reports on costs the audit nothing.
         self.resyncs: list[tuple[str, str, int, int]] = []
+        # Per partition the scheduler applied past its cluster's frontier (`PartitionEngine.advance`): the sort time of
+        # its last event applied so, and the event time its state is exact at.
+        self.ahead: dict[PartitionKey, int] = {}
+        self.exact: dict[PartitionKey, int] = {}
 
     def count(self, kind: Metric, reason: str) -> None:
         """Count under `kind.reason` an input the rules took and that changed nothing, or an ISR update that failed:
@@ -393,14 +394,14 @@ def acting_brokers(p: Partition) -> frozenset[int]:
     election picks the next leader, who reports its new state (KRaft: PartitionChangeBuilder@4.4 L318-321
     isValidNewLeader, the ISR or, when it is empty, the ELR; unclean, any live replica, L256-316; ZooKeeper:
     Election.scala@3.9.0-rc3 L28-45, the ISR unless unclean election is enabled); the brokers whose AlterPartition
-    managers hold its item, and the one whose request carried it (`forget_partition`: their restart changes `p`); a
-    deposed leader until it reports the new state (`deposed_leader_learned`): until then it may report as the leader.
-    A partition without a leader (offline, or no state yet) may be reported by any of its replicas. Another replica
-    reports nothing of `p` that changes it: a follower's copy of its state only counts (`follower_copy`), and it
-    can lead `p` only through an unclean election (`frontier.behind_partition`)."""
+    managers hold its item, and the one whose request carried it (`forget_partition`: their restart changes `p`); the
+    engine adds a deposed leader until it reports the new state (`PartitionEngine.acting_brokers`): until then it
+    may report as the leader. A partition without a leader (offline, or no state yet) may be reported by any of its
+    replicas. Another replica reports nothing of `p` that changes it: a follower's copy of its state only counts
+    (`follower_copy`), and it can lead `p` only through an unclean election (`frontier.behind_partition`)."""
     if p.leader is None or p.leader < 0:
         return frozenset(p.replicas)
-    acting = {p.leader, *p.isr, *maximal_isr(p), *p.held_by, *p.deposed, *(p.elr or ()), *(p.last_known_elr or ())}
+    acting = {p.leader, *p.isr, *maximal_isr(p), *p.held_by, *(p.elr or ()), *(p.last_known_elr or ())}
     if p.sent_item is not None:
         acting.add(p.sent_item[0])
     return frozenset(acting)
@@ -505,10 +506,12 @@ def prepare_isr_change(
 
 
 def submit_alter_partition(p: Partition, at: Order, out: Outputs) -> bool:
-    """DefaultAlterPartitionManager.submit (AlterPartitionManager@3.9.0-rc3 L155-170): one item per partition. While
-    the manager still holds the partition's previous item (sent before new metadata moved the partition on, not
-    answered yet: items leave it only with their answer, L364) the new one fails at once with
-    OPERATION_NOT_ATTEMPTED, which reverts the partition to its committed state (Partition@3.9.0-rc3 L1898-1910)."""
+    """DefaultAlterPartitionManager.submit (AlterPartitionManager@3.9.0-rc3 L155-170): one item per partition, as
+    `unsentIsrUpdates.putIfAbsent` keeps it (L162-167); the partition owns that map's entry for itself (`held_by`),
+    so the managers' book does not check it again. While the manager still holds the partition's previous item (sent
+    before new metadata moved the partition on, not answered yet: items leave it only with their answer, L364) the
+    new one fails at once with OPERATION_NOT_ATTEMPTED, which reverts the partition to its committed state
+    (Partition@3.9.0-rc3 L1898-1910)."""
     assert p.leader is not None
     if p.leader in p.held_by:
         revert_isr_change(p)
@@ -686,7 +689,6 @@ def become_leader_or_follower(
     """
     if ev.broker is not None:
         if follower_copy(ev):
-            deposed_leader_learned(p, ev)
             out.count(IGNORED_LEADER_AND_ISR, "follower_copy")
             return
         if _same_state(p, ev) and not drops_pending(p, config) and not fresh_partition(p, ev):
@@ -708,15 +710,6 @@ def become_leader_or_follower(
         out.count(IGNORED_LEADER_AND_ISR, "stale_partition_epoch")
         return
     make_leader(p, ev, config, out, brokers)
-
-
-def deposed_leader_learned(p: Partition, ev: LeaderAndIsr) -> None:
-    """A deposed leader reported the state that moved the partition away from it, or a later one: from here on it no
-    longer reports as the partition's leader (ReplicaManager.makeFollowers ends its leadership; KRaft: applyDelta),
-    so its stream no longer holds the partition back (`acting_brokers`). Only the partition's own frontier reads
-    this; it changes no decision and no record."""
-    if ev.broker in p.deposed and ev.leader_epoch >= p.leader_epoch:
-        p.deposed = tuple(b for b in p.deposed if b != ev.broker)
 
 
 def follower_copy(ev: LeaderAndIsr) -> bool:
@@ -752,7 +745,6 @@ def forget_partition(p: Partition, broker: int) -> None:
         p.hosted = False
         revert_isr_change(p)
     p.held_by = tuple(b for b in p.held_by if b != broker)
-    p.deposed = tuple(b for b in p.deposed if b != broker)
     if p.sent_item is not None and p.sent_item[0] == broker:
         p.sent_item = None
 
@@ -826,10 +818,6 @@ def make_leader(p: Partition, ev: LeaderAndIsr, config: Config, out: Outputs, br
     isr_before = p.isr
     fresh = fresh_partition(p, ev)
     new_leader = ev.leader != p.leader or fresh
-    if p.leader is not None and p.leader >= 0 and ev.leader != p.leader:
-        p.deposed = tuple(sorted({*p.deposed, p.leader}))
-    if ev.leader in p.deposed:
-        p.deposed = tuple(b for b in p.deposed if b != ev.leader)
     new_epoch = ev.leader_epoch > p.leader_epoch or fresh
     leader_leo = p.leader_leo if ev.leader_leo is None else ev.leader_leo
     isr = tuple(sorted(set(ev.isr)))

@@ -49,7 +49,7 @@ from isrwatch.state.events import (
     witnesses,
 )
 from isrwatch.state.frontier import behind_partition, cluster_frontier, partition_frontier, streams_passed
-from isrwatch.state.partition import Outputs, Partition, PartitionKey, acting_brokers, follower_copy, recorded
+from isrwatch.state.partition import Outputs, PartitionKey, follower_copy, recorded
 from isrwatch.state.records import row_due, shown
 from isrwatch.state.schedule import INF
 
@@ -128,9 +128,10 @@ def frontier_of(held: BucketState, cluster: str, config: Config) -> int:
 
 class Ahead(NamedTuple):
     """How far past its cluster's frontier a key may apply each partition (SPEC §6, `frontier.partition_frontier`):
-    `of(p)` its own frontier, `limit` the furthest any can go (the most advanced broker's stream)."""
+    `of(acting)` a partition's own frontier given the brokers acting on it (`PartitionEngine.acting_brokers`), `limit`
+    the furthest any can go (the most advanced broker's stream)."""
 
-    of: Callable[[Partition], int]
+    of: Callable[[frozenset[int]], int]
     limit: int
 
 
@@ -143,8 +144,7 @@ def ahead_of(held: BucketState, cluster: str, config: Config, frontier: int) -> 
     fallback, margin = held.newest[cluster] - config.allowed_lateness_ms, config.broker_rejoin_margin_ms
     known: dict[frozenset[int], int] = {}
 
-    def of(p: Partition) -> int:
-        acting = acting_brokers(p)
+    def of(acting: frozenset[int]) -> int:
         f = known.get(acting)
         if f is None:
             f = known[acting] = partition_frontier(acting, passed, fallback, margin, frontier)
@@ -435,10 +435,11 @@ def run_engine(
     ahead: Ahead | None,
 ) -> tuple[PartitionEngine, Outputs, list[Fetch], list[Behind], dict[PartitionKey, int]]:
     """Apply the fetches behind the frontier that are caught-up repeats (before anything of this call: each comes
-    before its partition's next event), then the cluster's due events and scheduled checks up to its frontier, then
-    each partition's own events and its leader's ticks up to its own frontier (`ahead`, `advance_ahead`); the engine
-    goes back into `held` once `absorb` has marked the rows it writes. Returns the fetches behind the frontier it
-    took, those it refused (late), and where each partition applied past the frontier is exact."""
+    before its partition's next event), then, with the one scheduler (`PartitionEngine.advance`), the cluster's due
+    events and scheduled checks up to its frontier and each partition's own events and its leader's ticks up to its
+    own frontier (`ahead`); the engine goes back into `held` once `absorb` has marked the rows it writes. Returns the
+    fetches behind the frontier it took, those it refused (late), and where each partition applied past the frontier
+    is exact."""
     engine = PartitionEngine(config, held.engines.get(cluster), owns_ticks=first)
     out = Outputs()
     taken: list[Fetch] = []
@@ -449,11 +450,8 @@ def run_engine(
         else:
             refused.append(b)
     engine.add(due)
-    engine.advance(frontier, out)
-    applied: dict[PartitionKey, int] = {}
-    exact: dict[PartitionKey, int] = {}
-    if ahead is not None:
-        applied, exact = engine.advance_ahead(ahead.of, ahead.limit, out)
+    engine.advance(frontier, out, ahead)
+    applied, exact = out.ahead, out.exact
     bounds = {(t, p): at for t, p, at in held.ahead.get(cluster, ()) if at >= frontier}
     bounds.update({(t, p): at for (_, t, p), at in applied.items()})
     held.ahead[cluster] = [(t, p, at) for (t, p), at in bounds.items()]

@@ -328,7 +328,7 @@ def test_the_engine_state_keeps_each_brokers_version_compactly() -> None:
     engine.advance(T + 1000)
     blob = engine.to_bytes()
     again = PartitionEngine(config, blob)
-    assert STATE_VERSION == 4
+    assert STATE_VERSION == 5
     assert again.kafka_versions == engine.kafka_versions == {("default", 1): "3.9.2"}
     assert again.to_bytes() == blob
     again.kafka_versions = {}

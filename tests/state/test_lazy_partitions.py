@@ -4,10 +4,11 @@ outputs are those of one pass whatever was decoded."""
 from __future__ import annotations
 
 import msgspec
+import pytest
 
 from isrwatch.state.config import Config
-from isrwatch.state.engine import _WHOLE, PartitionEngine, _GroupState
-from isrwatch.state.partition import Outputs
+from isrwatch.state.engine import _PAGED, _WHOLE, STATE_VERSION, PartitionEngine, _GroupState
+from isrwatch.state.partition import Outputs, Partition
 
 from .helpers import append, fetch, lai, parse_all
 
@@ -69,13 +70,35 @@ def test_a_due_check_decodes_the_partitions_it_can_shrink_and_decides_as_one_pas
     assert _records(engine) == _records(whole)
 
 
-def test_a_state_of_the_whole_version_is_read_as_it_is() -> None:
-    """A checkpoint written before partitions were kept in pages goes on without a new --checkpoint."""
-    engine, _ = _one_pass(_start(), 2_000)
+def _legacy(p: Partition, deposed: tuple[int, ...], checked: tuple[int, ...]) -> list:
+    """`p` as versions 3 and 4 encoded it: its deposed leaders and runs checked ahead just before `shown`."""
+    row = msgspec.to_builtins(p)
+    at = Partition.__struct_fields__.index("shown")
+    return [*row[:at], list(deposed), list(checked), *row[at:]]
+
+
+def _legacy_state(version: int, engine: PartitionEngine, kept: dict) -> bytes:
+    """The engine's state as `version` (3: partitions one by one; 4: in pages with a flag) wrote it, with `kept`
+    (key: (deposed, checked ahead)) inside the partitions."""
     state = msgspec.msgpack.decode(engine.to_bytes(), type=_GroupState)
-    old = msgspec.msgpack.encode(
-        msgspec.structs.replace(state, version=_WHOLE, partitions=list(engine.partitions.values()))
-    )
-    again = PartitionEngine(CONFIG, old)
+    rows = [_legacy(p, *kept.get(p.key, ((), ()))) for p in engine.partitions.values()]
+    if version == _WHOLE:
+        partitions = [msgspec.Raw(msgspec.msgpack.encode(row)) for row in rows]
+    else:
+        page = [len(rows), 0, any(c for _, c in kept.values()), msgspec.Raw(msgspec.msgpack.encode(rows))]
+        partitions = [msgspec.Raw(msgspec.msgpack.encode(page))]
+    return msgspec.msgpack.encode(msgspec.structs.replace(state, version=version, partitions=partitions))
+
+
+@pytest.mark.parametrize("version", [_WHOLE, _PAGED])
+def test_an_older_state_is_read_with_what_its_partitions_kept_for_the_engine(version: int) -> None:
+    """A checkpoint written before pages (3), or before the engine kept the deposed leaders and the runs checked ahead
+    (4, in each partition), goes on without a new --checkpoint: those move to the engine."""
+    engine, _ = _one_pass(_start(), 2_000)
+    kept = {("default", "t", 1): ((2,), ()), ("default", "t", 5): ((), (1500, 1900))}
+    again = PartitionEngine(CONFIG, _legacy_state(version, engine, kept))
     assert _records(again) == _records(engine)
-    assert PartitionEngine(CONFIG, again.to_bytes()).partitions.decoded() == 0
+    assert again.deposed == {("default", "t", 1): (2,)}
+    assert again.checked_ahead == {("default", "t", 5): (1500, 1900)}
+    assert STATE_VERSION == 5 and PartitionEngine(CONFIG, again.to_bytes()).partitions.decoded() == 0
+    assert PartitionEngine(CONFIG, again.to_bytes()).deposed == again.deposed

@@ -1,6 +1,6 @@
 """Each partition on the streams of the brokers acting on it (SPEC §6, `frontier.partition_frontier`): past its
-cluster's frontier the engine applies a partition's fetches and appends up to where its leader's, ISR's and ELR's
-streams have passed (`PartitionEngine.advance_ahead`), so a follower that every leader shrank out, resumed behind the
+cluster's frontier the one scheduler (`PartitionEngine.advance`) applies a partition's fetches and appends up to where
+its leader's, ISR's and ELR's streams have passed, so a follower that every leader shrank out, resumed behind the
 others, holds back only what it acts on. Whatever it applied ahead, the outputs equal a one-pass replay's."""
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ PASSED = {1: 3000, 2: 3000, 3: 1000}  # broker 3 just resumed: its stream trails
 CLUSTER = 1001  # the cluster's frontier: the least of the streams
 
 
-def frontier_of(p: Partition) -> int:
-    return partition_frontier(acting_brokers(p), PASSED, fallback=-1, margin_ms=0, cluster=CLUSTER)
+def frontier_of(acting: frozenset[int]) -> int:
+    return partition_frontier(acting, PASSED, fallback=-1, margin_ms=0, cluster=CLUSTER)
 
 
 def start() -> list[dict]:
@@ -37,9 +37,8 @@ def start() -> list[dict]:
 def ahead(events: list[dict]) -> tuple[PartitionEngine, Outputs, dict, dict]:
     engine = PartitionEngine(AGENT)
     engine.add(parse_all(events))
-    out = engine.advance(CLUSTER)
-    applied, exact = engine.advance_ahead(frontier_of, max(PASSED.values()) + 1, out)
-    return engine, out, applied, exact
+    out = engine.advance(CLUSTER, ahead=(frontier_of, max(PASSED.values()) + 1))
+    return engine, out, dict(out.ahead), dict(out.exact)
 
 
 def isr_changes(out: Outputs) -> list[tuple[int, str, list[int]]]:
@@ -108,14 +107,14 @@ def two_led_by_2(tick_fields: dict) -> list[dict]:
 
 def test_each_partition_that_goes_takes_its_share_of_its_leader_s_run() -> None:
     """Broker 2's isr-expiration run reads t-1, which waits for the lagging 3, and t-2, which does not: t-2 takes its
-    share of the run and goes on; the tick waits for t-1, and then skips t-2 (`Partition.checked_ahead`)."""
+    share of the run and goes on; the tick waits for t-1, and then skips t-2 (`PartitionEngine.checked_ahead`)."""
     events = two_led_by_2({})
     engine, out, applied, _ = ahead(events)
     assert applied == {("default", "t", 2): 1500} and isr_changes(out) == [(2, "expand", [1, 2, 3])]
-    assert engine.partitions["default", "t", 2].checked_ahead == (1400,)
+    assert engine.checked_ahead == {("default", "t", 2): (1400,)}
     assert [type(ev).__name__ for ev in engine.buffer] == ["Tick"]
     same_as_replay(events, engine, out)
-    assert engine.partitions["default", "t", 2].checked_ahead == ()
+    assert engine.checked_ahead == {}
 
 
 def test_a_tick_that_tells_new_rules_waits_and_holds_back_all_its_broker_leads() -> None:
@@ -171,6 +170,6 @@ def test_a_deposed_leader_acts_on_its_partition_until_it_reports_the_new_state(l
         fetch(1500, 2, 10, 10, current_leader_epoch=1, broker=1, seq=2),
     ]
     engine, out, applied, _ = ahead(events)
-    assert engine.partitions["default", "t", 0].deposed == (() if learned else (3,))
+    assert engine.deposed.get(("default", "t", 0), ()) == (() if learned else (3,))
     assert applied == ({("default", "t", 0): 1500} if learned else {})
     same_as_replay(events, engine, out)

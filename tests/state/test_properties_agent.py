@@ -1,7 +1,7 @@
 """Property tests over agent-shaped input (SPEC §6): the stream equals the one-pass replay whatever the cuts.
 
 The any-cut tests (test_properties.py) generate events without a `broker` or watermarks, so each cluster has only
-the lateness fallback and `PartitionEngine.advance_ahead` (each partition on its own frontier) never runs. Here the
+the lateness fallback and the scheduler (`PartitionEngine.advance`) never takes a partition past it. Here the
 input is what isrwatch-agent sends: every event reported by a broker, numbered by that broker's run (`seq`), each
 broker's stream bounded by its own `watermark`s and delivered at its own pace; ticks with their rules
 (`kafka_version`, `isr_protocol`, some changing them); leadership moves with the followers' copies of the new state;
