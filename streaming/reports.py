@@ -8,6 +8,7 @@ from msgspec import Struct
 
 from isrwatch.state.clock import ClockSample
 from isrwatch.state.events import BrokerObserved, BrokerRegistration, DeadLetter, Event
+from isrwatch.state.eventtime import Jump
 from isrwatch.state.records import (
     AlterPartitionAnswer,
     AlterPartitionSendSeen,
@@ -67,15 +68,6 @@ class Chunk(Struct, array_like=True):
 
     def events(self) -> list[Event]:
         return _events_decoder.decode(pa.decompress(self.data, decompressed_size=self.size, codec=_CODEC, asbytes=True))
-
-
-class Jump(Struct, array_like=True):
-    """A valid line dated more than max_future_ms ahead of its cluster's time: it waits for corroboration (SPEC §6)."""
-
-    base: int  # the cluster's time when it came: nothing corroborating it by base + max_future_ms, it is refused
-    role: int  # the line's `framing.Role` here: it arrives, or (a beacon) only carries its time
-    raw: bytes  # for its dead letter
-    event: Event
 
 
 class BucketState(Struct, array_like=True):
