@@ -39,7 +39,7 @@ from .events import (
     uncorroborated,
     witnesses,
 )
-from .frontier import behind_partition, cluster_frontier, partition_frontier, streams_passed
+from .frontier import behind_partition, cluster_frontier, partition_frontier, stall_bound, streams_passed
 from .partition import Partition, acting_brokers, follower_copy
 from .schedule import INF
 
@@ -103,6 +103,7 @@ def frontier_of(held: Held, cluster: str, config: Config) -> int:
     rule = cluster_frontier(
         held.newest[cluster],
         config.allowed_lateness_ms,
+        config.broker_stall_wait_ms,
         config.broker_rejoin_margin_ms,
         held.watermarks.get(cluster),
         held.brokers.get(cluster, ()),
@@ -126,14 +127,15 @@ def ahead_of(held: Held, cluster: str, config: Config, frontier: int) -> Ahead |
     passed = streams_passed(held.watermarks.get(cluster), held.brokers.get(cluster, ()), cluster in held.unbounded)
     if passed is None or max(passed.values()) <= frontier:
         return None
-    fallback, margin = held.newest[cluster] - config.allowed_lateness_ms, config.broker_rejoin_margin_ms
+    newest, lateness, margin = held.newest[cluster], config.allowed_lateness_ms, config.broker_rejoin_margin_ms
+    fallback, gone = newest - lateness, stall_bound(newest, lateness, config.broker_stall_wait_ms)
     known: dict[frozenset[int], int] = {}
 
     def of(p: Partition) -> int:
         acting = acting_brokers(p)
         f = known.get(acting)
         if f is None:
-            f = known[acting] = partition_frontier(acting, passed, fallback, margin, frontier)
+            f = known[acting] = partition_frontier(acting, passed, fallback, gone, margin, frontier)
         return f
 
     return Ahead(of, max(passed.values()))
