@@ -6,7 +6,8 @@ cluster's event time has come (`Held.newest`) and how far each broker's own stre
 them: an event at or behind its cluster's frontier (`frontier_of`), or its partition's (`Held.ahead`), when it
 arrives is late; one dated more than `max_future_ms` after it arrived is refused: neither changes anything, each is
 a dead letter with its reason. One more than `max_future_ms` ahead of its cluster's time waits for a witness before
-it moves that time (`Jumps`). The engine then takes every cluster's events up to its frontier, and each partition's
+it moves that time (`Jumps`); a broker whose clock the others outvote moves no time and holds nothing back
+(`outvoted`). The engine then takes every cluster's events up to its frontier, and each partition's
 further, up to where the streams of the brokers acting on it have passed (`ahead_of`); later events wait
 (`split_due`). Whatever the micro-batch cut, what the key applies adds up to one pass over the same lines.
 
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, insort
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from enum import IntEnum
 from typing import NamedTuple, Protocol, TypeVar
 
@@ -72,6 +73,7 @@ class Held(Protocol):
     named: dict[str, set[int]]  # cluster -> the brokers its partition states and registrations here name
     unbounded: set[str]  # clusters this key has taken an event without a broker of
     ahead: dict[str, list[tuple[str, int, int]]]  # cluster -> (topic, partition, last applied past its frontier)
+    clocks: list[ClockSample]  # the reporting brokers' clocks as this key saw them: whose the others outvote
 
 
 Line = tuple[bytes, int, int, int, "int | None"]  # (raw, seq, arrival, role, received) of one line a key received
@@ -98,15 +100,37 @@ def partition_bound_of(ev: Event, ahead: dict[tuple[str, int], int]) -> int | No
     return at if behind_partition(sorts_at(ev), at) else None
 
 
-def frontier_of(held: Held, cluster: str, config: Config) -> int:
-    """How far the key may apply `cluster` (`frontier.cluster_frontier`), never back from where it applied."""
+def outvoted(held: Held, config: Config) -> dict[str, set[int]]:
+    """Per cluster, the brokers whose clock the others outvote, as this key saw them (`clock.outvoted`)."""
+    found: dict[str, set[int]] = {}
+    if len(held.clocks) > 2:
+        book = ClockBook()
+        book.merge(held.clocks)
+        for cluster, broker in book.outvoted(config.max_future_ms):
+            found.setdefault(cluster, set()).add(broker)
+    return found
+
+
+def _streams(held: Held, cluster: str, skewed: Collection[int]) -> tuple[dict[int, int] | None, set[int]]:
+    """The cluster's brokers' watermarks and reporters, but an outvoted clock's: it holds nothing back."""
+    marks, reporters = held.watermarks.get(cluster), held.brokers.get(cluster, set())
+    if skewed:
+        marks = None if marks is None else {b: w for b, w in marks.items() if b not in skewed}
+        reporters = reporters - set(skewed)
+    return marks, reporters
+
+
+def frontier_of(held: Held, cluster: str, config: Config, skewed: Collection[int] = ()) -> int:
+    """How far the key may apply `cluster` (`frontier.cluster_frontier`), never back from where it applied. The
+    brokers whose clock is outvoted (`skewed`) hold nothing back; they stay named, so their return keeps the margin."""
+    marks, reporters = _streams(held, cluster, skewed)
     rule = cluster_frontier(
         held.newest[cluster],
         config.allowed_lateness_ms,
         config.broker_stall_wait_ms,
         config.broker_rejoin_margin_ms,
-        held.watermarks.get(cluster),
-        held.brokers.get(cluster, ()),
+        marks,
+        reporters,
         held.named.get(cluster, ()),
         cluster in held.unbounded,
     )
@@ -121,10 +145,10 @@ class Ahead(NamedTuple):
     limit: int
 
 
-def ahead_of(held: Held, cluster: str, config: Config, frontier: int) -> Ahead | None:
+def ahead_of(held: Held, cluster: str, config: Config, frontier: int, skewed: Collection[int] = ()) -> Ahead | None:
     """The partitions' own frontiers, when the brokers' streams set the cluster's (`frontier.streams_passed`) and one
-    is past it; None: the cluster's frontier is every partition's."""
-    passed = streams_passed(held.watermarks.get(cluster), held.brokers.get(cluster, ()), cluster in held.unbounded)
+    is past it; None: the cluster's frontier is every partition's. An outvoted clock (`skewed`) holds none back."""
+    passed = streams_passed(*_streams(held, cluster, skewed), cluster in held.unbounded)
     if passed is None or max(passed.values()) <= frontier:
         return None
     newest, lateness, margin = held.newest[cluster], config.allowed_lateness_ms, config.broker_rejoin_margin_ms
@@ -146,28 +170,34 @@ def classify(lines: Iterable[Line], held: Held, config: Config, first: bool, ref
     beacon, arrives; one that jumps more than `max_future` ahead of that time waits for corroboration (`Jumps`);
     a broker's fetch behind the frontier may be a caught-up repeat the engine still takes (`Behind`); the others are
     dead letters, added to `refused` where the line is counted (its own event; a tick in the first key). Every valid
-    event a broker reported, refused, waiting or not, shows its clock (`Classified.clocks`)."""
+    event a broker reported, refused, waiting or not, shows its clock (`Classified.clocks`); those of a broker the
+    others outvote (`outvoted`, over every line of the call before any is judged) move no time and witness nothing."""
     newest, lateness, max_future = held.newest, config.allowed_lateness_ms, config.max_future_ms
+    parsed = [(parse_event(raw, seq, arrival), raw, role, received) for raw, seq, arrival, role, received in lines]
+    clocks = ClockBook()
+    observe = clocks.observe
+    for ev, _, _, received in parsed:
+        if not isinstance(ev, DeadLetter) and ev.broker is not None:
+            observe(ev.cluster, ev.broker, ev.ts, received)
+    samples = clocks.samples()
+    clocks.merge(held.clocks)
+    held.clocks = clocks.samples()
+    skewed = outvoted(held, config)
     # A line is late against what earlier calls knew (a batch arrives as a whole): at or behind these.
-    late_at = {cluster: frontier_of(held, cluster, config) for cluster in newest}
+    late_at = {cluster: frontier_of(held, cluster, config, skewed.get(cluster, ())) for cluster in newest}
     ahead = {cluster: {(t, p): at for t, p, at in applied} for cluster, applied in held.ahead.items() if applied}
     arrived: dict[str, list[Event]] = defaultdict(list)
     behind: dict[str, list[Behind]] = defaultdict(list)
-    jumps = Jumps(held, max_future, first, arrived, refused)
+    jumps = Jumps(held, max_future, first, arrived, refused, skewed)
     fresh: dict[str, list[tuple[Event, bytes, int]]] = defaultdict(list)  # clusters this key has no time of yet
     witnessed, lowest, unbounded = held.brokers, jumps.lowest, held.unbounded
     event, tick, beacon = int(Role.EVENT), int(Role.TICK), int(Role.BEACON)  # ints: compared once per line
-    clocks = ClockBook()
-    observe = clocks.observe
-    for raw, seq, arrival, role, received in lines:
-        ev = parse_event(raw, seq, arrival)
+    for ev, raw, role, received in parsed:
         dead: DeadLetter | None
         if isinstance(ev, DeadLetter):
             dead = ev
         else:
             cluster = ev.cluster
-            if ev.broker is not None:
-                observe(cluster, ev.broker, ev.ts, received)
             dead = None if received is None else in_future(ev, raw, received, max_future)
             if dead is None:
                 bound = late_at.get(cluster)
@@ -184,7 +214,7 @@ def classify(lines: Iterable[Line], held: Held, config: Config, first: bool, ref
                     partition_bound = None if mine is None else partition_bound_of(ev, mine)
                     if partition_bound is None:
                         # Jumps.take, inline: this runs once per line
-                        if ev.ts > known:
+                        if ev.ts > known and not (skewed and ev.broker in skewed.get(cluster, ())):
                             newest[cluster] = ev.ts
                         if role != beacon:
                             arrived[cluster].append(ev)
@@ -208,8 +238,10 @@ def classify(lines: Iterable[Line], held: Held, config: Config, first: bool, ref
             refused.append(dead)
     for cluster, admitted in fresh.items():
         # A cluster's time starts at the earliest line of the first batch that brings it, not at whichever line
-        # comes first: a lone line far ahead in that batch is a jump like any other.
-        newest[cluster] = min(ev.ts for ev, _, _ in admitted)
+        # comes first: a lone line far ahead in that batch is a jump like any other. An outvoted clock sets it not.
+        off = skewed.get(cluster, ())
+        starts = [ev.ts for ev, _, _ in admitted if ev.broker not in off] or [ev.ts for ev, _, _ in admitted]
+        newest[cluster] = min(starts)
         for ev, raw, role in admitted:
             if ev.ts > newest[cluster] + max_future:
                 jumps.judge(ev, raw, role)
@@ -218,7 +250,7 @@ def classify(lines: Iterable[Line], held: Held, config: Config, first: bool, ref
                 if lowest.get(cluster, INF) <= newest[cluster] + max_future:
                     jumps.release(cluster)
     jumps.expire()
-    return Classified(arrived, behind, clocks.samples())
+    return Classified(arrived, behind, samples)
 
 
 class Classified(NamedTuple):
@@ -253,9 +285,16 @@ class Jumps:
     line looks for a witness by bisection in the waiting times of each reporter (`_times`)."""
 
     def __init__(
-        self, held: Held, max_future: int, first: bool, arrived: dict[str, list[Event]], refused: list[DeadLetter]
+        self,
+        held: Held,
+        max_future: int,
+        first: bool,
+        arrived: dict[str, list[Event]],
+        refused: list[DeadLetter],
+        skewed: dict[str, set[int]],
     ) -> None:
         self.held, self.max_future, self.first, self.arrived, self.refused = held, max_future, first, arrived, refused
+        self.skewed = skewed  # per cluster, the brokers whose clock is outvoted: they move no time and witness nothing
         self.beacon = int(Role.BEACON)
         self.lowest: dict[str, int] = {}
         for jump in held.jumps:
@@ -285,8 +324,9 @@ class Jumps:
         """A line that jumps: it arrives, with what it witnesses, when a waiting jump is its witness; else it waits."""
         cluster, mf, broker = ev.cluster, self.max_future, ev.broker
         lone = self.held.brokers.get(cluster, set()) <= {broker}
+        skewed = self.skewed.get(cluster, ())
         for (c, other), times in self._times().items():
-            if c == cluster and witnesses(broker, other, lone):
+            if c == cluster and other not in skewed and witnesses(broker, other, lone):
                 at = bisect_left(times, ev.ts - mf)
                 if at < len(times) and times[at] <= ev.ts + mf:
                     self.take(ev, role)
@@ -319,7 +359,8 @@ class Jumps:
     def take(self, ev: Event, role: int) -> None:
         """`ev` arrives (a beacon only moves its cluster's time); `classify` does the same inline for each line."""
         newest = self.held.newest
-        newest[ev.cluster] = max(newest[ev.cluster], ev.ts)
+        if ev.broker not in self.skewed.get(ev.cluster, ()):
+            newest[ev.cluster] = max(newest[ev.cluster], ev.ts)
         if role != self.beacon:
             self.arrived[ev.cluster].append(ev)
         if ev.broker is None:

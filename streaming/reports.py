@@ -93,6 +93,7 @@ class BucketState(Struct, array_like=True):
     # cluster -> (topic, partition, sort time of its last event applied past the cluster's frontier): at or behind
     # it, a later event of that partition is late (`frontier.behind_partition`)
     ahead: dict[str, list[tuple[str, int, int]]] = {}
+    clocks: list[ClockSample] = []  # the reporting brokers' clocks as this key saw them: whose the others outvote
 
 
 class Report(Struct, array_like=True):

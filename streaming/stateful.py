@@ -35,7 +35,7 @@ from isrwatch.state.events import (
     parse_event,
     sorts_at,
 )
-from isrwatch.state.eventtime import Ahead, Behind, Line, ahead_of, classify, frontier_of, late
+from isrwatch.state.eventtime import Ahead, Behind, Line, ahead_of, classify, frontier_of, late, outvoted
 from isrwatch.state.partition import Outputs, PartitionKey
 from isrwatch.state.records import row_due, shown
 from isrwatch.state.schedule import INF
@@ -205,13 +205,15 @@ def state_function(
         if first:
             held.ticked |= {ev.cluster for evs in arrived.values() for ev in evs if type(ev) is Tick}
         pending: list[Chunk] = []
+        skewed = outvoted(held, config)
         width = max(1, config.allowed_lateness_ms // SLICES_PER_LATENESS)
         for cluster in held.newest:
-            frontier = frontier_of(held, cluster, config)
+            mine = skewed.get(cluster, ())
+            frontier = frontier_of(held, cluster, config, mine)
             fresh = arrived.get(cluster, [])
             if cluster in held.watermarks:  # a watermark changes no state: the engine never sees one
                 fresh = [ev for ev in fresh if type(ev) is not Watermark]
-            ahead = ahead_of(held, cluster, config, frontier)
+            ahead = ahead_of(held, cluster, config, frontier, mine)
             reach = frontier if ahead is None else ahead.limit
             due, rest = split_due(held, cluster, fresh, reach, width)
             pending += rest

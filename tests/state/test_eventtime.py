@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
+from isrwatch.state.clock import ClockSample
 from isrwatch.state.config import Config
 from isrwatch.state.events import DeadLetter, Event, parse_event
 from isrwatch.state.eventtime import Jump, Line, Role, classify, frontier_of, split_due
@@ -26,6 +27,7 @@ class State:
     named: dict[str, set[int]] = field(default_factory=dict)
     unbounded: set[str] = field(default_factory=set)
     ahead: dict[str, list[tuple[str, int, int]]] = field(default_factory=dict)
+    clocks: list[ClockSample] = field(default_factory=list)
 
 
 def fetch(ts: int, broker: int | None = None) -> bytes:
@@ -118,3 +120,18 @@ def test_what_the_engine_takes_of_held_slices_reads_only_the_slices_reach_reache
     due, pending = split_due([wide], -1, evs[:1], 300, slices)  # reach cuts it: read, and held again as slices
     assert due is not None and times(due) == [0] and [p.first for p in pending] == [300] and pending[0] is not wide
     assert split_due(held, 500, [], 500, slices) == (None, held)  # not past what the engine applied: nothing runs
+
+
+def test_an_outvoted_clock_moves_no_time() -> None:
+    """SPEC §6, one clock per cluster: broker 3 runs 15-25 s ahead of brokers 1 and 2 (max_future_ms 10 s). Its
+    lines jump and wait; once the others' time comes within reach of the first, it arrives, but broker 3's clock is
+    more than max_future_ms from the median of the three (outvoted): the cluster's time stays the others'. Without
+    the rule it moved to broker 3's time, and every later line of the others was late."""
+    held, dead = State(newest={"c": 5_000}, brokers={"c": {1, 2, 3}}), []
+    classify(lines(fetch(5_100, 1), fetch(5_200, 2), fetch(20_000, 3), fetch(30_000, 3)), held, CONFIG, True, dead)
+    assert held.newest == {"c": 5_200} and len(held.jumps) == 2
+    arrived, _, _ = classify(lines(fetch(10_500, 1), fetch(10_600, 2)), held, CONFIG, True, dead)
+    assert times(arrived["c"]) == [10_500, 10_600, 20_000] and held.newest == {"c": 10_600} and dead == []
+    two = State(newest={"c": 5_000}, brokers={"c": {1, 3}})
+    classify(lines(fetch(5_100, 1), fetch(14_000, 3)), two, CONFIG, True, [])
+    assert two.newest == {"c": 14_000}  # of two clocks neither can be told wrong
