@@ -21,8 +21,8 @@ once it misses or adds a write) identifies a write.
 What bounds it, and what the run prints per trigger:
   frontier   a decision settles only once its partition's frontier has passed it: with the agent's watermarks,
              where the streams of the brokers acting on it (its leader, ISR, ELR) have passed (docs/SPEC.md §6:
-             about 0.3 s behind the brokers' clocks, 0.55 s while one is away; the first allowed_lateness_ms, 5 s,
-             of a stall of one of them, until it counts as behind); the run prints each batch's frontier (the
+             about 0.3 s behind the brokers' clocks, 0.55 s while one is away; a stall of one of them until it
+             resumes, up to broker_stall_wait_ms, 18 s); the run prints each batch's frontier (the
              cluster's: the least of every broker's stream) against its start;
   trigger    then it waits for the next micro-batch: up to --trigger, or the running batch if batches take longer;
   batch      the batch's own duration (Spark, the model, the store commit), from the store's progress rows;
@@ -50,6 +50,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -278,6 +279,7 @@ class Report:
     poll_ms: int
     sweeps_ms: list[float] = field(default_factory=list)  # how long each poll round over pending partitions took
     divergences: dict[str, int] = field(default_factory=dict)  # what the job's audit recorded meanwhile, by kind
+    replayed: Replayed | None = None  # the job's decisions against a one-pass replay of the same events topic
 
     def lines(self) -> list[str]:
         kinds = {k: [s for s in self.seen if s.write.kind == k] for k in ("shrink", "expand")}
@@ -288,6 +290,7 @@ class Report:
             f"{len(kinds['expand'])} expands); the API showed {how['as_written']} with their ISR, {how['superseded']} "
             f"only superseded by the partition's next write in the same batch, {how['unseen']} never; "
             f"divergences meanwhile: {', '.join(f'{k} {n}' for k, n in sorted(self.divergences.items())) or 'none'}"
+            + ("" if self.replayed is None else f"; {self.replayed}")
         ]
         if offsets:
             out.append(
@@ -465,6 +468,60 @@ def _batches(db: Path, since_ms: int) -> list[Batch]:
     return [Batch(*row) for row in rows]
 
 
+@dataclass(frozen=True)
+class Replayed:
+    """The job's decisions against a one-pass replay (`state.replay`) of every line of its events topic, both up to
+    where the job had settled (its last batch's watermark): the stream must equal the replay (SPEC §6)."""
+
+    lines: int
+    until_ms: int
+    both: int
+    stream_only: int
+    replay_only: int
+    late: int  # the job's dead letters for lateness
+
+    def __str__(self) -> str:
+        return (
+            f"stream against a replay of its events topic ({self.lines} lines, up to its watermark): "
+            f"{self.both} decisions in both, {self.stream_only} only in the stream, {self.replay_only} only in the "
+            f"replay; {self.late} late events"
+        )
+
+
+def _replayed(lab_dir: Path, db: Path) -> Replayed:
+    """Read the lab's whole events topic and replay it with the job's configuration (`Lab.stream_options`: the agent
+    profile at the lab's lag); compare its decisions with the job's, up to the job's last watermark."""
+    import msgspec
+    from kafka import KafkaConsumer, TopicPartition
+
+    from isrwatch.lab.cluster import load
+    from isrwatch.state.replay import replay
+
+    lab = load(lab_dir)
+    consumer = KafkaConsumer(bootstrap_servers=lab.monitor_bootstrap, enable_auto_commit=False, group_id=None)
+    lines: list[bytes] = []
+    try:
+        parts = [TopicPartition(lab.events_topic, p) for p in sorted(consumer.partitions_for_topic(lab.events_topic))]
+        consumer.assign(parts)
+        consumer.seek_to_beginning(*parts)
+        ends = consumer.end_offsets(parts)
+        while any(consumer.position(p) < ends[p] for p in parts):
+            for records in consumer.poll(timeout_ms=500).values():
+                lines += [r.value for r in records]
+    finally:
+        consumer.close()
+    with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn:
+        until = conn.execute("SELECT watermark_ms FROM batches ORDER BY batch_id DESC LIMIT 1").fetchone()[0]
+        streamed = [json.loads(r) for (r,) in conn.execute("SELECT record FROM decisions WHERE ts < ?", (until,))]
+        late = conn.execute("SELECT COUNT(*) FROM dead_letters WHERE reason LIKE 'late%'").fetchone()[0]
+    config = Config(replica_lag_time_max_ms=lab.replica_lag_time_max_ms).with_profile("agent")
+    replayed = [msgspec.to_builtins(d) for d in replay([lines], config, until=until).decisions if d.ts < until]
+
+    a, b = (Counter(json.dumps(r, sort_keys=True) for r in rows) for rows in (streamed, replayed))
+    both = (a & b).total()
+    return Replayed(len(lines), until, both, a.total() - both, b.total() - both, late)
+
+
 def _wait(what: str, check: Callable[[], bool], timeout: float, every: float = 0.5) -> bool:
     """Poll `check` until it holds; False (and a warning line) after `timeout`."""
     deadline = time.monotonic() + timeout
@@ -576,6 +633,7 @@ def measure(args: argparse.Namespace, lab_dir: Path, work: Path, trigger_s: floa
         args.poll_ms,
         sweeps,
         _divergences(db, watch.started_ms),
+        _replayed(lab_dir, db),
     )
 
 

@@ -25,6 +25,8 @@ CONFIG_HELP = """configuration keys (SPEC §2; --config FILE.json and/or --set K
   allowed_lateness_ms            5000   streaming only: how far behind its cluster's newest event an event may arrive
   broker_rejoin_margin_ms        250    streaming only, brokers sending watermarks: how far the frontier stays behind
                                         their streams while one of the cluster's brokers is away (SPEC §6)
+  broker_stall_wait_ms           18000  streaming only, brokers sending watermarks: how long a broker whose stream
+                                        stopped holds back the partitions it acts on, waiting for its events (SPEC §6)
   max_future_ms                  60000  an event dated more than this ahead of its arrival is refused (ts_in_future);
                                         streaming always, replay with --now
   audit_window_ms                lag    agent input: how long the model's ISR write or batch and the broker's wait

@@ -18,7 +18,7 @@ on their order, their micro-batch cuts, the state key that saw them or how often
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 import msgspec
 from msgspec import Struct
@@ -47,6 +47,20 @@ def median(values: list[int]) -> int:
     ordered = sorted(values)
     mid = len(ordered) // 2
     return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) // 2
+
+
+def outvoted(leads: Mapping[int, int], max_future_ms: int) -> set[int]:
+    """One clock cannot outvote the others (SPEC §6): of a cluster's brokers (`leads`: broker -> its lead), those more
+    than `max_future_ms` from the cluster's median clock move no frontier and hold nothing back, whatever the source.
+    The median is the common clock only when the brokers that far off are fewer than half of at least three: one wrong
+    clock of three, two of five (of two clocks that disagree, neither can be told wrong). Kafka has no such rule: each
+    leader judges its followers on its own `time.milliseconds()` (Partition.scala isFollowerOutOfSync); this guards
+    isrwatch's own event time, which every broker's clock feeds."""
+    if len(leads) < 3:
+        return set()
+    common = median(list(leads.values()))
+    off = {broker for broker, lead in leads.items() if abs(lead - common) > max_future_ms}
+    return off if 2 * len(off) < len(leads) else set()
 
 
 class ClockBook:
@@ -101,14 +115,27 @@ class ClockBook:
             for window, lead in sorted(windows.items())
         ]
 
-    def offsets(self) -> dict[tuple[str, int], int]:
-        """Each broker's clock offset (ms) from its cluster's median: brokers with arrival times are compared with
-        each other, brokers without with each other (a lead of one kind means nothing against the other's)."""
+    def _leads(self) -> dict[tuple[str, bool], dict[int, int]]:
+        """Each broker's lead, grouped by cluster and by whether it has arrival times: brokers with arrival times are
+        compared with each other, brokers without with each other (a lead of one kind means nothing against the
+        other's)."""
         groups: dict[tuple[str, bool], dict[int, int]] = {}
         for (cluster, broker), windows in self.windows.items():
             groups.setdefault((cluster, max(windows) == NO_ARRIVAL), {})[broker] = max(windows.values())
+        return groups
+
+    def offsets(self) -> dict[tuple[str, int], int]:
+        """Each broker's clock offset (ms) from its cluster's median."""
         offsets: dict[tuple[str, int], int] = {}
-        for (cluster, _), leads in groups.items():
+        for (cluster, _), leads in self._leads().items():
             common = median(list(leads.values()))
             offsets.update(((cluster, broker), lead - common) for broker, lead in leads.items())
         return dict(sorted(offsets.items()))
+
+    def outvoted(self, max_future_ms: int) -> set[tuple[str, int]]:
+        """The (cluster, broker)s whose clock the others outvote (`outvoted`)."""
+        return {
+            (cluster, broker)
+            for (cluster, _), leads in self._leads().items()
+            for broker in outvoted(leads, max_future_ms)
+        }

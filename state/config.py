@@ -116,6 +116,10 @@ class Config:
     # Streaming, brokers sending watermarks (SPEC §6): how far the frontier stays behind the brokers' streams while
     # one of the cluster's brokers is away, so that its first events when it comes back are not late.
     broker_rejoin_margin_ms: int = 250
+    # Streaming, brokers sending watermarks (SPEC §6): how long a broker whose stream stopped (stalled, stopped, dead)
+    # still holds back the partitions it acts on, so that the events its agent captured just before come in their place
+    # when it resumes: Kafka's default zookeeper.session.timeout.ms, until which Kafka keeps a silent broker's roles.
+    broker_stall_wait_ms: int = 18000
     max_future_ms: int = 60000  # an event dated more than this ahead of its arrival is refused (ts_in_future)
     # The audit of agent input (SPEC §7): how long a side waits for its partner (None = replica_lag_time_max_ms,
     # which spans the next isr-expiration run), and the clock difference a `timing` divergence may hinge on.

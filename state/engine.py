@@ -351,7 +351,7 @@ class PartitionEngine:
                 keeps = self._keeps_rules(ev)
                 if len(gone) == len(mine) or (keeps and ev.task == "isr-change-propagation"):
                     self._apply(ev, out)
-                    for p in mine:
+                    for p in gone:  # a propagation-only tick reads none: those held back did not pass `at`
                         applied[p.key] = at
                         frontiers.pop(p.key, None)
                     continue

@@ -7,10 +7,11 @@ that no event still to come is at or behind (such an event is `late`). Two thing
 - each reporting broker's own stream: the agent's `watermark` W says every later event of that broker has
   `ts` >= W (`broker_passed`).
 When every source of a cluster is a broker that sends watermarks, the frontier is where the slowest of their
-streams has passed (`brokers_frontier`), ahead of the fallback: a shrink is shown as soon as every broker's stream
-has passed it, with no fixed lateness wait. A broker whose stream fell `allowed_lateness_ms` behind its cluster's
-time (dead, stopped, stalled) holds nothing back (`holds_back`), and while one is away the frontier keeps a margin
-for its return (`rejoin_margin`).
+streams has passed (`brokers_frontier`): a shrink is shown as soon as every broker's stream has passed it, with no
+fixed lateness wait. A broker whose stream stopped (stalled, stopped, dead) holds back what it acts on until it
+resumes, for up to `broker_stall_wait_ms` (`holds_back`): the events its agent captured just before it stopped come
+when it resumes, and are applied in their place. While one is away the frontier keeps a margin for its return
+(`rejoin_margin`).
 
 Within a cluster, each partition may go further, to its own frontier (`partition_frontier`): where the streams of
 the brokers that can still change it (`partition.acting_brokers`: its leader, its ISR and ELR, the holders of its
@@ -29,12 +30,21 @@ def broker_passed(watermark: int) -> int:
     return watermark - 1
 
 
-def holds_back(passed: int, fallback: int) -> bool:
-    """Whether a broker's stream, passed up to `passed`, holds its cluster's frontier back: not once it fell to the
-    fallback (`allowed_lateness_ms` behind its cluster's time). A broker that died, was stopped or stalled would
-    otherwise hold every other broker's partitions back for as long as it is away; the events it still sends are
-    judged on the frontier as any event is (one that far behind was late under the fallback alone, too)."""
-    return passed > fallback
+def holds_back(passed: int, gone: int) -> bool:
+    """Whether a broker's stream, passed up to `passed`, holds its cluster's frontier back: while it is ahead of
+    `gone` (`stall_bound`). A broker whose stream stopped may be stalled (a GC pause, SIGSTOP) and resume with the
+    events its agent captured just before, dated then: it holds back until it resumes, so those are applied in their
+    place, as the replay applies them. Kafka itself keeps a silent broker's leaderships and ISR memberships until its
+    session expires (zookeeper.session.timeout.ms, 18 s by default since KIP-537, Kafka 2.5; in KRaft
+    broker.session.timeout.ms, 9 s). One that died would otherwise hold the partitions it acts on back forever; past
+    `gone` its events are judged on the frontier as any event is."""
+    return passed > gone
+
+
+def stall_bound(newest: int, lateness: int, stall_wait_ms: int) -> int:
+    """Where a broker's stream, passed up to there or behind, holds nothing back: `broker_stall_wait_ms` behind its
+    cluster's time `newest`, and never less than the fallback's `allowed_lateness_ms`."""
+    return newest - max(lateness, stall_wait_ms)
 
 
 def rejoin_margin(away: bool, margin_ms: int) -> int:
@@ -45,19 +55,22 @@ def rejoin_margin(away: bool, margin_ms: int) -> int:
     return margin_ms if away else 0
 
 
-def brokers_frontier(passed: Mapping[int, int], named: Collection[int], fallback: int, margin_ms: int) -> int:
-    """The least of the streams that hold the cluster back, less the rejoin margin when a named or watermarking
-    broker is away; the fallback when no stream holds it back."""
-    holding = {broker: p for broker, p in passed.items() if holds_back(p, fallback)}
+def brokers_frontier(
+    passed: Mapping[int, int], named: Collection[int], fallback: int, gone: int, margin_ms: int
+) -> int:
+    """The least of the streams that hold the cluster back (`holds_back` past `gone`), less the rejoin margin when a
+    named or watermarking broker is away; the fallback when no stream holds it back."""
+    holding = {broker: p for broker, p in passed.items() if holds_back(p, gone)}
     if not holding:
         return fallback
     away = len(holding) < len(passed) or any(b not in holding for b in named)
-    return max(fallback, min(holding.values()) - rejoin_margin(away, margin_ms))
+    return max(gone, min(holding.values()) - rejoin_margin(away, margin_ms))
 
 
 def cluster_frontier(
     newest: int,
     lateness: int,
+    stall_wait_ms: int,
     margin_ms: int,
     watermarks: Mapping[int, int] | None,
     reporters: Collection[int],
@@ -72,7 +85,9 @@ def cluster_frontier(
     broker) do the brokers' streams move the frontier past the fallback `newest - lateness`."""
     fallback = newest - lateness
     passed = streams_passed(watermarks, reporters, unbounded)
-    return fallback if passed is None else brokers_frontier(passed, named, fallback, margin_ms)
+    if passed is None:
+        return fallback
+    return brokers_frontier(passed, named, fallback, stall_bound(newest, lateness, stall_wait_ms), margin_ms)
 
 
 def streams_passed(
@@ -86,12 +101,13 @@ def streams_passed(
 
 
 def partition_frontier(
-    acting: Collection[int], passed: Mapping[int, int], fallback: int, margin_ms: int, cluster: int
+    acting: Collection[int], passed: Mapping[int, int], fallback: int, gone: int, margin_ms: int, cluster: int
 ) -> int:
     """How far a partition may be applied: `brokers_frontier` over the brokers acting on it (`acting_brokers`), never
     behind its cluster's frontier `cluster`. Another broker's stream cannot change it (a follower's copy of its state
     only counts), so a broker away, or behind, that does not act on it holds it back no more than one that does."""
-    return max(cluster, brokers_frontier({b: passed[b] for b in acting if b in passed}, acting, fallback, margin_ms))
+    mine = {b: passed[b] for b in acting if b in passed}
+    return max(cluster, brokers_frontier(mine, acting, fallback, gone, margin_ms))
 
 
 def behind_partition(at: int, ahead: int | None) -> bool:

@@ -17,6 +17,7 @@ from isrwatch.state.clock import ClockBook
 from isrwatch.state.config import Config
 from isrwatch.state.engine import PartitionEngine
 from isrwatch.state.events import Event
+from isrwatch.state.eventtime import Role
 from isrwatch.state.incidents import IncidentBook, merge_incidents
 from isrwatch.state.metrics import LATE_EVENTS
 from isrwatch.state.partition import recorded
@@ -25,7 +26,6 @@ from isrwatch.state.records import Divergence
 from isrwatch.state.replay import ReplayResult
 from isrwatch.state.step import Settled, settle, summarize
 
-from .framing import Role
 from .reports import Report, decode_bucket
 from .sink import AUDIT_BLOB, BOOK_BLOB, CLOCKS_BLOB, INCIDENTS_BLOB, MANAGERS_BLOB, settle_reports
 from .stateful import count_events

@@ -37,6 +37,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from isrwatch.state.events import DEFAULT_CLUSTER
+from isrwatch.state.eventtime import Role  # the shell routes each line as the core reads it
 
 from .buckets import CONTROL_KEY, Layout
 
@@ -64,14 +65,6 @@ class Destination(IntEnum):
     EVERY_KEY = 1  # a tick: every bucket; the first bucket counts it
     FIRST_KEY = 2  # a broker's event about many partitions: the first bucket
     CONTROL = 3  # no usable time or key (or after --until): the control key, which dead-letters it
-
-
-class Role(IntEnum):
-    """What a routed line is to the bucket that receives it."""
-
-    EVENT = 0  # its own partition event (or a control line)
-    TICK = 1  # a tick: every bucket applies it, the first bucket alone counts it
-    BEACON = 2  # another bucket's event: it only tells how far its cluster's time has come
 
 
 class Routing(msgspec.Struct, gc=False):

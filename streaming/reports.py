@@ -9,6 +9,7 @@ from msgspec import Struct
 from isrwatch.state.audit import Marks
 from isrwatch.state.clock import ClockSample
 from isrwatch.state.events import BrokerObserved, BrokerRegistration, DeadLetter, Event, IsrUpdated
+from isrwatch.state.eventtime import Jump
 from isrwatch.state.records import (
     AlterPartitionAnswer,
     AlterPartitionSendSeen,
@@ -77,15 +78,6 @@ class Chunk(Struct, array_like=True):
         return _events_decoder.decode(pa.decompress(self.data, decompressed_size=self.size, codec=_CODEC, asbytes=True))
 
 
-class Jump(Struct, array_like=True):
-    """A valid line dated more than max_future_ms ahead of its cluster's time: it waits for corroboration (SPEC §6)."""
-
-    base: int  # the cluster's time when it came: nothing corroborating it by base + max_future_ms, it is refused
-    role: int  # the line's `framing.Role` here: it arrives, or (a beacon) only carries its time
-    raw: bytes  # for its dead letter
-    event: Event
-
-
 class BucketState(Struct, array_like=True):
     """A state key's value: per cluster, the engine (applied state), the newest event time known, and the
     validated events still ahead of that cluster's frontier.
@@ -110,6 +102,7 @@ class BucketState(Struct, array_like=True):
     # it, a later event of that partition is late (`frontier.behind_partition`)
     ahead: dict[str, list[tuple[str, int, int]]] = {}
     audit: bytes | None = None  # the audit of this key's partitions (`Audit.pair`), None while it holds nothing
+    clocks: list[ClockSample] = []  # the reporting brokers' clocks as this key saw them: whose the others outvote
 
 
 class IsrDivergence(Struct, array_like=True):

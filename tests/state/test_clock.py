@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from isrwatch.state.clock import CLOCK_WINDOW_MS, ClockBook, median
+from isrwatch.state.clock import CLOCK_WINDOW_MS, ClockBook, median, outvoted
 from isrwatch.state.config import Config
 from isrwatch.state.records import BrokerRecord
 from isrwatch.state.replay import replay
@@ -171,3 +171,21 @@ def test_the_offsets_depend_on_the_events_seen_not_their_order_or_cut() -> None:
 def test_median() -> None:
     assert median([3, 1, YEAR]) == 3
     assert median([4, 1, YEAR, -YEAR]) == 2
+
+
+def test_one_clock_cannot_outvote_the_others() -> None:
+    """SPEC §6 (`clock.outvoted`): of three or more brokers, those more than max_future_ms from the cluster's median
+    clock, while fewer than half of them, are outvoted; either side of the bound; never of two, nor a half."""
+    now, mf = 1_000_000, 60_000
+    assert outvoted({1: now, 2: now + 5, 3: now + YEAR}, mf) == {3}
+    assert outvoted({1: now, 2: now + 5, 3: now - 600_000}, mf) == {3}
+    assert outvoted({1: now, 2: now, 3: now + mf}, mf) == set()  # at the bound: within
+    assert outvoted({1: now, 2: now, 3: now + mf + 1}, mf) == {3}
+    assert outvoted({1: now, 2: now + YEAR}, mf) == set()  # one against one: neither can be told wrong
+    assert outvoted({1: now, 2: now, 3: now + YEAR, 4: now + YEAR}, mf) == set()  # a half is no minority
+    assert outvoted({1: now, 2: now, 3: now, 4: now + YEAR, 5: now - YEAR}, mf) == {4, 5}
+    book = ClockBook()
+    for broker, ts in ((1, now), (2, now + 7), (3, now + YEAR)):
+        book.observe("c", broker, ts, None)
+        book.observe("d", broker, now - YEAR if broker == 3 else ts, None)  # behind as far
+    assert book.outvoted(mf) == {("c", 3), ("d", 3)}

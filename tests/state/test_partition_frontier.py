@@ -23,7 +23,7 @@ CLUSTER = 1001  # the cluster's frontier: the least of the streams
 
 
 def frontier_of(acting: frozenset[int]) -> int:
-    return partition_frontier(acting, PASSED, fallback=-1, margin_ms=0, cluster=CLUSTER)
+    return partition_frontier(acting, PASSED, fallback=-1, gone=-1, margin_ms=0, cluster=CLUSTER)
 
 
 def start() -> list[dict]:

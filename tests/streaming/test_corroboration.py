@@ -17,8 +17,11 @@ import msgspec
 import pytest
 
 from isrwatch.sim.synthetic import StreamShape, generate
+from isrwatch.state.clock import ClockBook
 from isrwatch.state.config import Config
+from isrwatch.state.eventtime import frontier_of, outvoted
 from isrwatch.state.replay import ReplayResult, replay
+from isrwatch.streaming.reports import BUCKET_STATE_VERSION, BucketState
 from isrwatch.streaming.testing import run_stateful
 
 YEAR_MS = 365 * 24 * 3600 * 1000
@@ -147,3 +150,43 @@ def test_a_lone_broker_whose_clock_jumps_is_its_own_witness(seed: int) -> None:
     after = jumped[half]["ts"] + 30_000
     settled = as_json([d for d in live.decisions if d.ts > after])
     assert settled and set(settled) <= set(as_json(replayed.decisions))
+
+
+@pytest.mark.parametrize(("skewed", "shift_ms", "seed"), [(3, 90_000, 6), (1, 90_000, 7), (2, -90_000, 8)])
+def test_one_clock_a_minute_and_a_half_off_cannot_outvote_the_others(skewed: int, shift_ms: int, seed: int) -> None:
+    """SPEC §6, one clock per cluster (`clock.outvoted`): a broker 90 s ahead was a jump that arrived as soon as the
+    cluster's time came within `max_future_ms` of it, and then moved that time 90 s on: every later event of the
+    healthy brokers was late (376 dead letters here). Its clock is more than `max_future_ms` from its cluster's median,
+    so it moves no frontier and holds nothing back: none of the others' events is refused, and what it does not lead
+    is a replay without it."""
+    events = recording(skewed, shift_ms)
+    lines = encoded(events)
+    streamed = run_stateful(lines, cuts(len(lines), seed), AGENT)
+    assert [json.loads(d.raw) for d in streamed.dead_letters if json.loads(d.raw).get("broker") != skewed] == []
+    theirs = led_by(skewed, events)
+    others = replay([encoded([ev for ev in events if ev.get("broker") != skewed])], AGENT)
+    end = max(ev["ts"] for ev in events if ev.get("broker") != skewed)
+
+    def judged(result: ReplayResult) -> list[str]:
+        return as_json([d for d in result.decisions if (d.topic, d.partition) not in theirs and d.ts <= end])
+
+    assert judged(streamed) == judged(others) and len(judged(others)) >= 5
+
+
+def test_an_outvoted_clock_holds_the_brokers_frontier_back_no_more() -> None:
+    """Brokers 1 and 2 send watermarks; broker 3, a year ahead, sends events (each a jump, so none of its watermarks
+    ever arrives). A reporter without a watermark keeps its cluster on the lateness fallback; an outvoted one does not
+    count (`eventtime.frontier_of`): the others' streams set the frontier."""
+    now = START_MS
+    held = BucketState(BUCKET_STATE_VERSION, newest={"lab": now}, brokers={"lab": {1, 2, 3}})
+    held.watermarks = {"lab": {1: now - 100, 2: now - 200}}
+    held.named = {"lab": {1, 2, 3}}
+    book = ClockBook()
+    for broker, ts in ((1, now), (2, now - 50), (3, now + YEAR_MS)):
+        book.observe("lab", broker, ts, None)
+    fallback = now - AGENT.allowed_lateness_ms
+    assert frontier_of(held, "lab", AGENT) == fallback
+    held.clocks = book.samples()
+    assert outvoted(held, AGENT) == {"lab": {3}}
+    # The least of the others' streams, less the rejoin margin: broker 3 stays named, as one away.
+    assert frontier_of(held, "lab", AGENT, {3}) == now - 201 - AGENT.broker_rejoin_margin_ms > fallback

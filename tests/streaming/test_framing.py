@@ -9,11 +9,11 @@ from typing import NamedTuple
 import pyarrow as pa
 import pytest
 
+from isrwatch.state.eventtime import Role
 from isrwatch.streaming.buckets import CONTROL_KEY, Layout, bucket_ids
 from isrwatch.streaming.framing import (
     BEACON_SHARE,
     Lines,
-    Role,
     beacon_every,
     binary_array,
     frame,

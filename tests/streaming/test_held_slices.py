@@ -31,7 +31,7 @@ def test_a_frontier_inside_the_held_events_decodes_only_the_slice_it_cuts() -> N
     held = BucketState(BUCKET_STATE_VERSION, applied={"c": 0}, pending=Chunk.slices("c", _fetches(0, 1_000, 10), 250))
     held = decode_bucket(encode(held))  # as a call finds them
     fresh = _fetches(1_000, 1_100, 10)
-    due, pending = split_due(held, "c", fresh, 600, 600, 250)
+    due, pending = split_due(held, "c", fresh, 600, 250)
     assert due is not None and sorted(ev.ts for ev in due) == list(range(0, 600, 10))
     kept = [c for c in pending if any(c is h for h in held.pending)]
     assert kept == held.pending[3:]  # the slice after the frontier passes as it came
@@ -45,5 +45,5 @@ def test_a_chunk_kept_before_slices_is_cut_as_a_whole() -> None:
     old = msgspec.msgpack.decode(msgspec.msgpack.encode(["c", new.first, new.size, new.data]), type=Chunk)
     assert old.last == INF
     held = BucketState(BUCKET_STATE_VERSION, applied={"c": 0}, pending=[old])
-    due, pending = split_due(decode_bucket(encode(held)), "c", [], 600, 2_000, 250)
+    due, pending = split_due(decode_bucket(encode(held)), "c", [], 2_000, 250)
     assert due is not None and len(due) == 100 and pending == []

@@ -6,7 +6,8 @@ import pytest
 from msgspec.structs import astuple
 
 from isrwatch.state.events import parse_event
-from isrwatch.streaming.reports import BUCKET_STATE_VERSION, BucketState, Jump, decode_bucket, encode
+from isrwatch.state.eventtime import Jump
+from isrwatch.streaming.reports import BUCKET_STATE_VERSION, BucketState, decode_bucket, encode
 
 
 def test_a_bucket_state_round_trips():
