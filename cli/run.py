@@ -88,7 +88,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         metavar="N",
         help="the partitions you expect (all clusters): in local mode, --driver-memory defaults to the heap their "
         "state needs, and a configuration that cannot hold them is refused, saying what to set "
-        "(docs/performance.md, Memory)",
+        "(docs/performance.md, At scale)",
     )
     rn.add_argument(
         "--kafka-output",

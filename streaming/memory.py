@@ -4,9 +4,9 @@ In local mode (the default master) the driver's JVM runs the tasks and holds Spa
 store keeps the two last committed versions of every state key on the heap and builds the next one (every key is
 rewritten each batch); RocksDB keeps them off the heap, in native memory and on disk. Each key's state also passes
 through the heap to and from the Python workers once a batch. The figures are peaks measured with
-`isrwatch bench stream` at 10,000, 300,000 and 1,000,000 partitions (docs/performance.md, "Memory"): the heap is the
-live heap after a garbage collection times `GC_HEADROOM`, the rest is resident memory outside the heap (the driver's
-Python, the JVM's native memory, the Python workers). On a cluster the executors hold the state, spread over them:
+`isrwatch bench stream` at 300,000 partitions and in the first batch of 1,000,000 (docs/performance.md, At scale): the
+heap is the live heap after a garbage collection times `GC_HEADROOM`, the rest is resident memory outside the heap
+(the driver's Python, the JVM's native memory, the Python workers). On a cluster the executors hold the state, spread over them:
 size `spark.executor.memory` likewise, per executor's share (deploy/README.md).
 """
 
@@ -100,13 +100,13 @@ def check_driver_memory(partitions: int, spark: SparkSettings, machine: int | No
         )
         raise ConfigError(
             f"--partitions {partitions:,} with the {store} state store needs about {total:,} MiB in local mode "
-            f"(docs/performance.md, Memory), more than this machine's {machine:,} MiB: {hint}or run on a cluster "
+            f"(docs/performance.md, At scale), more than this machine's {machine:,} MiB: {hint}or run on a cluster "
             "(--master) whose executors hold the state"
         )
     need = heap_needed_mib(partitions, store)
     if size_mib(spark.driver_memory) < need:
         raise ConfigError(
             f"--partitions {partitions:,} needs about {need:,} MiB of driver heap in local mode with the {store} "
-            f"state store (docs/performance.md, Memory); --driver-memory {spark.driver_memory} is less: set "
+            f"state store (docs/performance.md, At scale); --driver-memory {spark.driver_memory} is less: set "
             f"--driver-memory {math.ceil(need / 1024)}g, or run on a cluster (--master) whose executors hold the state"
         )

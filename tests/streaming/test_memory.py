@@ -1,4 +1,4 @@
-"""Memory planned, not found (docs/performance.md, Memory): `isrwatch run --partitions N` sets the driver heap N
+"""Memory planned, not found (docs/performance.md, At scale): `isrwatch run --partitions N` sets the driver heap N
 partitions need in local mode, and refuses, saying what to set, a heap or a machine that cannot hold them."""
 
 from __future__ import annotations
