@@ -6,8 +6,8 @@ rewritten each batch); RocksDB keeps them off the heap, in native memory and on 
 through the heap to and from the Python workers once a batch. The figures are peaks measured with
 `isrwatch bench stream` at 300,000 partitions and in the first batch of 1,000,000 (docs/performance.md, At scale): the
 heap is the live heap after a garbage collection times `GC_HEADROOM`, the rest is resident memory outside the heap
-(the driver's Python, the JVM's native memory, the Python workers). On a cluster the executors hold the state, spread over them:
-size `spark.executor.memory` likewise, per executor's share (deploy/README.md).
+(the driver's Python, the JVM's native memory, the Python workers). On a cluster the executors hold the state,
+spread over them: size `spark.executor.memory` likewise, per executor's share (deploy/README.md).
 """
 
 from __future__ import annotations
