@@ -38,9 +38,10 @@ class Footprint:
 
 
 # The driver heap to set (`--driver-memory`), by state store: the measured peak live heap x GC_HEADROOM. HDFS at
-# 300,000 partitions: 985 MiB live at most, on 2g through the batches that settle every partition; RocksDB at
-# 1,000,000: 1,705 MiB live in the first batch (its whole state then passes through the heap as Arrow).
-HEAP = {"hdfs": Footprint(512, 3584), "rocksdb": Footprint(512, 2560)}
+# 300,000 partitions: 1,152 MiB after a collection at most, on 2g, through the batches that settle every partition
+# (a full collection found 504 MiB live); RocksDB at 1,000,000: 1,705 MiB in the first batch (each key's whole state
+# passes through the heap as Arrow).
+HEAP = {"hdfs": Footprint(512, 4608), "rocksdb": Footprint(512, 2560)}
 # Resident memory outside that heap, measured at 300,000 partitions through the batch that settled them all: the
 # JVM's own (1.2 GiB: metaspace, threads, Arrow and network buffers; RocksDB's native memory on top), the driver's
 # Python (707 MiB: that batch's 300,000 decisions) and the two Python workers (2.7 GiB: the keys' states decoded).

@@ -29,7 +29,7 @@ def test_the_defaults_hold_300000_partitions_on_the_project_machine():
     check_driver_memory(300_000, SparkSettings(), MACHINE)  # the default heap and state store
     assert resident_needed_mib(300_000, "hdfs") <= MACHINE - 8 * 1024  # other work keeps 8 GiB
     assert planned_driver_memory(300_000, "hdfs") == planned_driver_memory(10_000, "hdfs") == "2g"
-    assert planned_driver_memory(1_000_000, "hdfs") == "4g"
+    assert planned_driver_memory(1_000_000, "hdfs") == "5g"
 
 
 def test_a_heap_below_the_plan_is_refused_naming_what_to_set():
