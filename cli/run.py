@@ -18,7 +18,7 @@ from dataclasses import fields
 from typing import TYPE_CHECKING
 
 from isrwatch.lab.jars import spark_kafka_jars
-from isrwatch.streaming.memory import check_driver_memory
+from isrwatch.streaming.memory import check_driver_memory, planned_driver_memory
 from isrwatch.streaming.spark import SparkSettings
 
 from .common import CONFIG_HELP, add_config_arguments, add_store_argument, command, load_config, say
@@ -86,8 +86,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--partitions",
         type=int,
         metavar="N",
-        help="the partitions you expect (all clusters): in local mode, refuse a --driver-memory that cannot hold "
-        "their state and say what to set (docs/scale.md)",
+        help="the partitions you expect (all clusters): in local mode, --driver-memory defaults to the heap their "
+        "state needs, and a configuration that cannot hold them is refused, saying what to set "
+        "(docs/performance.md, At scale)",
     )
     rn.add_argument(
         "--kafka-output",
@@ -115,6 +116,8 @@ def main(args: argparse.Namespace) -> int:
 
     from isrwatch.streaming.job import StreamJob, describe_failure
 
+    if args.partitions is not None and args.driver_memory is None:
+        args.driver_memory = planned_driver_memory(args.partitions, args.state_store)
     options = job_options(args)
     if args.partitions is not None:
         check_driver_memory(args.partitions, options.spark)

@@ -22,6 +22,7 @@ STATE_STORES = {
     "hdfs": "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
     "rocksdb": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
 }
+DEFAULT_DRIVER_MEMORY = "2g"  # `--driver-memory` when neither it nor `isrwatch run --partitions` is given
 
 
 @dataclass(frozen=True)
@@ -31,7 +32,7 @@ class SparkSettings:
     master: str | None = None  # None: spark-submit's master when it launched us, else local[2]
     shuffle_partitions: int = 2
     state_store: str = "hdfs"
-    driver_memory: str = "2g"
+    driver_memory: str = DEFAULT_DRIVER_MEMORY
     extra: dict[str, str] = field(default_factory=dict)
     kafka_jars: tuple[str, ...] = ()  # Spark's Kafka connector and its dependencies, put on spark.jars
 
@@ -52,7 +53,10 @@ class SparkSettings:
             help="spark.sql.shuffle.partitions, fixed by the checkpoint (default 2 = local cores)",
         )
         p.add_argument("--master", help="Spark master (default: the one spark-submit was given, else local[2])")
-        p.add_argument("--driver-memory", default="2g", help="spark.driver.memory (default 2g)")
+        p.add_argument(
+            "--driver-memory",
+            help=f"spark.driver.memory (default {DEFAULT_DRIVER_MEMORY}; `isrwatch run --partitions N`: what N needs)",
+        )
         p.add_argument(
             "--spark-conf",
             action="append",
@@ -75,7 +79,7 @@ class SparkSettings:
             master=args.master,
             shuffle_partitions=args.shuffle_partitions,
             state_store=args.state_store,
-            driver_memory=args.driver_memory,
+            driver_memory=args.driver_memory or DEFAULT_DRIVER_MEMORY,
             extra=extra,
             kafka_jars=tuple(str(p) for p in kafka_jars),
         )
