@@ -1,7 +1,7 @@
 """Fixtures shared by every test room: one Spark session, a private PostgreSQL server, a store URL on each
 backend, and two real Kafka labs for the session, one after the other: a KRaft lab (Kafka 4.4.0, 3 combined
 nodes, a monitor node) and a ZooKeeper lab (ZooKeeper, 3 brokers, a monitor broker) with its shared fault runs and
-the one stream over its events topic, and the KRaft lab's own stream (tests/lab/session.py)."""
+the one stream over its events topic, and the KRaft lab's own stream (tests/support/lab.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from isrwatch.lab.cluster import Lab, LabSpec
-from tests.lab.session import (
+from tests.support.lab import (
     KRAFT_FAULT_LOG,
     KRAFT_FAULTS,
     KRAFT_LABS,
@@ -27,7 +27,7 @@ from tests.lab.session import (
     session_spec,
     stream_session,
 )
-from tests.pg import fresh_database, postgres_server
+from tests.support.pg import fresh_database, postgres_server
 
 
 @pytest.fixture(scope="session")
@@ -66,7 +66,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     is started on first use and runs until the session ends (the KRaft lab: until the ZooKeeper lab starts), so
     every other test runs before either exists. The KRaft lab's tests come first, then the ZooKeeper lab's. Tests on
     the session's stream (the agent's tests, the reality suite) run after every other lab test: it covers the faults
-    they ran (tests/lab/session.py FAULT_LOG)."""
+    they ran (tests/support/lab.py FAULT_LOG)."""
 
     def order(item: pytest.Item) -> tuple[bool, bool, bool]:
         uses = getattr(item, "fixturenames", ())
@@ -77,7 +77,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def lab_spec() -> LabSpec:
-    """The session lab's settings (tests/lab/session.py session_spec): a 5 s lag and isrwatch-agent on every broker."""
+    """The session lab's settings (tests/support/lab.py session_spec): a 5 s lag and isrwatch-agent on every broker."""
     return session_spec(project_agent())
 
 
@@ -104,13 +104,13 @@ def kraft_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
 
 @pytest.fixture(scope="session")
 def session_stall(lab: Lab) -> Stall:
-    """The session's one stall (tests/lab/session.py run_stall), for the lab's and the agent's tests."""
+    """The session's one stall (tests/support/lab.py run_stall), for the lab's and the agent's tests."""
     return run_stall(lab)
 
 
 @pytest.fixture(scope="session")
 def session_restart(lab: Lab) -> Restart:
-    """The session's one kill, restart and preferred election (tests/lab/session.py run_restart)."""
+    """The session's one kill, restart and preferred election (tests/support/lab.py run_restart)."""
     return run_restart(lab)
 
 

@@ -19,7 +19,7 @@ import pytest
 
 from isrwatch.state.config import Config
 from isrwatch.state.replay import ReplayResult, replay
-from tests.state.helpers import run_local, run_stateful
+from tests.support.state import run_local, run_stateful
 
 DATA = Path(__file__).parents[1] / "agent" / "data"
 BROKERS = (1, 2, 3)

@@ -8,8 +8,7 @@ import msgspec
 from isrwatch.state.config import Config
 from isrwatch.state.engine import _WHOLE, PartitionEngine, _GroupState
 from isrwatch.state.partition import Outputs
-
-from .helpers import append, fetch, lai, parse_all
+from tests.support.state import append, fetch, lai, parse_all
 
 CONFIG = Config(replica_lag_time_max_ms=10_000)  # scheduled checks every 5 s
 PARTITIONS = 400  # 7 pages

@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 
 from isrwatch.store import open_store
-from tests.streaming.streams import Mix, events, in_order, write_files
-from tests.streaming.test_run import CONFIG, dump, run_command, run_job
+from tests.support.jobs import CONFIG, dump, run_command, run_job
+from tests.support.streams import Mix, events, in_order, write_files
 
 
 def descendants(pid: int) -> set[int]:
