@@ -61,18 +61,42 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return request.getfixturevalue("postgres_url")
 
 
+LAB_FIXTURES = {"lab", "kraft_lab"}
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Tests on the Kafka labs run last: a lab (four brokers, ZooKeeper or a quorum, a producer: about half a core)
     is started on first use and runs until the session ends (the KRaft lab: until the ZooKeeper lab starts), so
     every other test runs before either exists. The KRaft lab's tests come first, then the ZooKeeper lab's. Tests on
     the session's stream (the agent's tests, the reality suite) run after every other lab test: it covers the faults
-    they ran (tests/support/lab.py FAULT_LOG)."""
+    they ran (tests/support/lab.py FAULT_LOG).
+
+    Under `make test`'s pytest-xdist (`-n 2 --dist loadgroup`) every lab test is in one group, run in this order on
+    one worker (one real cluster per mode for the run) while the other worker runs the rest; a test whose fixtures
+    include a module-scoped one is grouped with its module, so that fixture (a standalone Spark cluster, a packed
+    venv) is built once."""
 
     def order(item: pytest.Item) -> tuple[bool, bool, bool]:
         uses = getattr(item, "fixturenames", ())
         return "kraft_lab" in uses or "lab" in uses, "lab" in uses, "streamed" in uses or "kraft_streamed" in uses
 
     items.sort(key=order)
+    for item in items:
+        group = xdist_group(item)
+        if group:
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
+def xdist_group(item: pytest.Item) -> str | None:
+    """The pytest-xdist group `item` must share a worker with (`--dist loadgroup`), or None: any worker."""
+    uses = set(getattr(item, "fixturenames", ()))
+    if uses & LAB_FIXTURES:
+        return "labs"
+    info = getattr(item, "_fixtureinfo", None)
+    defs = info.name2fixturedefs.values() if info else ()
+    if any(d.scope == "module" for chain in defs for d in chain):
+        return item.nodeid.split("::")[0]
+    return None
 
 
 @pytest.fixture(scope="session")
