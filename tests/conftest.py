@@ -64,6 +64,7 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 LAB_FIXTURES = {"lab", "kraft_lab"}
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Tests on the Kafka labs run last: a lab (four brokers, ZooKeeper or a quorum, a producer: about half a core)
     is started on first use and runs until the session ends (the KRaft lab: until the ZooKeeper lab starts), so
