@@ -15,12 +15,14 @@ from tests.support.lab import (
     KRAFT_FAULT_LOG,
     KRAFT_FAULTS,
     KRAFT_LABS,
+    ZOOKEEPER_LABS,
     Restart,
     Stall,
     Streamed,
     kraft_session_spec,
     project_agent,
     retire_kraft_labs,
+    retire_labs,
     run_restart,
     run_stall,
     running_lab,
@@ -62,20 +64,43 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 
 LAB_FIXTURES = {"lab", "kraft_lab"}
+# `make test` runs the suite on two pytest-xdist workers (`-n 2 --dist loadscope`, scheduled by Rooms below). The
+# tests of these modules share the session's labs: one worker runs them all, in this file's order, so the run starts
+# one real cluster per mode while the other worker runs the rest.
+LAB_MODULES = {
+    "tests/agent/test_agent_on_lab.py",
+    "tests/cli/test_demo_real.py",
+    "tests/cli/test_simulate.py",
+    "tests/lab/test_kraft.py",
+    "tests/lab/test_lab.py",
+    "tests/reality/test_reality.py",
+    "tests/reality/test_reality_kraft.py",
+    "tests/streaming/test_kafka.py",
+    "tests/streaming/test_kafka_clock.py",
+    "tests/streaming/test_skewed_broker_on_kafka.py",
+}
+# The tests of these modules share a module-scoped fixture (a standalone Spark cluster, a built wheel, a recording
+# replayed into a store): one worker runs each module, so the fixture is built once.
+MODULE_FIXTURE_MODULES = {
+    "tests/api/test_alter_partitions.py",
+    "tests/api/test_incidents.py",
+    "tests/api/test_metrics.py",
+    "tests/cli/test_wheel.py",
+    "tests/deploy/test_prometheus_e2e.py",
+    "tests/state/test_agent_recording.py",
+    "tests/state/test_incidents.py",
+    "tests/state/test_kraft_recording.py",
+    "tests/streaming/test_standalone_cluster.py",
+}
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Tests on the Kafka labs run last: a lab (four brokers, ZooKeeper or a quorum, a producer: about half a core)
     is started on first use and runs until the session ends (the KRaft lab: until the ZooKeeper lab starts), so
     every other test runs before either exists. The KRaft lab's tests come first, then the ZooKeeper lab's. Tests on
     the session's stream (the agent's tests, the reality suite) run after every other lab test: it covers the faults
-    they ran (tests/support/lab.py FAULT_LOG).
-
-    Under `make test`'s pytest-xdist (`-n 2 --dist loadgroup`) every lab test is in one group, run in this order on
-    one worker (one real cluster per mode for the run) while the other worker runs the rest; a test whose fixtures
-    include a module-scoped one is grouped with its module, so that fixture (a standalone Spark cluster, a packed
-    venv) is built once."""
+    they ran (tests/support/lab.py FAULT_LOG). A lab test or a module-scoped fixture outside the modules listed
+    above is refused: it would start a second lab, or build its fixture twice, under `make test`."""
 
     def order(item: pytest.Item) -> tuple[bool, bool, bool]:
         uses = getattr(item, "fixturenames", ())
@@ -83,21 +108,42 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
     items.sort(key=order)
     for item in items:
-        group = xdist_group(item)
-        if group:
-            item.add_marker(pytest.mark.xdist_group(group))
+        module = _module(item)
+        if LAB_FIXTURES & set(getattr(item, "fixturenames", ())) and module not in LAB_MODULES:
+            raise pytest.UsageError(f"{item.nodeid} uses a session lab: add {module} to tests/conftest.py LAB_MODULES")
+        info = getattr(item, "_fixtureinfo", None)
+        scopes = {d.scope for chain in (info.name2fixturedefs.values() if info else ()) for d in chain}
+        if "module" in scopes and module not in LAB_MODULES | MODULE_FIXTURE_MODULES:
+            raise pytest.UsageError(
+                f"{item.nodeid} has a module-scoped fixture: add {module} to tests/conftest.py MODULE_FIXTURE_MODULES"
+            )
 
 
-def xdist_group(item: pytest.Item) -> str | None:
-    """The pytest-xdist group `item` must share a worker with (`--dist loadgroup`), or None: any worker."""
-    uses = set(getattr(item, "fixturenames", ()))
-    if uses & LAB_FIXTURES:
-        return "labs"
-    info = getattr(item, "_fixtureinfo", None)
-    defs = info.name2fixturedefs.values() if info else ()
-    if any(d.scope == "module" for chain in defs for d in chain):
-        return item.nodeid.split("::")[0]
-    return None
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    """`--dist loadscope` with the scopes above: the lab modules one scope, each module of MODULE_FIXTURE_MODULES one,
+    every other test its own (pytest-xdist's own `loadgroup` cannot mark groups under pytest 9.2's node ids)."""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Rooms(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            if module in LAB_MODULES:
+                return "labs"
+            return module if module in MODULE_FIXTURE_MODULES else nodeid
+
+    return Rooms(config, log)
+
+
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """After the last lab module's test on a worker that runs other tests next, stop the labs: not needed again."""
+    if nextitem is not None and _module(item) in LAB_MODULES and _module(nextitem) not in LAB_MODULES:
+        retire_labs()
+
+
+def _module(item: pytest.Item) -> str:
+    return item.nodeid.split("::", 1)[0]
 
 
 @pytest.fixture(scope="session")
@@ -113,7 +159,9 @@ def lab(lab_spec: LabSpec, tmp_path_factory: pytest.TempPathFactory) -> Iterator
     Stopped with `isrwatch lab down`'s code at the end, which must leave no process running.
     """
     retire_kraft_labs()
-    with running_lab(tmp_path_factory.mktemp("lab"), lab_spec) as running:
+    directory = tmp_path_factory.mktemp("lab")
+    ZOOKEEPER_LABS.append(directory)
+    with running_lab(directory, lab_spec) as running:
         yield running
 
 
