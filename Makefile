@@ -32,7 +32,7 @@ test:
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports --no-cache
-	$(VENV)/bin/python -m pytest -q -p no:cacheprovider --durations=25
+	$(VENV)/bin/python -m pytest -q -p no:cacheprovider --durations=25 -n 2 --dist loadscope
 
 lab:
 	bash scripts/provision.sh --lab

@@ -2,7 +2,7 @@
 during a stall and a restart, and what isrwatch (the streaming job over that topic, `--profile agent`, into a
 store) makes of it. The cluster's truth comes from ZooKeeper, never from isrwatch.
 
-The faults are the session's (tests/lab/session.py: a 10 s stall of one broker, a kill and restart of another, then a
+The faults are the session's (tests/support/lab.py: a 10 s stall of one broker, a kill and restart of another, then a
 preferred election that puts the leaders back; the lab's tests assert what ZooKeeper showed during them), and the
 events and the store are the session's one stream over the topic (the `streamed` fixture, after every lab test),
 so each test looks at its fault's time window; the lab is left healthy.
@@ -22,8 +22,8 @@ import pytest
 from isrwatch.lab.record import Lab, load
 from isrwatch.state.events import DeadLetter, parse_event
 from isrwatch.store import open_store
-from tests.lab.session import Restart, Stall, Streamed
-from tests.streaming.test_run import drain
+from tests.support.jobs import drain
+from tests.support.lab import Restart, Stall, Streamed
 
 # A fetch already being served when SIGSTOP lands, or parked in the leader's purgatory, carries a time up to
 # replica.fetch.wait.max.ms (500 ms) after it; nothing may after that.

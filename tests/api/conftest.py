@@ -10,9 +10,9 @@ from fastapi.testclient import TestClient
 
 from isrwatch.api.app import create_app
 from isrwatch.store import open_store
-from tests.api.fleet import Streamed, fleet_lines, stream_into
-from tests.pg import store_url
-from tests.replays import replay_scenario
+from tests.support.fleet import Streamed, fleet_lines, stream_into
+from tests.support.pg import store_url
+from tests.support.replays import replay_scenario
 
 
 @pytest.fixture(scope="session", params=["sqlite", "postgresql"])

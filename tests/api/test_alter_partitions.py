@@ -1,5 +1,5 @@
 """The AlterPartition path through the API (SPEC §4.9, §5): /v1/alter-partitions, the pending partitions, each
-broker's queue and request in flight, and the metrics, over the KRaft cluster of tests/api/kraft.py replayed into a
+broker's queue and request in flight, and the metrics, over the KRaft cluster of tests/support/kraft.py replayed into a
 store by `isrwatch replay --store`'s own code; ZooKeeper-mode answers keep their keys."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from isrwatch.api.app import create_app
 from isrwatch.cli.replay import store_replay
 from isrwatch.state.replay import ReplayResult
-from tests.api.fleet import pages
-from tests.api.kraft import PENDING_SINCE_MS, QUEUED, STUCK, UNTIL, kraft_replay
+from tests.support.fleet import pages
+from tests.support.kraft import PENDING_SINCE_MS, QUEUED, STUCK, UNTIL, kraft_replay
 
 NOW = UNTIL + 1  # the replay's watermark
 

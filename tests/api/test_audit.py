@@ -15,14 +15,9 @@ from fastapi.testclient import TestClient
 from isrwatch.api.app import create_app
 from isrwatch.api.models import DivergencePage, ObservedPage
 from isrwatch.cli import main as isrwatch
-from tests.api.fleet import pages
-from tests.pg import store_url
-from tests.state.test_audit import END, RUNS_AT_0, isr_updated, propagated, story
-
-
-def agent_events() -> list[dict]:
-    timing = story(list(range(1500, END, 5000)), isr_updated(11_520, [1, 2], 1, check_ms=11_502), propagated(17_500))
-    return [{**ev, "cluster": "a"} for ev in timing] + [{**ev, "cluster": "b"} for ev in story(RUNS_AT_0)]
+from tests.support.audit import END, agent_events
+from tests.support.fleet import pages
+from tests.support.pg import store_url
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi.testclient import TestClient
 
-from tests.api.fleet import NOW, OFFLINE, REELECTED, Streamed, state_record
+from tests.support.fleet import NOW, OFFLINE, REELECTED, Streamed, state_record
 
 
 def test_brokers_list(client: TestClient, fleet: Streamed) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.api.test_status_page import PLAYWRIGHT_CORE, serving
+from tests.support.net import PLAYWRIGHT_CORE, serving
 
 SCRIPT = Path(__file__).with_name("docs_offline.cjs")
 

@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 from isrwatch.api.app import create_app
 from isrwatch.api.routers.health import NO_BATCH
 from isrwatch.store import open_store
-from tests.pg import fresh_database
+from tests.support.pg import fresh_database
 
 
 def test_without_a_status_page_root_is_a_json_404(scenario_url: str, tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ from collections.abc import Callable
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.api.fleet import S, Streamed, pages
+from tests.support.fleet import S, Streamed, pages
 
 
 @pytest.mark.parametrize(

@@ -11,9 +11,9 @@ from fastapi.testclient import TestClient
 from isrwatch.api.app import create_app
 from isrwatch.api.models import IncidentDetail, IncidentPage, Timeline
 from isrwatch.cli import main as isrwatch
-from tests.api.fleet import pages
-from tests.pg import store_url
-from tests.state.test_incidents import CONFIG, story
+from tests.support.fleet import pages
+from tests.support.incidents import CONFIG, story
+from tests.support.pg import store_url
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])

@@ -15,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from isrwatch.api.app import create_app
 from isrwatch.store import open_store
-from tests.api.fleet import END, S, Streamed, follower_shrink_predicted
+from tests.support.fleet import END, S, Streamed, follower_shrink_predicted
 
 CONTRACT = Path(__file__).parents[2] / "docs" / "CONTRACTS.md"
 NOW = END + 1

@@ -8,7 +8,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from isrwatch.api.app import create_app
-from tests.api.fleet import NOW, OFFLINE, REELECTED, Streamed, follower_shrink_predicted, key, pages, state_record
+from tests.support.fleet import NOW, OFFLINE, REELECTED, Streamed, follower_shrink_predicted, key, pages, state_record
 
 
 def test_partitions_all_in_stable_order_acrosspages(client: TestClient, fleet: Streamed) -> None:

@@ -9,7 +9,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from isrwatch.api.app import create_app
-from tests.api.fleet import Streamed
+from tests.support.fleet import Streamed
 
 
 def test_a_misspelt_filter_is_a_422_naming_it_and_the_parameters_the_route_takes(client: TestClient) -> None:

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import httpx
 
-from tests.deploy.support import RUNBOOK_PLACEHOLDER, alert_rules
-from tests.net import serving_command
+from tests.support.deploy import RUNBOOK_PLACEHOLDER, alert_rules
+from tests.support.net import serving_command
 
 ALERTS_MD = Path(__file__).resolve().parents[2] / "docs" / "alerts.md"
 

@@ -16,7 +16,7 @@ from schemathesis.checks import positive_data_acceptance
 from schemathesis.config import SchemathesisConfig
 
 from isrwatch.api.app import create_app
-from tests.api.fleet import Streamed
+from tests.support.fleet import Streamed
 
 TOKEN = "s3cret"
 CONFIG = SchemathesisConfig.from_str(f"""

@@ -9,34 +9,19 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import httpx
 
 from isrwatch.cli import main
-from tests.api.kraft import QUEUED, STUCK, UNTIL, settings_args, write_events
-from tests.net import serving_command
+from tests.support.kraft import QUEUED, STUCK, UNTIL, settings_args, write_events
+from tests.support.net import PLAYWRIGHT_CORE, ROOT, serving
 
-ROOT = Path(__file__).resolve().parents[2]
-PLAYWRIGHT_CORE = ROOT / ".tools" / "node" / "node_modules" / "playwright-core"
 LAG = ["--set", "replica_lag_time_max_ms=10000"]
 RED = "rgb(198, 40, 40)"  # --bad in style.css
-
-
-@contextmanager
-def serving(
-    store_url: str, *options: str, isrwatch: Sequence[str] = (sys.executable, "-m", "isrwatch.cli"), **popen: Any
-) -> Iterator[str]:
-    """`isrwatch serve` (the command `isrwatch`, run with `popen`'s cwd and env) on a loopback port the kernel
-    picks; yields its base URL."""
-    with serving_command([*isrwatch, "serve", "--store", store_url, "--port", "0", *options], **popen) as (url, _):
-        yield url
 
 
 def browse(
@@ -165,7 +150,7 @@ def test_behind_a_token_the_page_asks_once_keeps_it_for_the_session_and_shows_th
 def test_status_page_shows_where_the_model_and_the_brokers_disagree(tmp_path):
     """Agent input (tests/api/test_audit.py): cluster "a" diverged by timing only, cluster "b" had a shrink and a
     batch its broker never made: those rows stand out, timing ones do not."""
-    from tests.api.test_audit import END, agent_events
+    from tests.support.audit import END, agent_events
 
     events = tmp_path / "agent.jsonl"
     events.write_text("".join(json.dumps(ev) + "\n" for ev in agent_events()))
@@ -201,7 +186,7 @@ def test_status_page_shows_where_the_model_and_the_brokers_disagree(tmp_path):
 
 
 def test_status_page_shows_the_pending_isr_changes_and_each_brokers_alter_partition_queue(tmp_path):
-    """The KRaft cluster of tests/api/kraft.py: broker 1's request has been in flight for 25.1 s with a second
+    """The KRaft cluster of tests/support/kraft.py: broker 1's request has been in flight for 25.1 s with a second
     proposal queued behind it; both partitions are pending shrinks whose committed ISR is still full."""
     events = write_events(tmp_path / "kraft.jsonl")
     store = f"sqlite:///{tmp_path / 'isrwatch.db'}"
@@ -236,7 +221,7 @@ def test_status_page_flags_a_broker_whose_clock_is_off(tmp_path):
     """The agent recording of three 3.9 brokers with broker 1's clock a year ahead and broker 3's ten minutes behind
     (tests/state/test_clock.py), replayed into a store: /v1/brokers and /metrics give their offsets over real HTTP,
     the page flags both as clock-skewed with the offset, and broker 2 not."""
-    from tests.state.test_clock import SKEW, TOLERANCE_MS, skewed_lines
+    from tests.support.clock import SKEW, TOLERANCE_MS, skewed_lines
 
     events = tmp_path / "agent.jsonl"
     events.write_bytes(b"".join(line + b"\n" for b in (1, 2, 3) for line in skewed_lines(b)))

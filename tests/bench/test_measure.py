@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from isrwatch.bench.measure import Http, free_port
-from tests.api.test_status_page import serving
-from tests.replays import replay_scenario
+from tests.support.net import serving
+from tests.support.replays import replay_scenario
 
 
 def test_http_reads_the_api_and_names_what_failed(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from isrwatch.cli import main as isrwatch
-from tests.net import free_port
+from tests.support.net import free_port
 
 PARTITIONS = (0, 1)
 UNTIL = 130_000

@@ -16,8 +16,8 @@ import pytest
 from isrwatch.api.routers.health import NO_BATCH
 from isrwatch.cli import build_parser, demo, main
 from isrwatch.store import DEFAULT_STORE, STORE_ENV, open_store
-from tests.net import serving_command
-from tests.replays import replay_scenario
+from tests.support.net import serving_command
+from tests.support.replays import replay_scenario
 
 CLI = [sys.executable, "-m", "isrwatch.cli"]
 

@@ -23,9 +23,9 @@ from isrwatch.lab import faults
 from isrwatch.lab.jars import KAFKA_NEWEST
 from isrwatch.lab.record import KRAFT, Lab, load
 from isrwatch.processes.detached import alive
-from tests.cli.test_demo import DEMO_PROCESSES, interrupt, running_demo, stopped_cleanly
-from tests.lab.session import current, fault_begins, fault_over, project_agent, states, wait_healthy
-from tests.net import free_port
+from tests.support.demo import DEMO_PROCESSES, interrupt, running_demo, stopped_cleanly
+from tests.support.lab import current, fault_begins, fault_over, project_agent, states, wait_healthy
+from tests.support.net import free_port
 
 KAFKA_ISR = re.compile(r"KAFKA .* ISR \[([\d,]*)\] -> \[([\d,]*)\]")
 NEW_INCARNATION = re.compile(r"KAFKA   broker 3's new incarnation registered \(broker epoch (\d+) -> (\d+)\)")

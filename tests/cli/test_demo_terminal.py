@@ -10,8 +10,8 @@ from pathlib import Path
 
 from isrwatch.cli import main
 from isrwatch.cli.demo import Api, Summary, _clock, _offset
-from tests.api.kraft import CLUSTER, UNTIL, kraft_events, settings_args
-from tests.api.test_status_page import serving
+from tests.support.kraft import CLUSTER, UNTIL, kraft_events, settings_args
+from tests.support.net import serving
 
 REFUSALS = 12  # the leader of ledger-3 proposes broker 1 back at each fetch; the controller refuses each
 
@@ -35,7 +35,7 @@ def test_the_terminal_clock_is_the_pages() -> None:
 
 
 def _refused_again(events: list[dict]) -> list[dict]:
-    """The KRaft cluster of tests/api/kraft.py, with the controller refusing ledger-3's expand REFUSALS times
+    """The KRaft cluster of tests/support/kraft.py, with the controller refusing ledger-3's expand REFUSALS times
     (INELIGIBLE_REPLICA: broker 1 fenced, which the leader's metadata learns only at the end of the run)."""
     before = [e for e in events if e["ts"] < 5000]
     after = [e for e in events if e["ts"] >= 5500]  # the unfence, then the proposal that commits

@@ -13,8 +13,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.net import free_port
-from tests.replays import replay_scenario
+from tests.support.net import free_port
+from tests.support.replays import replay_scenario
 
 
 def _listening_addresses(port: int) -> set[str]:

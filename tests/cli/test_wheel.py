@@ -27,8 +27,8 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from tests.net import serving_command
-from tests.replays import SCENARIOS
+from tests.support.net import serving_command
+from tests.support.replays import SCENARIOS
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIO = SCENARIOS / "01-stuck-follower-shrink"

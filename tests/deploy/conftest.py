@@ -10,8 +10,8 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.deploy.support import BIN, commit_demo_batch, wait_until
-from tests.net import free_port
+from tests.support.deploy import BIN, commit_demo_batch, wait_until
+from tests.support.net import free_port
 
 
 @pytest.fixture(scope="session")

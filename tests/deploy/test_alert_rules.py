@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import yaml
 
-from tests.deploy.support import RULE_TESTS, RULES, RUNBOOK_PLACEHOLDER, alert_rules, run
+from tests.support.deploy import RULE_TESTS, RULES, RUNBOOK_PLACEHOLDER, alert_rules, run
 
 
 def test_promtool_check_rules() -> None:

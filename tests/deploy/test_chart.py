@@ -15,7 +15,7 @@ import yaml
 
 from isrwatch.cli import build_parser
 from isrwatch.state.config import Config
-from tests.deploy.support import (
+from tests.support.deploy import (
     BIN,
     CHART,
     GRAFANA,

@@ -15,7 +15,7 @@ import yaml
 from isrwatch.cli import build_parser
 from isrwatch.sim.faults import SCENARIOS
 from isrwatch.state.config import Config
-from tests.deploy.support import CHART, HELM, VALUES, assert_schema_refuses, helm_template, render, run
+from tests.support.deploy import CHART, HELM, VALUES, assert_schema_refuses, helm_template, render, run
 
 SCHEMA = json.loads((CHART / "values.schema.json").read_text())
 DEFAULTS = yaml.safe_load((CHART / "values.yaml").read_text())

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from isrwatch.state.metrics import CATALOGUE
-from tests.deploy.support import (
+from tests.support.deploy import (
     METRIC,
     RULES,
     alert_rules,

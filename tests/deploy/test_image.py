@@ -21,8 +21,8 @@ import pyspark
 import pytest
 import yaml
 
-from tests.deploy.support import BIN, CHART, ROOT, run
-from tests.net import free_port
+from tests.support.deploy import BIN, CHART, ROOT, run
+from tests.support.net import free_port
 
 DOCKERFILE = ROOT / "deploy" / "Dockerfile"
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())

@@ -11,7 +11,7 @@ import httpx
 import pytest
 import yaml
 
-from tests.deploy.support import (
+from tests.support.deploy import (
     RULES,
     alert_rules,
     commit_demo_batch,
@@ -20,7 +20,7 @@ from tests.deploy.support import (
     variable_queries,
     wait_until,
 )
-from tests.net import free_port
+from tests.support.net import free_port
 
 PROMETHEUS = "/usr/bin/prometheus"
 DEMO_ROWS = 661  # input rows of one demo batch
@@ -130,7 +130,7 @@ def test_alert_rules_evaluate_cleanly_against_the_api_metrics(prometheus: httpx.
 
 
 # The demo store's partition counts (tests/deploy/data/demo.events.jsonl, min.insync.replicas 2), plus the KRaft
-# cluster's 4 partitions (tests/api/kraft.py), whose committed ISRs are full.
+# cluster's 4 partitions (tests/support/kraft.py), whose committed ISRs are full.
 DEMO_COUNTS = {
     "isrwatch-replication / Partitions / A": 6 + 4,
     "isrwatch-replication / Under-replicated / A": 4,

@@ -1,6 +1,6 @@
 """`isrwatch lab` on real KRaft brokers (Kafka 4.4.0): what `up --kafka 4.4` starts, and each fault's effect on the
 cluster, read from Kafka's admin API (DescribeTopicPartitions, DescribeMetadataQuorum, DescribeCluster), never from
-isrwatch. One KRaft lab for the session (the `kraft_lab` fixture, tests/lab/session.py); every fault test leaves it
+isrwatch. One KRaft lab for the session (the `kraft_lab` fixture, tests/support/lab.py); every fault test leaves it
 healthy. The times each fault took are printed (pytest -s shows them); no test asserts a duration.
 """
 
@@ -15,7 +15,7 @@ from isrwatch.lab import faults, kraft
 from isrwatch.lab.record import MONITOR_ID, Lab, LabError
 from isrwatch.lab.truth import partition_epochs, registrations, wait_until
 from isrwatch.processes.detached import alive
-from tests.lab import session
+from tests.support import lab as session
 
 
 def leader_victim(lab: Lab) -> tuple[session.States, int, set[tuple[str, int]]]:

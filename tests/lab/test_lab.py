@@ -24,7 +24,7 @@ from isrwatch.processes.detached import alive
 from isrwatch.state.config import Config
 from isrwatch.state.replay import replay
 from isrwatch.streaming.kafka_source import timestamp_types
-from tests.lab.session import (
+from tests.support.lab import (
     AGENT_OPTIONS,
     LAG_MS,
     Restart,
@@ -134,7 +134,7 @@ def test_up_agent_without_a_jar_takes_the_project_agent_and_names_make_agent_whe
 
 
 def test_stall_drops_the_paused_broker_from_the_isr_of_every_partition_it_follows(session_stall: Stall):
-    stall = session_stall  # run once for the session (tests/lab/session.py run_stall): the agent's tests read it too
+    stall = session_stall  # run once for the session (tests/support/lab.py run_stall): the agent's tests read it too
     assert "SIGSTOP" in stall.said and "warning" not in stall.said
     assert stall.state == "T"
     assert stall.follows
@@ -208,7 +208,7 @@ def test_a_paused_broker_is_neither_slowed_nor_stalled_again_and_a_slow_ending_i
 def test_kill_moves_leaderships_restart_brings_the_broker_back_and_elect_restores_leaders(
     lab: Lab, session_restart: Restart
 ):
-    run = session_restart  # run once for the session (tests/lab/session.py run_restart): the agent's tests read it too
+    run = session_restart  # run once for the session (tests/support/lab.py run_restart): the agent's tests read it too
     killed, before, leads = run.broker, run.before, run.leads
     assert killed != run.controller  # the controller's fate is the controller-failover test's
     assert leads, f"broker {killed} leads nothing: {before}"

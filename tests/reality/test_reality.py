@@ -1,6 +1,6 @@
 """The reality suite (docs/SPEC.md §7): isrwatch against a real Kafka 3.9 cluster with isrwatch-agent on every
 broker. It runs last on the session lab, after the lab's and the agent's tests have put the cluster through every
-fault the issue names (tests/lab/session.py FAULT_LOG; run alone, this module runs the missing ones itself):
+fault the issue names (tests/support/lab.py FAULT_LOG; run alone, this module runs the missing ones itself):
 
 - a stalled broker (its followers are shrunk as stuck),
 - a throttled follower (a follower that fell behind catches up slowly: slow),
@@ -9,7 +9,7 @@ fault the issue names (tests/lab/session.py FAULT_LOG; run alone, this module ru
 - a controller failover (a new controller epoch; stale epochs),
 
 then `isrwatch run` streams everything the agents sent during the session (Spark's Kafka source over
-`isrwatch.events`, `--profile agent`) into a store (tests/lab/session.py stream_session, the `streamed` fixture the
+`isrwatch.events`, `--profile agent`) into a store (tests/support/lab.py stream_session, the `streamed` fixture the
 agent's tests share), and the suite holds isrwatch to what the brokers did:
 - its shrink/expand decisions and propagation batches equal the brokers' own (`isr_updated`,
   `isr_change_propagated`): the audit finds no divergence but `timing`;
@@ -23,70 +23,20 @@ agents sent are kept in the session's base temp dir (`reality-events.jsonl`) for
 
 from __future__ import annotations
 
-import datetime
 import json
-import re
-import sys
 from collections import Counter
-from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 
-import httpx
-import msgspec
 import pytest
 
 from isrwatch.lab.record import Lab
-from isrwatch.lab.truth import PartitionState
-from isrwatch.store import open_store
-from tests.api.test_status_page import serving
-from tests.lab.session import FAULTS, LAG_MS, FaultWindow, Streamed, current, states
-from tests.streaming.test_run import drain
-
-SHRINKING = re.compile(
-    r"^\[(?P<at>[\d-]+ [\d:,]+)\] INFO \[Partition (?P<topic>\S+)-(?P<partition>\d+) broker=(?P<broker>\d+)\] "
-    r"Shrinking ISR from (?P<before>[\d,]+) to (?P<after>[\d,]+)\.",
-    re.M,
-)
-
-
-@dataclass
-class Reality:
-    lab: Lab
-    store: str
-    windows: list[FaultWindow]
-    frontier: int  # the store's event time for the lab's cluster: decided up to it
-    events: list[dict]  # what the agents sent
-
-    @property
-    def settled(self) -> int:
-        """Sides older than this have met their partner or were judged: past the audit window (the lag)."""
-        return self.frontier - LAG_MS
-
-
-def say(message: str) -> None:
-    print(f"reality: {message}", file=sys.stderr, flush=True)
+from tests.support.lab import FAULTS, Streamed, current
+from tests.support.reality import Reality, _kind, in_window, say, served, shrink_lines, stored
 
 
 @pytest.fixture(scope="module")
 def reality(lab: Lab, streamed: Streamed) -> Reality:
     assert {w.kind for w in streamed.windows} >= set(FAULTS), streamed.windows
     return Reality(current(lab), streamed.store, streamed.windows, streamed.frontier, streamed.events)
-
-
-def stored(reality: Reality, what: str, **filters: object) -> list[dict]:
-    """Every record of one store list (`decisions`, `observed`, ...) as JSON objects."""
-    with open_store(reality.store) as store:
-        return msgspec.to_builtins(drain(lambda **page: getattr(store, what)(**filters, **page)))
-
-
-def in_window(ts: int, window: FaultWindow) -> bool:
-    return window.start_ms <= ts <= window.end_ms
-
-
-def _kind(divergence: dict) -> str:
-    """A divergence's kind, with the rule that excused it for a timing one: `timing/split`."""
-    return divergence["kind"] + (f"/{divergence['cause']}" if divergence.get("cause") else "")
 
 
 TIMING_SHARE = 0.1  # at most this share of the brokers' settled ISR writes may be timing divergences
@@ -208,34 +158,9 @@ def test_isrwatch_decided_what_the_brokers_did(reality: Reality) -> None:
     assert sent == modelled and sum(sent.values()) >= 3
 
 
-def served(reality: Reality) -> Iterator[tuple[PartitionState, dict]]:
-    """Every partition as the cluster has it now, with what `GET /v1/partitions/{t}/{p}/isr` serves for it."""
-    with serving(reality.store) as base:
-        for (topic, partition), state in sorted(states(reality.lab).items()):
-            params = {"cluster": reality.lab.cluster}
-            yield state, httpx.get(f"{base}/v1/partitions/{topic}/{partition}/isr", params=params).json()
-
-
 def test_every_partitions_isr_and_leader_are_zookeepers(reality: Reality) -> None:
     for state, got in served(reality):
         assert (got["leader"], sorted(got["isr"])) == (state.leader, sorted(state.isr)), (state.topic, state.partition)
-
-
-def _log_ms(stamp: str) -> int:
-    """server.log's local wall-clock stamp as epoch ms."""
-    return int(datetime.datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S,%f").timestamp() * 1000)
-
-
-def shrink_lines(reality: Reality) -> Counter[tuple[int, str, int, tuple[int, ...], tuple[int, ...]]]:
-    """The settled `Shrinking ISR` lines of the brokers' server.log: (broker, topic, partition, ISR before, after)."""
-    logged: Counter[tuple[int, str, int, tuple[int, ...], tuple[int, ...]]] = Counter()
-    for broker in reality.lab.brokers:
-        text = (Path(broker.kafka_logs_dir) / "server.log").read_text(errors="replace")
-        for m in SHRINKING.finditer(text):
-            if _log_ms(m["at"]) < reality.settled:
-                before, after = (tuple(sorted(map(int, m[k].split(",")))) for k in ("before", "after"))
-                logged[(int(m["broker"]), m["topic"], int(m["partition"]), before, after)] += 1
-    return logged
 
 
 def test_the_brokers_shrink_lines_match_isrwatchs_shrinks_one_to_one(reality: Reality) -> None:

@@ -1,7 +1,7 @@
 """The reality suite on KRaft (docs/SPEC.md §7): isrwatch against three real Kafka 4.4.0 KRaft nodes with
 isrwatch-agent on each. It runs after the KRaft lab's tests (tests/lab/test_kraft.py) have put the cluster through
 a stall, a fence, a throttled follower, kill and restart, a preferred election and a controller failover
-(tests/lab/session.py KRAFT_FAULT_LOG; run alone, the missing ones run here), and before the ZooKeeper lab starts.
+(tests/support/lab.py KRAFT_FAULT_LOG; run alone, the missing ones run here), and before the ZooKeeper lab starts.
 `isrwatch run --profile agent` streams everything the agents sent (the `kraft_streamed` fixture), and the suite holds
 isrwatch to what the brokers did:
 - its AlterPartition proposals and requests equal the brokers' (`alter_partition_sent`) one to one, and every commit
@@ -23,9 +23,9 @@ import pytest
 from isrwatch.lab.record import Lab
 from isrwatch.state.config import Config
 from isrwatch.state.replay import ReplayResult, replay
-from tests import alter_partition as ap
-from tests.lab.session import KRAFT_FAULTS, LAG_MS, Streamed, current
-from tests.reality.test_reality import Reality, _kind, in_window, say, served, shrink_lines, stored
+from tests.support import alter_partition as ap
+from tests.support.lab import KRAFT_FAULTS, LAG_MS, Streamed, current
+from tests.support.reality import Reality, _kind, in_window, say, served, shrink_lines, stored
 
 
 @pytest.fixture(scope="module")

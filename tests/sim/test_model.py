@@ -15,7 +15,7 @@ from isrwatch.sim.faults import Fault, parse_duration, parse_fault
 from isrwatch.sim.model import assign_replicas, simulate, with_scenario
 from isrwatch.state.config import Config, ConfigError
 from isrwatch.state.replay import replay
-from tests.state.helpers import Outcome
+from tests.support.state import Outcome
 
 LAG = 10_000
 INTERVAL = LAG // 2

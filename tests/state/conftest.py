@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.state.helpers import Run, run_local, run_spark, run_stateful
+from tests.support.state import Run, run_local, run_spark, run_stateful
 
 RUNNERS = {"local": run_local, "stateful": run_stateful}
 

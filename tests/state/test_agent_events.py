@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 from isrwatch.state.events import DeadLetter, parse_event
-from tests.state.helpers import Run, append, fetch, lai, state_of, tick
+from tests.support.state import Run, append, fetch, lai, state_of, tick
 
 AGENT = {"replica_lag_time_max_ms": 10_000, "isr_expiration_interval_ms": 0, "isr_change_check_interval_ms": 0}
 

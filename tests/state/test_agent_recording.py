@@ -20,7 +20,7 @@ import pytest
 
 from isrwatch.state.config import Config
 from isrwatch.state.replay import ReplayResult, replay
-from tests.state.helpers import run_local, run_stateful
+from tests.support.state import run_local, run_stateful
 
 DATA = Path(__file__).parents[1] / "agent" / "data"
 BROKERS = (1, 2, 3)
@@ -139,7 +139,7 @@ def test_the_sink_keeps_no_partitions_sides_the_keys_pair_them() -> None:
     from isrwatch.state.replay import replay_events
     from isrwatch.streaming.sink import AUDIT_BLOB
     from isrwatch.streaming.testing import run_stateful as stateful
-    from tests.state.helpers import lines_of, parse_all, stream_config
+    from tests.support.state import lines_of, parse_all, stream_config
 
     lines = [line for b in BROKERS for line in (DATA / f"broker{b}.events.jsonl").read_bytes().splitlines()]
     events = sorted(

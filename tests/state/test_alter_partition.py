@@ -16,7 +16,7 @@ from isrwatch.state.config import Config
 from isrwatch.state.engine import PartitionEngine
 from isrwatch.state.propagation import PropagationBook
 from isrwatch.state.step import settle
-from tests.state.helpers import Run, append, fetch, follower, kinds, lai, parse_all, state_of, tick
+from tests.support.state import Run, append, fetch, follower, kinds, lai, parse_all, state_of, tick
 
 T = 1_000_000
 LAG = 10_000

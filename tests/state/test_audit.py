@@ -12,52 +12,14 @@ from typing import Any
 import pytest
 
 from isrwatch.state.records import DecisionKind, IsrWrite
-from tests.state.helpers import Outcome, Run, append, fetch, lai, tick
+from tests.support.audit import END, RUNS_AT_0, isr_updated, propagated, story
+from tests.support.state import Outcome, Run, append, fetch, lai, tick
 
 AGENT = {
     "replica_lag_time_max_ms": 10_000,
     "isr_expiration_interval_ms": 0,  # --profile agent: the broker's own ticks only
     "isr_change_check_interval_ms": 0,
 }
-END = 40_000  # past every side's time + the audit window (the lag)
-
-
-def story(expiration_runs: list[int], *broker_acts: dict) -> list[dict]:
-    """Broker 1's stream: records appended at 2 s, follower 2 fetching caught up every 5 s, follower 3 only until
-    1500, the broker's expiration runs at `expiration_runs`, its propagation runs every 2.5 s, plus what the
-    broker did (`broker_acts`)."""
-    events = [
-        lai(1000, 1, [1, 2, 3], [1, 2, 3], 0, leader_leo=100, hw=100, broker=1),
-        fetch(1500, 3, 100, 100, broker=1),
-        fetch(1500, 2, 100, 100, broker=1),
-        append(2000, 200, broker=1),
-        *(fetch(ts, 2, 200, 200, broker=1) for ts in range(6500, END, 5000)),
-        *(tick(ts, "isr-expiration", broker=1) for ts in expiration_runs),
-        *(tick(ts, "isr-change-propagation", broker=1) for ts in range(2500, END, 2500)),
-        *broker_acts,
-    ]
-    return sorted(events, key=lambda ev: ev["ts"])
-
-
-def isr_updated(ts: int, isr: list[int], epoch: int, *, check_ms: int, out: list[int] = (3,)) -> dict:
-    return {
-        "type": "isr_updated",
-        "ts": ts,
-        "broker": 1,
-        "topic": "t",
-        "partition": 0,
-        "leader": 1,
-        "isr": isr,
-        "isr_before": [1, 2, 3],
-        "partition_epoch": epoch,
-        "kind": "shrink",
-        "out_of_sync": [{"replica": r, "leo": 100, "last_caught_up_ms": 1500, "last_fetch_ms": 1500} for r in out],
-        "check_ms": check_ms,
-    }
-
-
-def propagated(ts: int) -> dict:
-    return {"type": "isr_change_propagated", "ts": ts, "broker": 1, "partitions": [{"topic": "t", "partition": 0}]}
 
 
 def model_write(
@@ -88,9 +50,6 @@ def model_write(
 
 def kinds(outcome: Outcome) -> list[tuple[str, str]]:
     return [(d["subject"], d["kind"]) for d in outcome.divergences]
-
-
-RUNS_AT_0 = list(range(5000, END, 5000))  # 15000 is the first run past 3's limit (11500)
 
 
 @pytest.mark.spark_parity

@@ -10,8 +10,7 @@ from isrwatch.state.config import Config
 from isrwatch.state.engine import PartitionEngine
 from isrwatch.state.events import Fetch
 from isrwatch.state.partition import Outputs
-
-from .helpers import fetch, lai, parse_all
+from tests.support.state import fetch, lai, parse_all
 
 AGENT = Config(replica_lag_time_max_ms=5000).with_profile("agent")
 BROKER = {"broker": 1}

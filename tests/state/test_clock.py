@@ -7,7 +7,6 @@ their offsets and broker 2 none, also when the skewed events are refused as `ts_
 
 from __future__ import annotations
 
-import json
 import random
 from pathlib import Path
 
@@ -18,26 +17,10 @@ from isrwatch.state.config import Config
 from isrwatch.state.records import BrokerRecord
 from isrwatch.state.replay import replay
 from isrwatch.streaming.testing import run_stateful
+from tests.support.clock import SKEW, TOLERANCE_MS, YEAR, skewed_lines
 
-DATA = Path(__file__).parents[1] / "agent" / "data"
-YEAR = 365 * 86_400_000
-SKEW = {1: YEAR, 3: -600_000}  # broker 1 a year ahead, broker 3 ten minutes behind
 CONFIG = Config(replica_lag_time_max_ms=6000).with_profile("agent")
 FIRST_TS = 1795473383119  # the recording's first event
-# Without arrival times a broker's offset is its newest event against the others' newest: the brokers stopped a few
-# seconds apart at the end of the recording (broker 1 8.8 s after broker 2, broker 3 9.0 s after).
-TOLERANCE_MS = 10_000
-
-
-def skewed_lines(broker: int) -> list[bytes]:
-    """Broker `broker`'s events with every time its clock stamped (`ts`, `*_ms`) moved by its skew."""
-    out = []
-    for line in (DATA / f"broker{broker}.events.jsonl").read_bytes().splitlines():
-        ev = json.loads(line)
-        for key in [k for k in ev if k == "ts" or k.endswith("_ms")]:
-            ev[key] += SKEW.get(broker, 0)
-        out.append(json.dumps(ev, separators=(",", ":")).encode())
-    return out
 
 
 def offsets(brokers: list[BrokerRecord]) -> dict[int, int | None]:

@@ -13,7 +13,7 @@ from isrwatch.state import events
 from isrwatch.state.config import Config, ConfigError
 from isrwatch.state.events import Append, DeadLetter, Fetch, LeaderAndIsr, Tick, parse_event
 from isrwatch.state.replay import replay
-from tests.state.helpers import append, fetch, lai, tick
+from tests.support.state import append, fetch, lai, tick
 
 VALID = [lai(1000, 1, [1, 2], [1, 2], 0), fetch(1000, 2, 0, 0), append(1000, 5), tick(1000)]
 

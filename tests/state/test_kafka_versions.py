@@ -13,7 +13,7 @@ from isrwatch.state.config import Config, ConfigError, KafkaRules, kafka_rules
 from isrwatch.state.engine import STATE_VERSION, PartitionEngine
 from isrwatch.state.partition import Outputs
 from isrwatch.state.step import by_reason
-from tests.state.helpers import Run, append, fetch, follower, kinds, lai, parse_all, state_of, tick
+from tests.support.state import Run, append, fetch, follower, kinds, lai, parse_all, state_of, tick
 
 LAG = 10_000
 T = 1_000_000  # event times far from 0: a last-caught-up time of 0 ("never") is then out of the lag, as in Kafka

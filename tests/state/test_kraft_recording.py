@@ -18,7 +18,7 @@ import pytest
 
 from isrwatch.state.config import Config
 from isrwatch.state.replay import ReplayResult, replay
-from tests.alter_partition import (
+from tests.support.alter_partition import (
     brokers_commits,
     brokers_requests,
     deposed_requests,
@@ -26,7 +26,7 @@ from tests.alter_partition import (
     models_commits,
     models_requests,
 )
-from tests.state.helpers import run_local, run_stateful
+from tests.support.state import run_local, run_stateful
 
 DATA = Path(__file__).parents[1] / "agent" / "data-kraft"
 BROKERS = (1, 2, 3)

@@ -9,8 +9,7 @@ import pytest
 from isrwatch.state.config import Config
 from isrwatch.state.engine import _PAGED, _WHOLE, STATE_VERSION, PartitionEngine, _GroupState
 from isrwatch.state.partition import Outputs, Partition
-
-from .helpers import append, fetch, lai, parse_all
+from tests.support.state import append, fetch, lai, parse_all
 
 CONFIG = Config(replica_lag_time_max_ms=10_000)  # scheduled checks every 5 s
 PARTITIONS = 400  # 7 pages

@@ -10,7 +10,7 @@ from isrwatch.state.config import Config
 from isrwatch.state.metrics import CATALOGUE, PARTITIONS_BY_FLAG, TALLIED, Kind, Metric
 from isrwatch.state.replay import replay
 from isrwatch.streaming.testing import run_stateful
-from tests.state.helpers import append, fetch, lai, lines_of, tick
+from tests.support.state import append, fetch, lai, lines_of, tick
 
 CONTRACTS = Path(__file__).parents[2] / "docs" / "CONTRACTS.md"
 

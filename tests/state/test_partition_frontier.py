@@ -14,8 +14,7 @@ from isrwatch.state.events import LeaderAndIsr
 from isrwatch.state.frontier import behind_partition, partition_frontier
 from isrwatch.state.partition import Outputs, Partition, acting_brokers, follower_copy
 from isrwatch.state.replay import replay_events
-
-from .helpers import fetch, lai, parse_all, tick
+from tests.support.state import fetch, lai, parse_all, tick
 
 AGENT = Config(replica_lag_time_max_ms=5000).with_profile("agent")
 PASSED = {1: 3000, 2: 3000, 3: 1000}  # broker 3 just resumed: its stream trails the others'

@@ -14,7 +14,7 @@ from isrwatch.state.partition import Outputs
 from isrwatch.state.replay import replay_events
 from isrwatch.state.schedule import INF
 from isrwatch.streaming.testing import run_stateful
-from tests.state.helpers import canonical, lines_of
+from tests.support.state import canonical, lines_of
 
 BROKERS = [0, 1, 2, 3]
 PARTITIONS = [("a", 0), ("a", 1), ("b", 0)]

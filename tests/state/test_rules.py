@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.state.helpers import Run, append, fetch, follower, kinds, lai, state_of, tick
+from tests.support.state import Run, append, fetch, follower, kinds, lai, state_of, tick
 
 LAG = 10_000
 

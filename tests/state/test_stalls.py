@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from isrwatch.state.replay import replay
 from isrwatch.streaming.testing import run_stateful
-from tests.stalls import BROKERS, CONFIG, late_letters, outputs, stall_lines
+from tests.support.stalls import BROKERS, CONFIG, late_letters, outputs, stall_lines
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

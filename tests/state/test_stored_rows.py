@@ -11,7 +11,7 @@ from isrwatch.state.engine import PartitionEngine
 from isrwatch.state.propagation import PropagationBook
 from isrwatch.state.records import PartitionRecord, Shown, row_due, shown
 from isrwatch.state.step import settle
-from tests.state.helpers import append, fetch, lai, parse_all
+from tests.support.state import append, fetch, lai, parse_all
 
 CONFIG = Config(replica_lag_time_max_ms=10_000, isr_expiration_interval_ms=0)
 REFRESH = CONFIG.partition_refresh_ms

@@ -8,8 +8,8 @@ from isrwatch.state.replay import replay_events
 from isrwatch.state.step import Settled
 from isrwatch.store import open_store
 from isrwatch.streaming.testing import run_stateful
-from tests.state.helpers import lines_of, parse_all
-from tests.state.test_incidents import CONFIG, story
+from tests.support.incidents import CONFIG, story
+from tests.support.state import lines_of, parse_all
 
 
 def stream_batches(config: Config) -> list[Settled]:

@@ -1,6 +1,6 @@
 """The store on SQLite and PostgreSQL: atomic idempotent batches, upserts, counters, and every reader filter.
 
-Data comes from the real engine (the two-cluster fleet of tests/api/fleet.py streamed batch by
+Data comes from the real engine (the two-cluster fleet of tests/support/fleet.py streamed batch by
 batch); each reader is compared with the same question asked of the engine's own records.
 """
 
@@ -19,8 +19,8 @@ from isrwatch.state.records import BrokerRecord, Decision, PartitionRecord
 from isrwatch.state.step import Settled
 from isrwatch.store import StoreError, open_store
 from isrwatch.store.schema import SCHEMA_VERSION
-from tests.api.fleet import END, S, Streamed, fleet_lines, follower_shrink_predicted, stream_into
-from tests.api.kraft import PENDING_SINCE_MS, QUEUED, STUCK, UNTIL, kraft_replay
+from tests.support.fleet import END, S, Streamed, fleet_lines, follower_shrink_predicted, stream_into
+from tests.support.kraft import PENDING_SINCE_MS, QUEUED, STUCK, UNTIL, kraft_replay
 
 j = msgspec.to_builtins  # typed records as the JSON the engine's records are compared in
 
@@ -385,7 +385,7 @@ def test_the_api_reads_while_the_job_writes(tmp_path: Path) -> None:
 
 @pytest.fixture
 def kraft(store_url: str):
-    """The KRaft cluster of tests/api/kraft.py replayed into the store as one batch (`isrwatch replay --store`)."""
+    """The KRaft cluster of tests/support/kraft.py replayed into the store as one batch (`isrwatch replay --store`)."""
     result = kraft_replay()
     with open_store(store_url) as store:
         store.write_batch(0, result, watermark_ms=UNTIL + 1)

@@ -18,9 +18,9 @@ import msgspec
 from isrwatch.sim.synthetic import StreamShape, generate
 from isrwatch.state.config import Config
 from isrwatch.store import open_store
-from tests.state.helpers import canonical
-from tests.streaming.streams import START_MS, in_order
-from tests.streaming.test_run import dump, replay_of, run_job
+from tests.support.jobs import dump, replay_of, run_job
+from tests.support.state import canonical
+from tests.support.streams import START_MS, in_order
 
 CONFIG = Config(replica_lag_time_max_ms=10_000, allowed_lateness_ms=3000)
 BEHIND_MS = 60_000

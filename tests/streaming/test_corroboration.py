@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import random
-from pathlib import Path
 
 import msgspec
 import pytest
@@ -23,16 +22,9 @@ from isrwatch.state.eventtime import frontier_of, outvoted
 from isrwatch.state.replay import ReplayResult, replay
 from isrwatch.streaming.reports import BUCKET_STATE_VERSION, BucketState
 from isrwatch.streaming.testing import run_stateful
+from tests.support.corroboration import AGENT, TIME_FIELDS, YEAR_MS, encoded, led_by, recording
 
-YEAR_MS = 365 * 24 * 3600 * 1000
 START_MS = 1_700_000_000_000
-DATA = Path(__file__).parents[1] / "agent" / "data"
-AGENT = Config(replica_lag_time_max_ms=6000).with_profile("agent")
-TIME_FIELDS = ("ts", "check_ms", "end_ms", "last_isr_change_ms", "last_propagation_ms")
-
-
-def encoded(events: list[dict]) -> list[bytes]:
-    return [json.dumps(ev).encode() for ev in events]
 
 
 def cuts(count: int, seed: int) -> list[int]:
@@ -81,27 +73,6 @@ def test_a_later_file_is_a_real_jump_and_is_taken_at_once(seed: int) -> None:
     assert streamed.dead_letters == [] and streamed.summary["late_events"] == 0
     for name in ("decisions", "propagations", "records"):
         assert as_json(getattr(streamed, name)) == as_json(getattr(replayed, name)), name
-
-
-def recording(skewed: int | None = None, shift_ms: int = 0) -> list[dict]:
-    """The three brokers' streams in the order they happened (their own clocks; broker `skewed`'s moved by
-    `shift_ms`), as the events topic receives them."""
-    events = []
-    for broker in (1, 2, 3):
-        for line in (DATA / f"broker{broker}.events.jsonl").read_bytes().splitlines():
-            ev = json.loads(line)
-            events.append((ev["ts"], broker, ev))
-    events.sort(key=lambda item: item[:2])
-    return [
-        {k: v + shift_ms if k in TIME_FIELDS and v is not None else v for k, v in ev.items()} if b == skewed else ev
-        for _, b, ev in events
-    ]
-
-
-def led_by(broker: int, events: list[dict]) -> set[tuple[str, int]]:
-    """The partitions `broker` leads at some time of the recording."""
-    states = [ev for ev in events if ev["type"] == "leader_and_isr"]
-    return {(ev["topic"], ev["partition"]) for ev in states if ev["leader"] == broker}
 
 
 @pytest.mark.parametrize(("skewed", "shift_ms", "seed"), [(3, YEAR_MS, 6), (1, YEAR_MS, 7), (3, -600_000, 8)])

@@ -16,8 +16,6 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
-import zlib
 from pathlib import Path
 
 import msgspec
@@ -31,16 +29,15 @@ from isrwatch.lab.record import Lab
 from isrwatch.state.config import Config
 from isrwatch.store import open_store
 from isrwatch.streaming.kafka_source import BOOTSTRAP_TIMEOUT_ENV
-from tests.net import free_port
-from tests.state.helpers import canonical
-from tests.streaming.streams import Mix, events
-from tests.streaming.test_hostile_input import CONFIG as SCENARIO_CONFIG_ARGS
-from tests.streaming.test_hostile_input import SCENARIO, hostile_lines
-from tests.streaming.test_run import CONFIG, dump, replay_of, run_job
+from tests.support.hostile import CONFIG as SCENARIO_CONFIG_ARGS
+from tests.support.hostile import SCENARIO, hostile_lines
+from tests.support.jobs import CONFIG, dump, replay_of, run_job
+from tests.support.kafka import new_topic, produce
+from tests.support.net import free_port
+from tests.support.state import canonical
+from tests.support.streams import Mix, events
 
 SCENARIO_CONFIG = SCENARIO_CONFIG_ARGS[1]
-
-PARTITIONS = 2
 
 
 def event_rows(seed: int, count: int) -> list[dict]:
@@ -48,45 +45,6 @@ def event_rows(seed: int, count: int) -> list[dict]:
     for seq, ev in enumerate(rows, start=1):
         ev["seq"] = seq  # Kafka offsets would differ from line numbers: give every event its own
     return rows
-
-
-def new_topic(lab: Lab, configs: dict[str, str] | None = None) -> str:
-    """A topic of its own on the monitored cluster: replication factor 3, leaders on different brokers, stamped on
-    append (LogAppendTime) as isrwatch's events topic must be, unless `configs` says otherwise."""
-    from kafka.admin import NewTopic
-
-    name = f"events-{uuid.uuid4().hex[:8]}"
-    settings = {"message.timestamp.type": "LogAppendTime", **(configs or {})}
-    with faults.admin(lab.bootstrap_servers) as client:
-        client.create_topics([NewTopic(name, PARTITIONS, 3, topic_configs=settings)])
-    return name
-
-
-def produce(
-    bootstrap: str,
-    topic: str,
-    lines: list[dict | bytes],
-    partition: int | None = None,
-    timestamp_ms: int | None = None,
-) -> None:
-    """Events keyed to a partition by their Kafka topic (each partition's events stay in order), raw bytes to
-    partition 0; everything to `partition` when given. `timestamp_ms`: the producer's record timestamp."""
-    from kafka import KafkaProducer
-
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
-    for line in lines:
-        if partition is not None or isinstance(line, bytes):
-            value = line if isinstance(line, bytes) else json.dumps(line).encode()
-            producer.send(topic, value, partition=partition or 0, timestamp_ms=timestamp_ms)
-        else:
-            producer.send(
-                topic,
-                json.dumps(line).encode(),
-                partition=zlib.crc32(str(line.get("topic")).encode()) % PARTITIONS,
-                timestamp_ms=timestamp_ms,
-            )
-    producer.flush()
-    producer.close()
 
 
 def end_offsets(bootstrap: str, topics: list[str]) -> dict:

@@ -14,9 +14,9 @@ import pytest
 from isrwatch.lab.record import Lab
 from isrwatch.state.config import Config
 from isrwatch.store import open_store
-from tests.state.test_clock import SKEW, skewed_lines
-from tests.streaming.test_kafka import new_topic, produce
-from tests.streaming.test_run import run_job
+from tests.support.clock import SKEW, skewed_lines
+from tests.support.jobs import run_job
+from tests.support.kafka import new_topic, produce
 
 CONFIG = Config(replica_lag_time_max_ms=6000).with_profile("agent")
 # The records of one broker are appended within a few seconds of the others' (one producer, one burst).

@@ -12,10 +12,10 @@ from pathlib import Path
 import httpx
 
 from isrwatch.cli import main
-from tests.net import free_port
-from tests.pg import PrivatePostgres, fresh_database
-from tests.streaming.streams import Mix, events, in_order, write_files
-from tests.streaming.test_run import CONFIG, dump, run_command, run_job
+from tests.support.jobs import CONFIG, dump, run_command, run_job
+from tests.support.net import free_port
+from tests.support.pg import PrivatePostgres, fresh_database
+from tests.support.streams import Mix, events, in_order, write_files
 
 SETTINGS = [
     f"--set=replica_lag_time_max_ms={CONFIG.replica_lag_time_max_ms}",

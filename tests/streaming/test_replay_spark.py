@@ -1,6 +1,6 @@
 """`isrwatch replay --engine spark` equals `--engine local` (SPEC §6): public scenarios and generated streams.
 
-The generated streams (tests/streaming/streams.py) are cut into several files, one micro-batch
+The generated streams (tests/support/streams.py) are cut into several files, one micro-batch
 each, so buckets see their events in pieces, out of order within the lateness, and timeouts fire
 between batches.
 """
@@ -18,8 +18,8 @@ from isrwatch.state.config import Config
 from isrwatch.state.events import DeadLetter
 from isrwatch.state.replay import ReplayResult, replay
 from isrwatch.streaming.replay_spark import replay_spark
-from tests.state.helpers import append, canonical, fetch, lai
-from tests.streaming.streams import START_MS, Mix, events, write_files
+from tests.support.state import append, canonical, fetch, lai
+from tests.support.streams import START_MS, Mix, events, write_files
 
 SCENARIOS = Path(__file__).parents[1] / "scenarios"
 

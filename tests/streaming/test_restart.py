@@ -14,8 +14,8 @@ from pathlib import Path
 
 from isrwatch.processes.proc import descendants, running
 from isrwatch.store import open_store
-from tests.streaming.streams import Mix, events, in_order, write_files
-from tests.streaming.test_run import CONFIG, dump, run_command, run_job
+from tests.support.jobs import CONFIG, dump, run_command, run_job
+from tests.support.streams import Mix, events, in_order, write_files
 
 
 def job(inbox: Path, url: str, checkpoint: Path, log: Path, *extra: str) -> subprocess.Popen:

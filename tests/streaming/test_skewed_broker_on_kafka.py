@@ -16,9 +16,9 @@ from isrwatch.lab import faults
 from isrwatch.lab.record import Lab
 from isrwatch.state.replay import replay
 from isrwatch.store import open_store
-from tests.state.helpers import canonical
-from tests.streaming.test_corroboration import AGENT, YEAR_MS, encoded, led_by, recording
-from tests.streaming.test_run import dump, run_job
+from tests.support.corroboration import AGENT, YEAR_MS, encoded, led_by, recording
+from tests.support.jobs import dump, run_job
+from tests.support.state import canonical
 
 
 def _topic(lab: Lab) -> str:

@@ -11,7 +11,7 @@ import pytest
 
 from isrwatch.state.replay import replay
 from isrwatch.streaming.replay_spark import replay_spark
-from tests.stalls import CONFIG, outputs, stall_lines
+from tests.support.stalls import CONFIG, outputs, stall_lines
 
 pytestmark = pytest.mark.spark
 

@@ -1,5 +1,5 @@
 """`isrwatch run --master spark://…` on a real standalone cluster (a master and two workers from the pyspark
-package, tests/streaming/standalone.py) whose nodes' Python has the dependencies but not isrwatch: the job ships
+package, tests/support/standalone.py) whose nodes' Python has the dependencies but not isrwatch: the job ships
 the package by `spark.submit.pyFiles` (a zip from `isrwatch package --zip`) or as a packed virtualenv through
 `spark.archives` (`isrwatch package --venv`), survives the SIGKILL of an executor, and its store equals the replay.
 A node that cannot run the state function is named before the query starts.
@@ -21,9 +21,9 @@ from isrwatch.bench.stream import executor_pids
 from isrwatch.cli.package import pack_venv
 from isrwatch.store import open_store
 from isrwatch.streaming.job import describe_failure
-from tests.streaming.standalone import Standalone, node_python, standalone
-from tests.streaming.streams import Mix, events, write_files
-from tests.streaming.test_run import CONFIG, assert_store_is_the_replay, dump, replay_of, run_command
+from tests.support.jobs import CONFIG, assert_store_is_the_replay, dump, replay_of, run_command
+from tests.support.standalone import Standalone, node_python, standalone
+from tests.support.streams import Mix, events, write_files
 
 pytestmark = pytest.mark.spark
 

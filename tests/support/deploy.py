@@ -18,9 +18,9 @@ import yaml
 from isrwatch.state.records import Cause, Divergence, DivergenceKind
 from isrwatch.state.step import Settled
 from isrwatch.store import open_store
-from tests.api.kraft import UNTIL as KRAFT_UNTIL
-from tests.api.kraft import settings_args as kraft_settings
-from tests.api.kraft import write_events
+from tests.support.kraft import UNTIL as KRAFT_UNTIL
+from tests.support.kraft import settings_args as kraft_settings
+from tests.support.kraft import write_events
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "helm" / "isrwatch"
@@ -28,7 +28,7 @@ GRAFANA = ROOT / "deploy" / "grafana"
 RULES = ROOT / "deploy" / "prometheus" / "isrwatch.rules.yaml"
 RULE_TESTS = ROOT / "deploy" / "prometheus" / "isrwatch.rules.test.yaml"
 RUNBOOK_PLACEHOLDER = "https://isrwatch.example"  # the rules file's stand-in for the API's URL (docs/alerts.md)
-HERE = Path(__file__).resolve().parent
+HERE = ROOT / "tests" / "deploy"  # the deploy tests' data
 SCHEMAS = HERE / "schemas"
 VALUES = HERE / "values"
 DEMO_EVENTS = HERE / "data" / "demo.events.jsonl"
@@ -133,7 +133,7 @@ def commit_demo_batch(store_url: str, batch_wall_ms: int) -> None:
     """Commit one more batch of demo data, the way the streaming job would.
 
     The replica outputs come from real replays of the demo events and of a KRaft cluster whose leaders propose with
-    AlterPartition (tests/api/kraft.py) (`isrwatch replay --store`: more batches, so every counter rises; the demo's
+    AlterPartition (tests/support/kraft.py) (`isrwatch replay --store`: more batches, so every counter rises; the demo's
     last, so the watermark stays its own); the stream-health row and the late-event count, which only a live stream
     produces, go through the same Store calls the job's listener and sink make.
     """

@@ -164,12 +164,22 @@ def kraft_session_spec(agent: Path | None) -> LabSpec:
 
 # The KRaft labs the session started; the ZooKeeper lab's fixture stops them first.
 KRAFT_LABS: list[Path] = []
+ZOOKEEPER_LABS: list[Path] = []
 
 
 def retire_kraft_labs() -> None:
     """Stop the session's KRaft lab (its tests ran: they come first) before the ZooKeeper lab starts."""
     for directory in KRAFT_LABS:
         down(directory, progress)
+
+
+def retire_labs() -> None:
+    """Stop both session labs once their tests ran (a worker of `make test` runs other tests after them: a lab takes
+    about half a core); their fixtures' teardown still checks that no process is left."""
+    for directory in (*KRAFT_LABS, *ZOOKEEPER_LABS):
+        down(directory, progress)
+    KRAFT_LABS.clear()
+    ZOOKEEPER_LABS.clear()
 
 
 @contextlib.contextmanager

@@ -26,7 +26,7 @@ import pyspark
 from packaging.requirements import Requirement
 
 from isrwatch.processes.proc import descendants
-from tests.net import free_port
+from tests.support.net import free_port
 
 SPARK_HOME = Path(pyspark.__file__).parent
 EXECUTOR_MAIN = "org.apache.spark.executor.CoarseGrainedExecutorBackend"

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.net import free_port
+from tests.support.net import free_port
 
 _databases = itertools.count(1)
 

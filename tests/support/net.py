@@ -5,8 +5,10 @@ from __future__ import annotations
 import re
 import socket
 import subprocess
+import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 
@@ -36,3 +38,19 @@ def serving_command(argv: Sequence[str], **popen: Any) -> Iterator[tuple[str, st
         proc.terminate()
         proc.wait(timeout=10)
         proc.stdout.close()
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+PLAYWRIGHT_CORE = ROOT / ".tools" / "node" / "node_modules" / "playwright-core"
+
+
+@contextmanager
+def serving(
+    store_url: str, *options: str, isrwatch: Sequence[str] = (sys.executable, "-m", "isrwatch.cli"), **popen: Any
+) -> Iterator[str]:
+    """`isrwatch serve` (the command `isrwatch`, run with `popen`'s cwd and env) on a loopback port the kernel
+    picks; yields its base URL."""
+    with serving_command([*isrwatch, "serve", "--store", store_url, "--port", "0", *options], **popen) as (url, _):
+        yield url

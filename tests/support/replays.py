@@ -7,7 +7,7 @@ from pathlib import Path
 
 from isrwatch.cli import main as isrwatch
 
-SCENARIOS = Path(__file__).parent / "scenarios"
+SCENARIOS = Path(__file__).parents[1] / "scenarios"
 
 
 def replay_scenario(name: str, *args: str) -> int:
