@@ -6,11 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -18,7 +13,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from isrwatch.cli import main as isrwatch
-from tests.support.net import free_port
+from tests.support.net import serving
 
 PARTITIONS = (0, 1)
 UNTIL = 130_000
@@ -62,36 +57,6 @@ def story(alter_partition: bool) -> list[dict]:
     return sorted(events, key=lambda e: (e["ts"], e["seq"]))
 
 
-@contextmanager
-def serving(store: str) -> Iterator[str]:
-    """`isrwatch serve` on the store, on a free loopback port, until the block ends."""
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "isrwatch.cli", "serve", "--store", store, "--port", str(port)],
-        env={**os.environ, "ISRWATCH_API_TOKEN": ""},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                pytest.fail(f"isrwatch serve did not come up:\n{proc.communicate()[0]}")
-            time.sleep(0.1)
-        yield base
-    finally:
-        proc.kill()
-        proc.wait()
-
-
 def counters(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     return {
         (s.name, tuple(sorted(s.labels.items()))): s.value
@@ -124,7 +89,7 @@ def test_shrinks_count_when_their_isr_commits(
     store = f"sqlite:///{tmp_path / 'isrwatch.db'}"
     args = ["replay", str(events), "--config", str(config), "--until", str(UNTIL), "--store", store]
     assert isrwatch([*args, "--out", str(tmp_path / "out")]) == 0
-    with serving(store) as base:
+    with serving(store, env={**os.environ, "ISRWATCH_API_TOKEN": ""}) as base:
         text = httpx.get(f"{base}/metrics", timeout=10).text
         decisions = httpx.get(f"{base}/v1/decisions", params={"kind": "shrink"}, timeout=10).json()["decisions"]
     got = counters(text)

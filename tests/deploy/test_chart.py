@@ -130,19 +130,13 @@ BAD_VALUES = {
     "unknown sslmode": ("store.sslMode=on", "store.sslMode"),
     "checkpoint URL without a scheme": ("stream.checkpoint.url=bucket/isrwatch", "stream.checkpoint.url"),
     "no state buckets": ("stream.buckets=0", "stream.buckets"),
-    "shuffle partitions through sparkConf": (
-        "stream.sparkConf.spark\\.sql\\.shuffle\\.partitions=8",
-        "stream.sparkConf",
-    ),
+    "shuffle partitions in sparkConf": ("stream.sparkConf.spark\\.sql\\.shuffle\\.partitions=8", "stream.sparkConf"),
     "trigger as a duration": ("stream.triggerSeconds=10s", "stream.triggerSeconds"),
     "Kubernetes units for Spark memory": ("stream.driver.memory=2Gi", "stream.driver.memory"),
     "unknown isrwatch config key": ("config.replica_lag_ms=1000", "replica_lag_ms"),
     "negative linger": ("config.isr_change_linger_ms=-1", "config.isr_change_linger_ms"),
     "unknown alert to disable": ("prometheusRule.disabledAlerts[0]=IsrwatchNope", "prometheusRule.disabledAlerts.0"),
-    "runbook base URL with a trailing slash": (
-        "prometheusRule.runbookBaseUrl=https://ops.example.org/",
-        "prometheusRule.runbookBaseUrl",
-    ),
+    "runbook URL ending in /": ("prometheusRule.runbookBaseUrl=https://ops.example/", "prometheusRule.runbookBaseUrl"),
     "label value with a space": ("dashboards.labelValue=a b", "dashboards.labelValue"),
     "port out of range": ("api.port=70000", "api.port"),
     "no password Secret": ("store.passwordSecret.name=", "store.passwordSecret.name"),
@@ -150,10 +144,23 @@ BAD_VALUES = {
 }
 
 
-@pytest.mark.parametrize("case", BAD_VALUES)
+# The demo mode's own values, on the chart's defaults (no values file).
+BAD_DEMO_VALUES = {
+    "unknown mode": ("mode=staging", "mode"),
+    "unknown scenario": ("demo.simulator.scenario=outage", "demo.simulator.scenario"),
+    "Kubernetes units for Spark memory": ("demo.stream.driverMemory=1Gi", "demo.stream.driverMemory"),
+    "unknown config key": ("demo.config.replica_lag_ms=1", "replica_lag_ms"),
+}
+BAD = {
+    **{case: (v, ("--values", VALUES / "minimal.yaml")) for case, v in BAD_VALUES.items()},
+    **{f"demo: {case}": (v, ()) for case, v in BAD_DEMO_VALUES.items()},
+}
+
+
+@pytest.mark.parametrize("case", BAD)
 def test_bad_values_fail_at_install_time(case: str) -> None:
-    assignment, field = BAD_VALUES[case]
-    assert_schema_refuses(field, "--values", VALUES / "minimal.yaml", "--set", assignment)
+    (assignment, field), values = BAD[case]
+    assert_schema_refuses(field, *values, "--set", assignment)
 
 
 def test_values_schema_knows_every_config_key_and_alert() -> None:

@@ -15,7 +15,7 @@ import yaml
 from isrwatch.cli import build_parser
 from isrwatch.sim.faults import SCENARIOS
 from isrwatch.state.config import Config
-from tests.support.deploy import CHART, HELM, VALUES, assert_schema_refuses, helm_template, render, run
+from tests.support.deploy import CHART, HELM, VALUES, helm_template, render, run
 
 SCHEMA = json.loads((CHART / "values.schema.json").read_text())
 DEFAULTS = yaml.safe_load((CHART / "values.yaml").read_text())
@@ -247,17 +247,3 @@ def test_production_values_without_the_mode_fail_instead_of_installing_the_demo(
     assert proc.returncode != 0 and "mode: production" in proc.stderr, proc.stderr
     given = yaml.safe_load((VALUES / values_file).read_text())
     assert "store.host" in proc.stderr and given["store"]["host"]
-
-
-BAD_DEMO_VALUES = {
-    "unknown mode": ("mode=staging", "mode"),
-    "unknown scenario": ("demo.simulator.scenario=outage", "demo.simulator.scenario"),
-    "Kubernetes units for Spark memory": ("demo.stream.driverMemory=1Gi", "demo.stream.driverMemory"),
-    "unknown config key": ("demo.config.replica_lag_ms=1", "replica_lag_ms"),
-}
-
-
-@pytest.mark.parametrize("case", BAD_DEMO_VALUES)
-def test_bad_demo_values_fail_at_install_time(case: str) -> None:
-    assignment, field = BAD_DEMO_VALUES[case]
-    assert_schema_refuses(field, "--set", assignment)

@@ -22,12 +22,12 @@ from hypothesis import strategies as st
 from isrwatch.state.config import Config
 from isrwatch.state.replay import ReplayResult, replay
 from isrwatch.streaming.testing import run_stateful
+from tests.support.stalls import sort_time, with_watermarks
 
 CLUSTER = "lab"
 BROKERS = (1, 2, 3)
 T0 = 1_000_000  # the brokers' first events; their agents started a minute before
 MAX_DELAY_MS = 1500  # how far a broker's delivery trails its emission: within the rejoin margin
-WATERMARK_EVERY_MS = 200  # the agent's default `watermark.interval.ms`
 VERSIONS = {"zookeeper": ("3.9.2", "3.6.0"), "alter_partition": ("4.1.0", "3.9.2")}  # each protocol's, a second one
 ERRORS = [None, None, None, "OPERATION_NOT_ATTEMPTED", "INELIGIBLE_REPLICA", "INVALID_UPDATE_VERSION", "NOT_CONTROLLER"]
 
@@ -176,31 +176,6 @@ def step(draw: st.DrawFn, a: _Agents, t: int) -> None:
         )
 
 
-def sort_time(ev: dict) -> int:
-    """`events.sorts_at`: an isr-expiration tick at its run's end, an append at its check."""
-    return max(ev["ts"], ev.get("end_ms") or 0, ev.get("check_ms") or 0)
-
-
-def with_watermarks(stream: list[dict], slack: int) -> list[tuple[int, dict]]:
-    """(emitted at, event) of a broker's stream with its agent's watermarks: every `WATERMARK_EVERY_MS` of its
-    emission time, one at the least `ts` of every later event (what the agent promises), less `slack`, advancing
-    only. A silent broker sends none (it sends nothing)."""
-    ordered = sorted(stream, key=lambda ev: (sort_time(ev), ev["seq"]))
-    later = [2**62] * (len(ordered) + 1)
-    for i in range(len(ordered) - 1, -1, -1):
-        later[i] = min(later[i + 1], ordered[i]["ts"])
-    out: list[tuple[int, dict]] = []
-    next_mark, last = -1, -1
-    for i, ev in enumerate(ordered):
-        emitted = sort_time(ev)
-        out.append((emitted, ev))
-        mark = min(later[i + 1], emitted) - slack
-        if emitted >= next_mark and i + 1 < len(ordered) and mark > last:
-            out.append((emitted, {"type": "watermark", "ts": mark, "cluster": CLUSTER, "broker": ev["broker"]}))
-            next_mark, last = emitted + WATERMARK_EVERY_MS, mark
-    return out
-
-
 def delivered(a: _Agents, data: st.DataObject) -> list[dict]:
     """The brokers' streams as the events topic delivers them: each in its own order, each trailing its emission by
     its own delay, a random walk in [0, MAX_DELAY_MS]. Each agent's first tick comes at once, as the agents start
@@ -210,7 +185,8 @@ def delivered(a: _Agents, data: st.DataObject) -> list[dict]:
         slack = data.draw(st.sampled_from([0, 1, 100]))
         delay = data.draw(st.integers(0, MAX_DELAY_MS))
         last = -1
-        for i, (emitted, ev) in enumerate(with_watermarks(stream, slack)):
+        ordered = sorted(stream, key=lambda ev: (sort_time(ev), ev["seq"]))
+        for i, (emitted, ev) in enumerate(with_watermarks(ordered, slack)):
             delay = min(MAX_DELAY_MS, max(0, delay + data.draw(st.integers(-300, 300))))
             last = max(last, emitted + (delay if i else 0))
             items.append((last, broker, i, ev))

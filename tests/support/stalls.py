@@ -74,9 +74,10 @@ def cluster_run(stalled: int, stall_at: int, stall_ms: int, steps: int, seed: in
     return streams
 
 
-def with_watermarks(stream: list[dict]) -> list[tuple[int, dict]]:
-    """(emitted at, event) of a broker's stream with its agent's watermarks: every `WATERMARK_EVERY_MS` of emission
-    time, one at the least `ts` of every later event (what the agent promises)."""
+def with_watermarks(stream: list[dict], slack: int = 0) -> list[tuple[int, dict]]:
+    """(emitted at, event) of a broker's stream, in its emission order, with its agent's watermarks: every
+    `WATERMARK_EVERY_MS` of emission time, one at the least `ts` of every later event (what the agent promises),
+    less `slack`, advancing only. A silent broker sends none (it sends nothing)."""
     later = [2**62] * (len(stream) + 1)
     for i in range(len(stream) - 1, -1, -1):
         later[i] = min(later[i + 1], stream[i]["ts"])
@@ -85,7 +86,7 @@ def with_watermarks(stream: list[dict]) -> list[tuple[int, dict]]:
     for i, ev in enumerate(stream):
         emitted = sort_time(ev)
         out.append((emitted, ev))
-        mark = min(later[i + 1], emitted)
+        mark = min(later[i + 1], emitted) - slack
         if emitted >= next_mark and i + 1 < len(stream) and mark > last:
             out.append((emitted, {"type": "watermark", "ts": mark, "cluster": CLUSTER, "broker": ev["broker"]}))
             next_mark, last = emitted + WATERMARK_EVERY_MS, mark
