@@ -661,6 +661,24 @@ def applies_answer(p: Partition) -> bool:
     return p.audited
 
 
+def applied_a_dropped_proposal(p: Partition, ev: IsrUpdated) -> bool:
+    """The leader's Partition applied an answer (`isr_updated`) to a proposal from the model's committed ISR and
+    epoch, which the model no longer holds: the answer applies only to the state still pending
+    (`partitionState != proposedIsrState` ignores it, Partition.scala@4.4 L1698-1703; handleAlterPartitionUpdate
+    L1794-1820), so the broker had proposed after the metadata that dropped the model's (`drops_pending`). A fetch's
+    expand is checked under the read lock, then decided under the write lock it waits for (maybeExpandIsr
+    L876-893, after updateFetchStateOrThrow L781-789, where the agent stamps the fetch): a makeLeader may take that
+    lock in between. Seen on the KRaft 4.4.0 lab (docs/evidence/kraft-expand-race): a resumed leader's fetch applied
+    at 18.396, the metadata of its shrink's epoch at 18.428, its expand submitted at 18.546 and committed by the
+    answer. The model commits the broker's ISR, as it would have at the answer."""
+    return (
+        p.isr_state is IsrState.COMMITTED
+        and ev.partition_epoch == p.partition_epoch + 1
+        and ev.isr_before is not None
+        and tuple(sorted(set(ev.isr_before))) == p.isr
+    )
+
+
 def commit_isr_write(p: Partition | None, ev: IsrUpdated, config: Config, brokers: Metadata = NO_METADATA) -> None:
     """The write in flight commits when the leader reports it (`isr_updated`). ZooKeeper mode (3.1+, with the agent,
     SPEC §4.9): stamped after the ZooKeeper write (ZkAlterPartitionManager@3.9.0-rc3 L62-90), with a newer partition
@@ -670,6 +688,9 @@ def commit_isr_write(p: Partition | None, ev: IsrUpdated, config: Config, broker
     if p is None or ev.broker != p.leader:
         return
     p.writes_reported = True
+    if config.alter_partition and applied_a_dropped_proposal(p, ev):
+        commit_isr_change(p, tuple(sorted(set(ev.isr))), ev.partition_epoch, ev.ts, config, brokers)
+        return
     if p.isr_state is IsrState.COMMITTED or ev.partition_epoch <= p.partition_epoch:
         return
     if not config.alter_partition:

@@ -8,6 +8,8 @@ tests/scenarios (09-19) restate Kafka's own tests of this path.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from isrwatch.state.alter_partition import HANDLING_BOUND_MS, AlterPartitionBook
@@ -15,6 +17,8 @@ from isrwatch.state.audit import SEND_HELD_MS
 from isrwatch.state.config import Config
 from isrwatch.state.engine import PartitionEngine
 from isrwatch.state.propagation import PropagationBook
+from isrwatch.state.records import DecisionKind
+from isrwatch.state.replay import replay
 from isrwatch.state.step import settle
 from tests.support.state import Run, append, fetch, follower, kinds, lai, parse_all, state_of, tick
 
@@ -157,6 +161,27 @@ def test_the_metadata_of_an_epoch_the_answer_committed_drops_the_change_proposed
         "OPERATION_NOT_ATTEMPTED": 1,
     }
     assert outcome.summary["ignored_alter_partition_responses_by_reason"]["stale"] == 1
+
+
+# docs/evidence/kraft-expand-race: broker 2's events of payments-2 (its first metadata, then 06:18:03-06:18:22), its
+# isr-expiration ticks and its requests' payments-2 items, from the KRaft 4.4.0 lab run of 2026-11-29.
+EXPAND_RACE = Path(__file__).parent / "data" / "kraft-expand-race.jsonl"
+
+
+def test_an_answer_the_leader_applied_to_a_proposal_made_after_the_metadata_commits_it() -> None:
+    """A resumed leader's shrink commits by its answer (epoch 1); a fetch of replica 1 at the HW is applied at
+    18.396, the shrink's metadata (epoch 1 again) at 18.428, and the broker submits the expand at 18.546: its
+    maybeExpandIsr waited for the write lock the makeLeader held. The model proposes at the fetch, so the metadata
+    drops its proposal (`drops_pending`), but the Partition applies the answer (`isr_updated`, epoch 2): the model
+    commits it (`applied_a_dropped_proposal`) and then proposes [1, 2, 3] from epoch 2 with the broker. Before, it
+    stayed at [2] and proposed [1, 2] again after the commit: unexplained_by_model, then missed_by_model."""
+    config = Config(replica_lag_time_max_ms=5000).with_profile("agent")
+    with open(EXPAND_RACE, "rb") as lines:
+        result = replay([lines], config, until=1_795_933_110_000)
+    assert result.summary["divergences_by_kind"] == {}
+    assert result.summary["audit_pending"] == 0
+    expands = [(d.ts, d.isr_before, d.isr_after) for d in result.decisions if d.kind == DecisionKind.EXPAND]
+    assert expands == [(1_795_933_098_396, [2], [1, 2]), (1_795_933_099_233, [1, 2], [1, 2, 3])]
 
 
 # The KRaft 4.4.0 lab's leader 1 of t-0 (replicas 1, 2, 3), reporting through the agent: its metadata, its rules.
