@@ -141,6 +141,8 @@ class Partition(Struct, array_like=True, gc=False):
     # from that epoch was based on (`observe_alter_partition_sent`).
     previous_isr: tuple[int, tuple[int, ...]] | None = None
     shown: Shown | None = None  # what its stored row shows (`records.row_due`): the state key writes it when due
+    # ZooKeeper mode: the leader's write (partition epoch, ISR) reported before the model decided it (`reported_ahead`)
+    reported_ahead: tuple[int, tuple[int, ...]] | None = None
 
     def follower(self, replica: int) -> Follower | None:
         for f in self.followers:
@@ -679,6 +681,26 @@ def applied_a_dropped_proposal(p: Partition, ev: IsrUpdated) -> bool:
     )
 
 
+def reported_ahead(p: Partition, ev: IsrUpdated) -> bool:
+    """ZooKeeper mode: the leader reported a write from the model's committed ISR at the next partition epoch while
+    the model holds none in flight: two request threads raced (a follower judged in sync against an HW another
+    fetch had not raised yet, `maybeExpandIsr`), and the fetch the model decides on is stamped after the
+    write (docs/evidence/zk-expand-before-fetch). The report waits for the model's matching write."""
+    return (
+        p.isr_state is IsrState.COMMITTED
+        and ev.partition_epoch == p.partition_epoch + 1
+        and ev.isr_before is not None
+        and tuple(sorted(set(ev.isr_before))) == p.isr
+    )
+
+
+def commit_reported_ahead(p: Partition, now: int, config: Config, brokers: Metadata) -> None:
+    """The model's write in flight commits at once when the leader reported it already (`reported_ahead`)."""
+    if p.reported_ahead is not None and p.reported_ahead == (p.partition_epoch + 1, p.proposed_isr):
+        p.reported_ahead = None
+        commit_isr_change(p, p.proposed_isr, p.partition_epoch + 1, now, config, brokers)
+
+
 def commit_isr_write(p: Partition | None, ev: IsrUpdated, config: Config, brokers: Metadata = NO_METADATA) -> None:
     """The write in flight commits when the leader reports it (`isr_updated`). ZooKeeper mode (3.1+, with the agent,
     SPEC §4.9): stamped after the ZooKeeper write (ZkAlterPartitionManager@3.9.0-rc3 L62-90), with a newer partition
@@ -690,6 +712,9 @@ def commit_isr_write(p: Partition | None, ev: IsrUpdated, config: Config, broker
     p.writes_reported = True
     if config.alter_partition and applied_a_dropped_proposal(p, ev):
         commit_isr_change(p, tuple(sorted(set(ev.isr))), ev.partition_epoch, ev.ts, config, brokers)
+        return
+    if not config.alter_partition and reported_ahead(p, ev):
+        p.reported_ahead = (ev.partition_epoch, tuple(sorted(set(ev.isr))))
         return
     if p.isr_state is IsrState.COMMITTED or ev.partition_epoch <= p.partition_epoch:
         return
@@ -1010,11 +1035,11 @@ def maybe_expand_isr(
         return None
     new_isr = tuple(sorted([*isr, f.replica]))
     if writes_in_flight(p, config):
-        return (
-            isr
-            if prepare_isr_change(p, IsrState.PENDING_EXPAND, new_isr, ev.ts, Order.of_event(ev), config, out)
-            else None
-        )
+        if not prepare_isr_change(p, IsrState.PENDING_EXPAND, new_isr, ev.ts, Order.of_event(ev), config, out):
+            return None
+        if not config.alter_partition:
+            commit_reported_ahead(p, ev.ts, config, brokers)
+        return isr
     update_isr(p, new_isr, ev.ts, Order.of_event(ev), out)
     if config.rules.hw_after_isr_update:  # 3.1: handleAlterPartitionUpdate (Partition@3.9.0-rc3 L1980)
         maybe_increment_leader_hw(p, ev.ts, config, brokers)
