@@ -233,6 +233,8 @@ def classify(lines: Iterable[Line], held: Held, config: Config, first: bool, ref
                 if type(ev) is Fetch and role == event and ev.broker is not None:
                     behind[cluster].append(Behind(ev, raw, bound, partition_bound is not None))
                     continue
+                if type(ev) is Watermark:
+                    continue  # behind the frontier it promises what the frontier already holds: no data, no letter
                 dead = late(ev, raw, bound, lateness, partition_bound is not None)
         if role == event or (role == tick and first):  # a line counts where it is counted
             refused.append(dead)
