@@ -696,7 +696,7 @@ def reported_ahead(p: Partition, ev: IsrUpdated) -> bool:
 
 def commit_reported_ahead(p: Partition, now: int, config: Config, brokers: Metadata) -> None:
     """The model's write in flight commits at once when the leader reported it already (`reported_ahead`)."""
-    if p.reported_ahead is not None and p.reported_ahead == (p.partition_epoch + 1, p.proposed_isr):
+    if p.reported_ahead == (p.partition_epoch + 1, p.proposed_isr):
         p.reported_ahead = None
         commit_isr_change(p, p.proposed_isr, p.partition_epoch + 1, now, config, brokers)
 
