@@ -5,6 +5,7 @@ the one stream over its events topic, and the KRaft lab's own stream (tests/supp
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -145,6 +146,23 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
 
 def _module(item: pytest.Item) -> str:
     return item.nodeid.split("::", 1)[0]
+
+
+# Seconds of setup, call and teardown per xdist worker, split into the labs' scope and the rest (the controller
+# hears every report): the suite's wall time is its busier worker's, so this says where to balance next.
+WORKER_SECONDS: Counter[tuple[str, bool]] = Counter()
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    node = getattr(report, "node", None)
+    if node is not None:
+        WORKER_SECONDS[node.gateway.id, report.nodeid.split("::", 1)[0] in LAB_MODULES] += report.duration
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    for worker in sorted({w for w, _ in WORKER_SECONDS}):
+        labs, rest = WORKER_SECONDS[worker, True], WORKER_SECONDS[worker, False]
+        terminalreporter.write_line(f"worker {worker}: {labs + rest:.0f} s of tests ({labs:.0f} s on the labs)")
 
 
 @pytest.fixture(scope="session")
