@@ -57,6 +57,7 @@ from .partition import (
     partition_record,
     removed_by_controller,
     restarted,
+    tick_checks,
     update_follower_fetch_state,
 )
 from .records import DecisionKind, PartitionRecord, PropagationTick
@@ -621,8 +622,8 @@ class PartitionEngine:
                 if broker is not None:
                     if p.key in taken:  # its share of this run went past the cluster's frontier
                         continue
-                    if p.checked_in_run == now:
-                        continue  # this run checked it already, at its append's check_ms
+                    if not tick_checks(p, now, run_end_ms):
+                        continue
                 eligible = self._check_partition(p, now, out, at, run_end_ms)
                 if eligible < next_eligible:
                     next_eligible = eligible
@@ -650,7 +651,7 @@ class PartitionEngine:
         the rest later, skips it (`checked_ahead`)."""
         if not p.hosted:
             return  # the run skips it, here and when the tick comes
-        if p.checked_in_run != tick.ts:
+        if tick_checks(p, tick.ts, tick.end_ms):
             mark = len(out.decisions)
             self._check_partition(p, tick.ts, out, Order.of_event(tick), tick.end_ms)
             if len(out.decisions) > mark:

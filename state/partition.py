@@ -110,7 +110,7 @@ class Partition(Struct, array_like=True, gc=False):
     min_isr: int | None = None  # the topic's min.insync.replicas as its leader reported it (else the config's)
     audited: bool = False  # its leader reports (the agent): the model's ISR writes are audited against the broker's
     # The start of its leader's isr-expiration run that checked it at an append's `check_ms` (SPEC §4.7): that run's
-    # tick, which sorts at the run's end, does not check it again.
+    # tick, which sorts at the run's end, does not check it again, nor, reporting that end, does any (`tick_checks`).
     checked_in_run: int | None = None
     # The leader's ISR change in flight (SPEC §4.9): `isr` stays the committed ISR while `isr_state` is pending, and
     # `proposed_isr` is the ISR sent (Partition.scala's PendingExpandIsr / PendingShrinkIsr.sentLeaderAndIsr).
@@ -1104,6 +1104,17 @@ def maybe_shrink_isr(
         changed = sorted(int(r) for r in expired)
         out.decide(p, now, DecisionKind.SHRINK, isr_before, changed, reasons=expired, run_end_ms=run_end_ms)
     return next_eligible
+
+
+def tick_checks(p: Partition, run_ms: int, run_end_ms: int | None) -> bool:
+    """Whether its leader's isr-expiration run, from `run_ms` to `run_end_ms`, checks `p` at the run's tick. Not when
+    the run reported its check of `p` (an append: it checked there), nor, once its leader reported one, in a run that
+    reports its end: that agent reports, where it happens, every check that reads a new LEO and every check that
+    shrinks (its hook on Partition.prepareIsrShrink, which only the write-locked recheck that found a follower out of
+    sync calls, Partition@3.9.0-rc3 L1243-1271). A check it did not report read a LEO the partition's events had
+    reported and shrank nothing, at a place among the run's fetches the model cannot tell: the first check holds the
+    read lock, as a fetch's state update does (L926-933), which the agent reports only after it."""
+    return p.checked_in_run is None or (run_end_ms is None and p.checked_in_run != run_ms)
 
 
 def next_shrink_eligible_at(p: Partition, lag: int) -> int:
