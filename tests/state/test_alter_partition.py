@@ -212,6 +212,42 @@ def test_a_fetch_between_the_answer_and_the_partition_applying_it_expands_nothin
     assert expands == [(1_795_933_098_396, [2], [1, 2]), (1_795_933_099_233, [1, 2], [1, 2, 3])]
 
 
+# docs/evidence/kraft-answer-in-flight: leader 3's events of orders-0, orders-1 and payments-1 (their metadata before,
+# its first tick, then 1795940709000-1795940721000), from a KRaft 4.4.0 lab stall of broker 3 (the nodes on one core).
+ANSWER_IN_FLIGHT = Path(__file__).parent / "data" / "kraft-answer-in-flight.jsonl"
+
+
+def test_a_request_sent_after_the_metadata_is_in_flight_or_its_answer_is_ignored() -> None:
+    """Leader 3 resumed from its stall and shrank the three partitions to [3]. The model proposed [1, 3] of each at
+    follower 1's fetches (0305-0307); the metadata of the shrinks dropped those proposals (0308; payments-1's at
+    0364). The broker's request with the three expands went at 0366, behind a request in flight since 0295.
+    - orders-0 and orders-1: the broker proposed after the metadata (the fetch waited for makeLeader's write lock),
+      so its Partition held the proposal until the metadata of the answer (0424): follower 2's fetches at 0415 and
+      0422 expanded nothing; then [1, 2, 3] from the new epoch (sent 0460). Before (`proposed_after_the_metadata`
+      missing), the model expanded [2, 3] from the old epoch there (unexplained_by_model) and missed [1, 2, 3].
+    - payments-1: proposed before its metadata, which dropped it; the answer was ignored and follower 2's next fetch
+      proposed [2, 3] from the old epoch (sent 0460, INVALID_UPDATE_VERSION). The model, taking the request for one
+      in flight, made no such proposal: the audit's `reproposed` (same leader and base epoch) calls it timing."""
+    lines = ANSWER_IN_FLIGHT.read_bytes().splitlines()
+    result = replay([lines], Config(replica_lag_time_max_ms=5000).with_profile("agent"), until=1_795_940_735_000)
+    found = [(d.kind, d.cause, d.topic, d.partition, d.margin_ms) for d in result.divergences]
+    assert found == [("timing", "reproposed", "payments", 1, 94)]
+    assert result.summary["audit_pending"] == 0
+    expands = [
+        (d.ts - 1_795_940_720_000, d.topic, d.partition, d.isr_before, d.isr_after)
+        for d in result.decisions
+        if d.kind == DecisionKind.EXPAND and d.ts > 1_795_940_720_000
+    ]
+    assert expands == [
+        (305, "orders", 0, [3], [1, 3]),
+        (307, "orders", 1, [3], [1, 3]),
+        (307, "payments", 1, [3], [1, 3]),
+        (429, "orders", 1, [1, 3], [1, 2, 3]),
+        (430, "payments", 1, [1, 3], [1, 2, 3]),
+        (441, "orders", 0, [1, 3], [1, 2, 3]),
+    ]
+
+
 # The KRaft 4.4.0 lab's leader 1 of t-0 (replicas 1, 2, 3), reporting through the agent: its metadata, its rules.
 KRAFT = {"broker": 1, "controller_epoch": -1}
 
