@@ -307,6 +307,7 @@ def observe_alter_partition_sent(
             p.isr_state = IsrState.PENDING_EXPAND if grows else IsrState.PENDING_SHRINK
             p.proposed_isr = tuple(isr)
             p.pending_since_ms = ev.ts
+            out.touched.add(p.key)  # its row shows the change in flight
 
 
 def proposed_after_the_metadata(p: Partition, broker: int, item: ProposedPartition) -> bool:
@@ -320,8 +321,10 @@ def proposed_after_the_metadata(p: Partition, broker: int, item: ProposedPartiti
     (DefaultAlterPartitionManager@4.4 L266-270), a fetch or check changes nothing (`isInflight`, L877, L902, L1091).
     Seen on the KRaft 4.4.0 lab (docs/evidence/kraft-expand-race: the metadata at 18.428, the expand submitted at
     18.546) and in CI, where a fetch between the answer and its application expanded in the model only
-    (docs/evidence/kraft-answer-in-flight). A proposal made before the metadata was sent before it (Kafka's manager
-    sends at once unless a request is in flight) and was dropped by it in Kafka too: its answer is ignored."""
+    (docs/evidence/kraft-answer-in-flight). A proposal made before the metadata, which dropped it in Kafka too (its
+    answer is ignored), was sent before it, unless it queued behind a request in flight (the manager sends one at a
+    time): the events cannot tell that one apart, and the audit calls the leader's next proposal from the old epoch
+    `reproposed`."""
     return (
         broker == p.leader
         and p.isr_state is IsrState.COMMITTED
