@@ -73,7 +73,7 @@ class Proposed(Struct, array_like=True, frozen=True):
 
     leader: int
     partition_epoch: int  # the epoch its commit would create
-    isr: tuple[int, ...]
+    isr: tuple[int, ...]  # what it proposed: no rule compares it (a repeat may add another follower)
     ts: int
 
 
@@ -335,20 +335,26 @@ def fetch_order(audit: Audit, p: PartitionAudit, case: Case, bound: Bound) -> in
 
 
 def reproposed(audit: Audit, p: PartitionAudit, case: Case, bound: Bound) -> int | None:
-    """AlterPartition: a leader proposes a change again only when its first proposal's answer was not applied: the
-    metadata committed or reset the partition after the proposal and before the answer, so the callback ignored the
-    answer ("Ignoring failed ISR update … since we have already updated state", Partition@4.4 submitAlterPartition)
-    and the next fetch or check proposed the same ISR again, which the controller refused (INVALID_UPDATE_VERSION). On
-    the KRaft 4.4.0 lab the leader's first proposal came from a fetch that raced the commit of the epoch before
-    (`applying`) and so preceded the metadata; the model's, made after the metadata, had its answer applied and no
-    second. A broker proposal with no partner of the model that repeats the same leader's proposal of the partition
-    (same base epoch and ISR) within the audit window is timing. Margin: how long after the first."""
+    """AlterPartition: a leader proposes from the same base epoch again only when its first proposal's answer was not
+    applied: the metadata committed or reset the partition after the proposal and before the answer, so the callback
+    ignored the answer ("Ignoring failed ISR update … since we have already updated state", Partition@4.4
+    submitAlterPartition) and the next fetch or check proposed from that epoch again, which the controller refused
+    (INVALID_UPDATE_VERSION): the same ISR, or another where another follower fetched first. On the KRaft 4.4.0 lab
+    the leader's first proposal came from a fetch that raced the commit of the epoch before (`applying`) and so
+    preceded the metadata; the model's, made after the metadata, had its answer applied and no second. Nor can the
+    model tell a first proposal sent after the metadata, behind another request, from one made after it
+    (`partition.proposed_after_the_metadata`, which it takes it for: docs/evidence/kraft-answer-in-flight). A broker
+    proposal with no partner of the model from the base epoch of the same leader's proposal of the partition within
+    the audit window is timing. Margin: how long after the first."""
     o = case.observed
     if case.write is not None or o is None or not isinstance(o.event, ProposedIsr):
         return None
     ev = o.event
-    same = (ev.leader, ev.partition_epoch, tuple(sorted(ev.isr)))
-    first = [q.ts for q in p.proposed if (q.leader, q.partition_epoch, q.isr) == same and bound.holds(ev.ts - q.ts)]
+    first = [
+        q.ts
+        for q in p.proposed
+        if (q.leader, q.partition_epoch) == (ev.leader, ev.partition_epoch) and bound.holds(ev.ts - q.ts)
+    ]
     return ev.ts - min(first) if first else None
 
 

@@ -189,8 +189,9 @@ class ProposedPartition(Struct, kw_only=True, omit_defaults=True, gc=False):
 
 
 class AlterPartitionSent(_Event, kw_only=True, tag="alter_partition_sent"):
-    """Observed: one AlterPartition request a leader really sent its controller (the agent, at `buildRequest`). It
-    never changes the model; the audit compares it with the model's requests (SPEC §7)."""
+    """Observed: one AlterPartition request a leader really sent its controller (the agent, at `buildRequest`). The
+    audit compares it with the model's requests (SPEC §7); it changes the model only where it is a proposal the leader
+    made after metadata dropped the model's (`partition.proposed_after_the_metadata`)."""
 
     broker: BrokerId  # the leader that sent it: required, the audit pairs by it
 

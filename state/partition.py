@@ -27,6 +27,7 @@ from .events import (
     Fetch,
     IsrUpdated,
     LeaderAndIsr,
+    ProposedPartition,
 )
 from .metrics import (
     FAILED_ISR_UPDATES,
@@ -300,9 +301,37 @@ def observe_alter_partition_sent(
         before = None if based_on is None else list(based_on)
         epochs = (proposed.leader_epoch, proposed.partition_epoch + 1)
         proposal = ProposedIsr(ev.ts, ev.cluster, p.topic, p.partition, ev.broker, *epochs, kind, isr, before)
-        out.observe(
-            p, proposal, audited=not resends_item(p, ev.broker, proposed.leader_epoch, proposed.partition_epoch, isr)
-        )
+        new = not resends_item(p, ev.broker, proposed.leader_epoch, proposed.partition_epoch, isr)
+        out.observe(p, proposal, audited=new)
+        if new and proposed_after_the_metadata(p, ev.broker, proposed):
+            p.isr_state = IsrState.PENDING_EXPAND if grows else IsrState.PENDING_SHRINK
+            p.proposed_isr = tuple(isr)
+            p.pending_since_ms = ev.ts
+            out.touched.add(p.key)  # its row shows the change in flight
+
+
+def proposed_after_the_metadata(p: Partition, broker: int, item: ProposedPartition) -> bool:
+    """The leader sends a new item of `p` from the model's committed leader and partition epochs while the model's
+    own proposal was dropped by new metadata of that epoch (`drops_pending`: committed, its manager's item still
+    held). The broker made this proposal after that metadata, so its Partition holds it pending: a fetch's expand is
+    checked under the read lock, then prepared under the write lock it waits for (maybeExpandIsr, Partition.scala@4.4
+    L876-893, after updateFetchStateOrThrow L781-789, where the agent stamps the fetch), and a makeLeader may take
+    that lock in between. Until the Partition applies the answer (handleAlterPartitionUpdate L1794-1820, `isr_updated`:
+    only to the proposal still pending, L1698-1703), ms to tens of ms after the manager took it out
+    (DefaultAlterPartitionManager@4.4 L266-270), a fetch or check changes nothing (`isInflight`, L877, L902, L1091).
+    Seen on the KRaft 4.4.0 lab (docs/evidence/kraft-expand-race: the metadata at 18.428, the expand submitted at
+    18.546) and in CI, where a fetch between the answer and its application expanded in the model only
+    (docs/evidence/kraft-answer-in-flight). A proposal made before the metadata, which dropped it in Kafka too (its
+    answer is ignored), was sent before it, unless it queued behind a request in flight (the manager sends one at a
+    time): the events cannot tell that one apart, and the audit calls the leader's next proposal from the old epoch
+    `reproposed`."""
+    return (
+        broker == p.leader
+        and p.isr_state is IsrState.COMMITTED
+        and broker in p.held_by
+        and item.leader_epoch == p.leader_epoch
+        and item.partition_epoch == p.partition_epoch
+    )
 
 
 def recorded(observed: list[Observation | BrokerObserved], owns_ticks: bool) -> list[Observation | BrokerObserved]:
@@ -663,24 +692,6 @@ def applies_answer(p: Partition) -> bool:
     return p.audited
 
 
-def applied_a_dropped_proposal(p: Partition, ev: IsrUpdated) -> bool:
-    """The leader's Partition applied an answer (`isr_updated`) to a proposal from the model's committed ISR and
-    epoch, which the model no longer holds: the answer applies only to the state still pending
-    (`partitionState != proposedIsrState` ignores it, Partition.scala@4.4 L1698-1703; handleAlterPartitionUpdate
-    L1794-1820), so the broker had proposed after the metadata that dropped the model's (`drops_pending`). A fetch's
-    expand is checked under the read lock, then decided under the write lock it waits for (maybeExpandIsr
-    L876-893, after updateFetchStateOrThrow L781-789, where the agent stamps the fetch): a makeLeader may take that
-    lock in between. Seen on the KRaft 4.4.0 lab (docs/evidence/kraft-expand-race): a resumed leader's fetch applied
-    at 18.396, the metadata of its shrink's epoch at 18.428, its expand submitted at 18.546 and committed by the
-    answer. The model commits the broker's ISR, as it would have at the answer."""
-    return (
-        p.isr_state is IsrState.COMMITTED
-        and ev.partition_epoch == p.partition_epoch + 1
-        and ev.isr_before is not None
-        and tuple(sorted(set(ev.isr_before))) == p.isr
-    )
-
-
 def reported_ahead(p: Partition, ev: IsrUpdated) -> bool:
     """ZooKeeper mode: the leader reported a write from the model's committed ISR at the next partition epoch while
     the model holds none in flight: two request threads raced (a follower judged in sync against an HW another
@@ -710,9 +721,6 @@ def commit_isr_write(p: Partition | None, ev: IsrUpdated, config: Config, broker
     if p is None or ev.broker != p.leader:
         return
     p.writes_reported = True
-    if config.alter_partition and applied_a_dropped_proposal(p, ev):
-        commit_isr_change(p, tuple(sorted(set(ev.isr))), ev.partition_epoch, ev.ts, config, brokers)
-        return
     if not config.alter_partition and reported_ahead(p, ev):
         p.reported_ahead = (ev.partition_epoch, tuple(sorted(set(ev.isr))))
         return

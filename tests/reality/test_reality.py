@@ -30,7 +30,7 @@ import pytest
 
 from isrwatch.lab.record import Lab
 from tests.support.lab import FAULTS, Streamed, current
-from tests.support.reality import Reality, _kind, in_window, say, served, shrink_lines, stored
+from tests.support.reality import Reality, _kind, agent_events, in_window, say, served, shrink_lines, stored
 
 
 @pytest.fixture(scope="module")
@@ -118,7 +118,8 @@ def test_isrwatch_decided_what_the_brokers_did(reality: Reality) -> None:
     assert updates and any(d["kind"] == "shrink" for d in decisions)
     assert [d for d in divergences if (d["kind"] == "timing") != (d.get("cause") is not None)] == []
     wrong = [d for d in divergences if d["kind"] != "timing"]
-    assert wrong == [], "\n".join([json.dumps(wrong)[:3000], *(around(reality, d)[:3000] for d in wrong[:3])])
+    around_them = [around(reality, d)[:3000] for d in wrong[:3]]
+    assert wrong == [], "\n".join([json.dumps(wrong)[:3000], *around_them, agent_events(reality, wrong)])
     # Every settled ISR write, the brokers' and the model's, has its partner: the same leader, partition, kind and
     # new ISR; only the sides a timing divergence concerns are set aside (their partner may be a run away): the
     # broker's write of that partition and epoch, the model's write it was judged with.

@@ -25,7 +25,7 @@ from isrwatch.state.config import Config
 from isrwatch.state.replay import ReplayResult, replay
 from tests.support import alter_partition as ap
 from tests.support.lab import KRAFT_FAULTS, LAG_MS, Streamed, current
-from tests.support.reality import Reality, _kind, in_window, say, served, shrink_lines, stored
+from tests.support.reality import Reality, _kind, agent_events, in_window, say, served, shrink_lines, stored
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +61,7 @@ def test_kraft_isrwatch_proposed_requested_and_committed_what_the_brokers_did(
     assert [e for e in refused if not isinstance(e.get("top_level"), bool)] == []
     assert [d for d in divergences if (d["kind"] == "timing") != (d.get("cause") is not None)] == []
     wrong = [d for d in divergences if d["kind"] != "timing"]
-    assert wrong == [], wrong[:5]
+    assert wrong == [], f"{wrong[:5]}\n{agent_events(kraft_reality, wrong)}"
     # The requests, one to one (a deposed leader's aside, and on both sides without the items of a partition whose
     # proposal the audit called timing, from that proposal's base epoch).
     requests = msgspec.to_builtins(replayed.alter_partitions)

@@ -18,7 +18,7 @@ from isrwatch.state.config import Config
 from isrwatch.state.engine import PartitionEngine
 from isrwatch.state.propagation import PropagationBook
 from isrwatch.state.records import DecisionKind
-from isrwatch.state.replay import replay
+from isrwatch.state.replay import ReplayResult, replay
 from isrwatch.state.step import settle
 from tests.support.state import Run, append, fetch, follower, kinds, lai, parse_all, state_of, tick
 
@@ -172,16 +172,80 @@ def test_an_answer_the_leader_applied_to_a_proposal_made_after_the_metadata_comm
     """A resumed leader's shrink commits by its answer (epoch 1); a fetch of replica 1 at the HW is applied at
     18.396, the shrink's metadata (epoch 1 again) at 18.428, and the broker submits the expand at 18.546: its
     maybeExpandIsr waited for the write lock the makeLeader held. The model proposes at the fetch, so the metadata
-    drops its proposal (`drops_pending`), but the Partition applies the answer (`isr_updated`, epoch 2): the model
-    commits it (`applied_a_dropped_proposal`) and then proposes [1, 2, 3] from epoch 2 with the broker. Before, it
-    stayed at [2] and proposed [1, 2] again after the commit: unexplained_by_model, then missed_by_model."""
-    config = Config(replica_lag_time_max_ms=5000).with_profile("agent")
-    with open(EXPAND_RACE, "rb") as lines:
-        result = replay([lines], config, until=1_795_933_110_000)
+    drops its proposal (`drops_pending`); the broker's request, sent after it, is the Partition's proposal in flight
+    (`proposed_after_the_metadata`), which the answer commits when the Partition applies it (`isr_updated`, epoch 2);
+    then the model proposes [1, 2, 3] from epoch 2 with the broker. Before, it stayed at [2] and proposed [1, 2]
+    again after the commit: unexplained_by_model, then missed_by_model."""
+    result = _replay_expand_race(EXPAND_RACE.read_bytes().splitlines())
     assert result.summary["divergences_by_kind"] == {}
     assert result.summary["audit_pending"] == 0
     expands = [(d.ts, d.isr_before, d.isr_after) for d in result.decisions if d.kind == DecisionKind.EXPAND]
     assert expands == [(1_795_933_098_396, [2], [1, 2]), (1_795_933_099_233, [1, 2], [1, 2, 3])]
+    # The fetches between the broker's request and its answer propose nothing, as Kafka's (`isInflight`); refused,
+    # while the manager holds a dropped proposal: replica 3's at 098511 (before the request) and at 099484 (after
+    # the metadata of epoch 2 dropped the [1, 2, 3] sent at 099243, in Kafka too).
+    assert result.summary["failed_isr_updates_by_reason"] == {"OPERATION_NOT_ATTEMPTED": 2}
+
+
+def _replay_expand_race(lines: list[bytes]) -> ReplayResult:
+    return replay([lines], Config(replica_lag_time_max_ms=5000).with_profile("agent"), until=1_795_933_110_000)
+
+
+APPLIED_MS = 1_795_933_099_107  # the Partition applies the answer of 1_795_933_099_105: its `isr_updated`
+
+
+def test_a_fetch_between_the_answer_and_the_partition_applying_it_expands_nothing() -> None:
+    """CI's KRaft reality failure (docs/evidence/kraft-answer-in-flight): the same race, with the Partition applying
+    the answer 95 ms after its manager took it (the callback waits for the write lock, DefaultAlterPartitionManager
+    @4.4 L266-270; on a loaded machine), so replica 1's fetch at 099173 comes in between. Kafka's Partition is still
+    pending there (`isInflight`, Partition.scala@4.4 L877). The model had dropped its own proposal, and the answer
+    took its manager's item out: it proposed [1, 2] from epoch 1 again at that fetch (unexplained_by_model), then
+    ignored the `isr_updated` (its own proposal was pending) and missed the broker's [1, 2, 3] from epoch 2."""
+    late = [
+        line.replace(b'"ts":%d,' % APPLIED_MS, b'"ts":%d,' % (APPLIED_MS + 93)) if b'"isr_updated"' in line else line
+        for line in EXPAND_RACE.read_bytes().splitlines()
+    ]
+    assert late != EXPAND_RACE.read_bytes().splitlines()
+    result = _replay_expand_race(late)
+    assert result.summary["divergences_by_kind"] == {}
+    expands = [(d.ts, d.isr_before, d.isr_after) for d in result.decisions if d.kind == DecisionKind.EXPAND]
+    assert expands == [(1_795_933_098_396, [2], [1, 2]), (1_795_933_099_233, [1, 2], [1, 2, 3])]
+
+
+# docs/evidence/kraft-answer-in-flight: leader 3's events of orders-0, orders-1 and payments-1 (their metadata before,
+# its first tick, then 1795940709000-1795940721000), from a KRaft 4.4.0 lab stall of broker 3 (the nodes on one core).
+ANSWER_IN_FLIGHT = Path(__file__).parent / "data" / "kraft-answer-in-flight.jsonl"
+
+
+def test_a_request_sent_after_the_metadata_is_in_flight_or_its_answer_is_ignored() -> None:
+    """Leader 3 resumed from its stall and shrank the three partitions to [3]. The model proposed [1, 3] of each at
+    follower 1's fetches (0305-0307); the metadata of the shrinks dropped those proposals (0308; payments-1's at
+    0364). The broker's request with the three expands went at 0366, behind a request in flight since 0295.
+    - orders-0 and orders-1: the broker proposed after the metadata (the fetch waited for makeLeader's write lock),
+      so its Partition held the proposal until the metadata of the answer (0424): follower 2's fetches at 0415 and
+      0422 expanded nothing; then [1, 2, 3] from the new epoch (sent 0460). Before (`proposed_after_the_metadata`
+      missing), the model expanded [2, 3] from the old epoch there (unexplained_by_model) and missed [1, 2, 3].
+    - payments-1: proposed before its metadata, which dropped it; the answer was ignored and follower 2's next fetch
+      proposed [2, 3] from the old epoch (sent 0460, INVALID_UPDATE_VERSION). The model, taking the request for one
+      in flight, made no such proposal: the audit's `reproposed` (same leader and base epoch) calls it timing."""
+    lines = ANSWER_IN_FLIGHT.read_bytes().splitlines()
+    result = replay([lines], Config(replica_lag_time_max_ms=5000).with_profile("agent"), until=1_795_940_735_000)
+    found = [(d.kind, d.cause, d.topic, d.partition, d.margin_ms) for d in result.divergences]
+    assert found == [("timing", "reproposed", "payments", 1, 94)]
+    assert result.summary["audit_pending"] == 0
+    expands = [
+        (d.ts - 1_795_940_720_000, d.topic, d.partition, d.isr_before, d.isr_after)
+        for d in result.decisions
+        if d.kind == DecisionKind.EXPAND and d.ts > 1_795_940_720_000
+    ]
+    assert expands == [
+        (305, "orders", 0, [3], [1, 3]),
+        (307, "orders", 1, [3], [1, 3]),
+        (307, "payments", 1, [3], [1, 3]),
+        (429, "orders", 1, [1, 3], [1, 2, 3]),
+        (430, "payments", 1, [1, 3], [1, 2, 3]),
+        (441, "orders", 0, [1, 3], [1, 2, 3]),
+    ]
 
 
 # The KRaft 4.4.0 lab's leader 1 of t-0 (replicas 1, 2, 3), reporting through the agent: its metadata, its rules.

@@ -83,3 +83,114 @@ def shrink_lines(reality: Reality) -> Counter[tuple[int, str, int, tuple[int, ..
                 before, after = (tuple(sorted(map(int, m[k].split(",")))) for k in ("before", "after"))
                 logged[(int(m["broker"]), m["topic"], int(m["partition"]), before, after)] += 1
     return logged
+
+
+BEFORE_MS, AFTER_MS = 15_000, 5_000  # `agent_events`: the window around a partition's divergences
+NEAR_MS = 250  # ... and the fetches this close to one are shown one by one
+FETCH_FIELDS = ("fetch_offset", "leader_leo", "current_leader_epoch", "broker_epoch")
+QUIET = {"type", "ts", "cluster", "broker", "seq", "topic", "partition", "topic_id", "kafka_version", "replicas"}
+
+
+def _line(ev: dict, where: tuple[str, int]) -> str:
+    """One agent event of the partition `where` in a line (without its ts), with the fields the model reads."""
+    if ev["type"] == "fetch":
+        fields = " ".join(f"{f}={ev[f]}" for f in (*FETCH_FIELDS, "fetch_ms") if ev.get(f) is not None)
+        return f"b{ev['broker']} fetch r{ev['replica']} {fields}"
+    if ev["type"] == "alter_partition_sent":
+        items = [
+            {k: p.get(k) for k in ("isr", "leader_epoch", "partition_epoch")}
+            for p in ev["partitions"]
+            if (p.get("topic"), p["partition"]) == where
+        ]
+        return f"b{ev['broker']} alter_partition_sent broker_epoch={ev.get('broker_epoch')} {items}"
+    fields = " ".join(f"{k}={v}" for k, v in ev.items() if k not in QUIET and v not in (None, []))
+    return f"b{ev.get('broker')} {ev['type']} {fields}"
+
+
+def _concerns(ev: dict, where: tuple[str, int], leaders: set[int]) -> bool:
+    """Whether an agent event belongs in a partition's story: its own events, its leaders' checks, any registration."""
+    if ev["type"] == "alter_partition_sent":
+        return any((p.get("topic"), p["partition"]) == where for p in ev["partitions"])
+    if ev["type"] == "tick":
+        return ev.get("broker") in leaders and ev.get("task") == "isr-expiration"
+    return ev["type"] == "broker_registration" or (ev.get("topic"), ev.get("partition")) == where
+
+
+def _run(fetches: list[dict]) -> str:
+    """A follower's fetches in a row with nothing else of the partition between them, in a line: first and last."""
+    first, last = fetches[0], fetches[-1]
+    caught = sum(f["fetch_offset"] >= f["leader_leo"] for f in fetches)
+    return (
+        f"b{first['broker']} {len(fetches)} fetches r{first['replica']} to {last['ts']} ({caught} caught up): "
+        f"offset {first['fetch_offset']}..{last['fetch_offset']}, "
+        f"leader_leo {first['leader_leo']}..{last['leader_leo']}, last fetch_ms {last.get('fetch_ms')}, "
+        f"leader_epoch {last.get('current_leader_epoch')}"
+    )
+
+
+def _story(events: list[dict], where: tuple[str, int], leaders: set[int], near: list[int]) -> list[tuple[int, str]]:
+    """The partition's agent events as (ts, line). A follower's fetches farther than NEAR_MS from every `near` time
+    are folded into runs (`_run`) that any other event of the partition ends."""
+    rows: list[tuple[int, str]] = []
+    runs: dict[tuple[int, int], list[dict]] = {}  # (broker, replica) -> the fetches of its open run
+
+    def close() -> None:
+        rows.extend((run[0]["ts"], _run(run) if len(run) > 1 else _line(run[0], where)) for run in runs.values())
+        runs.clear()
+
+    for e in events:
+        if not _concerns(e, where, leaders):
+            continue
+        if e["type"] == "fetch" and all(abs(e["ts"] - t) > NEAR_MS for t in near):
+            runs.setdefault((e["broker"], e["replica"]), []).append(e)
+            continue
+        close()
+        rows.append((e["ts"], _line(e, where)))
+    close()
+    return rows
+
+
+def _stalls(events: list[dict], lo: int, hi: int) -> list[tuple[int, str]]:
+    """Each broker's watermark gaps over 2 s (a stall, a restart) that end in `lo..hi`, as (ts, line)."""
+    stamps: dict[int, list[int]] = {}
+    for e in events:
+        if e["type"] == "watermark" and e["ts"] <= hi:
+            stamps.setdefault(e["broker"], []).append(e["ts"])
+    return [
+        (a, f"b{broker} watermarks stop for {b - a} ms")
+        for broker, seen in stamps.items()
+        for a, b in zip(seen, seen[1:], strict=False)
+        if b - a > 2000 and b >= lo
+    ]
+
+
+def agent_events(reality: Reality, divergences: list[dict], max_lines: int = 300) -> str:
+    """What a CI log needs to follow a divergence by hand, without the session's files: for each diverging
+    partition, the agents' events of it from BEFORE_MS before its first divergence to AFTER_MS after its last
+    (`_story`), with its leaders' isr-expiration runs, every registration, the brokers' stalls (`_stalls`) and the
+    model's decisions of it."""
+    by_partition: dict[tuple[str, int], list[dict]] = {}
+    for d in divergences:
+        if d["subject"] == "isr":
+            by_partition.setdefault((d["topic"], d["partition"]), []).append(d)
+    decisions = stored(reality, "decisions") if by_partition else []
+    lines: list[str] = []
+    for where, ds in sorted(by_partition.items()):
+        lo, hi = min(d["ts"] for d in ds) - BEFORE_MS, max(d["ts"] for d in ds) + AFTER_MS
+        events = [e for e in reality.events if lo <= e["ts"] <= hi]
+        leaders = {d["broker"] for d in ds} | {
+            e["leader"] for e in events if e["type"] == "leader_and_isr" and (e["topic"], e["partition"]) == where
+        }
+        rows = _story(events, where, leaders, [d["ts"] for d in ds]) + _stalls(reality.events, lo, hi)
+        rows += [(d["ts"], f"model {d['kind']} {d['isr_before']} -> {d['isr_after']} (leader {d['leader']})")
+                 for d in decisions if (d["topic"], d["partition"]) == where and lo <= d["ts"] <= hi]  # fmt: skip
+        for d in ds:
+            fields = ("isr_before", "isr", "partition_epoch")
+            sides = {k: {f: d[k].get(f) for f in fields} for k in ("model", "observed") if d.get(k)}
+            rows.append((d["ts"], f"DIVERGENCE {_kind(d)} {sides}"))
+        lines.append(f"-- agent events of {where[0]}-{where[1]}, {lo}..{hi}:")
+        lines += [f"  {ts} {text}" for ts, text in sorted(rows)]
+    if len(lines) > max_lines:
+        cut = len(lines) - max_lines
+        lines = [*lines[: max_lines // 3], f"  ... {cut} lines left out ...", *lines[max_lines // 3 + cut :]]
+    return "\n".join(lines)
