@@ -175,6 +175,8 @@ def save(lab: Lab) -> None:
 @contextlib.contextmanager
 def locked(directory: Path) -> Iterator[None]:
     """Serialise lab.json updates between commands and fault helpers."""
+    if not Path(directory).is_dir():
+        raise LabError(f"--dir {directory}: no lab there (no such directory; start one: isrwatch lab up)")
     with open(Path(directory) / ".lab.lock", "a") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         try:

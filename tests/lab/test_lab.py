@@ -289,6 +289,7 @@ def test_a_broker_that_cannot_start_is_reported_with_its_last_log_lines(tmp_path
         (["up", "--agent", "--agent-options", "novalue"], "expected K=V"),
         (["up", "--agent-options", "file=x"], "no --agent to attach"),
         (["fault", "elect"], "no lab there"),
+        (["down"], "nothing: no lab there (no such directory"),
         (["up", "--kafka", "5.0"], "--kafka 5.0: not a Kafka release the lab runs"),
         (["up", "--kafka", "4.4", "--ibp", "3.9"], "--ibp 3.9: only for ZooKeeper mode (--kafka 3.9)"),
     ],
