@@ -232,6 +232,12 @@ class IncidentBook:
             self.now = s.now
             for r, d in s.proposed:
                 self.proposed.setdefault((d.cluster, d.topic, d.partition), {})[r] = d
+        # The open incidents each partition is in, with its part of each: a partition's input finds them by key,
+        # not by walking every open incident's partitions (an incident may hold most of a cluster).
+        self._parts: dict[PartitionKey, dict[str, IncidentPartition]] = {}
+        for i in self.open.values():
+            for p in i.partitions:
+                self._parts.setdefault((i.cluster, p.topic, p.partition), {})[i.id] = p
         self._changed: dict[str, Incident] = {}
         self._opened: list[str] = []
         self._timeline = Timeline()
@@ -287,10 +293,13 @@ class IncidentBook:
         """Apply every buffered input before its cluster's frontier in event time, then the step's cluster-wide inputs;
         returns the incidents opened and every incident changed (as they are now), the timeline's additions, and the
         replicas whose shrink or expand committed (`_commits`)."""
-        due: list[_Ordered] = [x for x in self.buffer if x.ts < frontiers.get(x.cluster, x.ts)]
-        if due:
-            self.buffer = [x for x in self.buffer if x.ts >= frontiers.get(x.cluster, x.ts)]
-        due += self._requests(requests, brokers, frontiers)
+        held: list[Decision | PartitionHealth | BrokerRegistration] = []
+        buffered: list[Decision | PartitionHealth | BrokerRegistration] = []
+        for item in self.buffer:
+            (buffered if item.ts < frontiers.get(item.cluster, item.ts) else held).append(item)
+        self.buffer = held
+        ordered = self._requests(requests, brokers, frontiers)
+        due: list[_Ordered] = [*self._without_quiet(buffered, ordered), *ordered]
         due.sort(key=_order)
         for x in due:
             self._close_due(x.cluster, x.ts)
@@ -357,6 +366,42 @@ class IncidentBook:
         committed, self._committed = self._committed, []
         self._changed, self._opened, self._timeline, self._points, self._touched = {}, [], Timeline(), {}, {}
         return opened, sorted(changed, key=lambda i: (i.opened_ms, i.id)), timeline, committed
+
+    def _without_quiet(
+        self, due: list[Decision | PartitionHealth | BrokerRegistration], requests: list[_Request]
+    ) -> list[Decision | PartitionHealth | BrokerRegistration]:
+        """The due inputs less those of quiet partitions, so that a batch that settles every partition (each one's
+        first LeaderAndIsr and health) costs a few lookups per partition, not the ordered walk. A partition is quiet
+        when the book holds nothing of it (not short of its ISR, no proposal or cause, no leadership lost, in no open
+        incident, in none of this step's requests) and each of its inputs leaves it so: a LeaderAndIsr that removes
+        no replica, a health at the full ISR under the same leader. Such an input changes nothing but its
+        cluster's controller epoch (rule 3), and of those only the first of each higher epoch can: it stays in. An
+        incident a left-out input would have closed closes at the next input or the frontier, at the same time."""
+        if not due:
+            return due
+        busy = self.health.keys() | self.proposed.keys() | self._parts.keys()
+        busy |= {(c, t, p) for c, t, p, _ in self.causes}
+        busy |= {(c, t, p) for (c, _), lost in self.lost.items() for t, p in lost}
+        busy |= {(x.cluster, i.topic, i.partition) for x in requests for i in x.request.partitions}
+        loud = set()
+        for x in due:
+            if isinstance(x, BrokerRegistration):
+                continue
+            key = (x.cluster, x.topic, x.partition)
+            if key in busy or not _quiet(x):
+                loud.add(key)
+        out: list[Decision | PartitionHealth | BrokerRegistration] = []
+        epochs: dict[tuple[str, int], PartitionHealth] = {}  # the first quiet health of each higher epoch
+        for x in due:
+            if isinstance(x, BrokerRegistration) or (x.cluster, x.topic, x.partition) in loud:
+                out.append(x)
+            elif isinstance(x, PartitionHealth):
+                known = self.controller.get(x.cluster)
+                if known is None or x.controller_epoch > known:
+                    first = epochs.setdefault((x.cluster, x.controller_epoch), x)
+                    if (x.ts, x.topic, x.partition) < (first.ts, first.topic, first.partition):  # `_order`'s
+                        epochs[(x.cluster, x.controller_epoch)] = x
+        return out + list(epochs.values())
 
     def _snapshot(self, incident: Incident) -> Incident:
         """A copy of the incident as it stands, with its derived fields (worst, counts, summary) filled in."""
@@ -475,12 +520,8 @@ class IncidentBook:
     # -- incidents
 
     def _holding(self, key: PartitionKey) -> list[Incident]:
-        cluster, topic, partition = key
-        return [
-            i
-            for i in self.open.values()
-            if i.cluster == cluster and any(p.topic == topic and p.partition == partition for p in i.partitions)
-        ]
+        """The open incidents `key` is in (the order they took it in: each is changed on its own)."""
+        return [self.open[ident] for ident in self._parts.get(key, ())]
 
     def find(self, cluster: str, kinds: Iterable[IncidentKind], broker: int | None) -> Incident | None:
         """The open incident of `kinds` about `broker` (None: of the cluster)."""
@@ -514,9 +555,10 @@ class IncidentBook:
                 i.leaders = sorted([*i.leaders, decision.leader])
             self._add_decision(i, decision)
         _, topic, partition = key
-        if any(p.topic == topic and p.partition == partition for p in i.partitions):
+        parts = self._parts.setdefault(key, {})
+        if i.id in parts:
             return
-        part = IncidentPartition(topic=topic, partition=partition)
+        part = parts[i.id] = IncidentPartition(topic=topic, partition=partition)
         i.partitions.append(part)
         h = self.health.get(key)
         if h is not None:
@@ -535,7 +577,7 @@ class IncidentBook:
         self._changed[i.id] = i
 
     def _partition_state(self, i: Incident, key: PartitionKey, h: PartitionHealth) -> None:
-        part = next(p for p in i.partitions if p.topic == key[1] and p.partition == key[2])
+        part = self._parts[key][i.id]
         last = part.intervals[-1] if part.intervals and part.intervals[-1].end_ms is None else None
         if last is not None and last.state is h.health:
             return
@@ -553,6 +595,11 @@ class IncidentBook:
         for i in [i for i in self.open.values() if i.cluster == cluster and closes(self, i, at)]:
             i.closed_ms = i.quiet_ms
             del self.open[i.id]
+            for p in i.partitions:
+                key = (cluster, p.topic, p.partition)
+                del self._parts[key][i.id]
+                if not self._parts[key]:
+                    del self._parts[key]
             self._changed[i.id] = i
             if i.offline_ms is not None:
                 for b in i.brokers:
@@ -873,6 +920,15 @@ def _order(x: _Ordered) -> tuple[int, int, str, str, int, int]:
     if isinstance(x, BrokerRegistration):
         return (x.ts, 1, x.cluster, "", x.id, -1 if x.broker is None else x.broker)
     return (x.ts, 0 if isinstance(x, Decision) else 2, x.cluster, x.topic, x.partition, 0)
+
+
+def _quiet(x: Decision | PartitionHealth) -> bool:
+    """An input that leaves a partition the book holds nothing of as it was (`IncidentBook._without_quiet`): a
+    LeaderAndIsr that removes no replica, a health at the full ISR whose leader did not move."""
+    if isinstance(x, Decision):
+        return x.kind is DecisionKind.LEADER_AND_ISR and set(x.isr_before) <= set(x.isr_after)
+    moved = x.leader_before is not None and x.leader_before >= 0 and x.leader_before != x.leader
+    return x.health is Health.OK and not moved
 
 
 def _missing(h: PartitionHealth | None) -> set[int]:

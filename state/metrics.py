@@ -9,7 +9,7 @@ against the names a real server exports.
 from __future__ import annotations
 
 import bisect
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -313,14 +313,15 @@ def tallies(
     def add(tally: str, value: float = 1, /, **labels: object) -> None:
         counts[(tally, tuple(sorted((k, str(v)) for k, v in labels.items())))] += value
 
-    for d in decisions:
-        add(DECISIONS.tally, cluster=d.cluster, kind=d.kind)
-    for c in committed:
+    # Counted by their labels first: a batch that settles every partition carries one decision each.
+    for (cluster, decided), n in Counter((d.cluster, d.kind) for d in decisions).items():
+        add(DECISIONS.tally, n, cluster=cluster, kind=decided)
+    for c, n in Counter(committed).items():
         if c.kind is DecisionKind.SHRINK:
-            add(ISR_SHRINKS.tally, broker=c.leader, cluster=c.cluster, reason=c.reason)
-            add(FOLLOWER_SHRINKS.tally, broker=c.replica, cluster=c.cluster, reason=c.reason)
+            add(ISR_SHRINKS.tally, n, broker=c.leader, cluster=c.cluster, reason=c.reason)
+            add(FOLLOWER_SHRINKS.tally, n, broker=c.replica, cluster=c.cluster, reason=c.reason)
         else:
-            add(ISR_EXPANDS.tally, broker=c.leader, cluster=c.cluster)
+            add(ISR_EXPANDS.tally, n, broker=c.leader, cluster=c.cluster)
     samples: list[tuple[Metric, dict[str, str], float]] = []  # (histogram, its labels but `le`, value)
     for p in propagations:
         add(PROPAGATION_BATCHES.tally, broker=p.broker, cluster=p.cluster, trigger=p.trigger)

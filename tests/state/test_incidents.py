@@ -112,6 +112,24 @@ def test_a_partition_short_of_its_isr_without_a_cause_opens_nothing() -> None:
     assert [(c.ts, c.under_replicated) for c in timeline.counts] == [(10, 1)]
 
 
+def test_a_quiet_partition_still_moves_the_controller_epoch_at_its_time() -> None:
+    """Partitions at their full ISR that the book holds nothing of skip the ordered walk (a batch that settles every
+    partition), but the first health of a higher controller epoch still counts at its time (rule 3): a LeaderAndIsr
+    of that epoch after it opens no controller incident, one before it does."""
+
+    def state(ts: int, partition: int, health: Health, epoch: int, leader_before: int | None) -> PartitionHealth:
+        isr = (1, 2) if health is Health.OK else (1,)
+        return PartitionHealth(ts, "c", "t", partition, health, 1, leader_before, isr, (1, 2), epoch)
+
+    for quiet_at, expected in ((100, []), (300, ["controller"])):
+        book = IncidentBook(Config())
+        book.add([], [state(10, 0, Health.OK, 1, 1), state(10, 1, Health.OK, 1, 1)])
+        assert book.advance({"c": 50})[0] == []
+        book.add([], [state(quiet_at, 0, Health.OK, 2, None), state(200, 1, Health.UNDER_REPLICATED, 2, 1)])
+        opened, _, _, _ = book.advance({"c": 1000})
+        assert [i.kind for i in opened] == expected
+
+
 def test_an_alter_partition_request_in_flight_too_long_is_pending_until_answered() -> None:
     """Rule 4, in the stream's cut: in flight at one frontier, answered at a later one."""
     config = Config(isr_change_pending_ms=5000, incident_window_ms=1000)
