@@ -382,10 +382,24 @@ def _decode(raw: bytes | str, decoder: Any) -> Any:
 def _decode_body(body: bytes | str, decoder: Any) -> Any:
     try:
         return decoder.decode(body)
-    except UnicodeDecodeError as exc:
-        raise msgspec.DecodeError(f"invalid UTF-8 at byte {exc.start}") from None
+    except UnicodeDecodeError:  # msgspec < 0.23 raises it for invalid UTF-8 inside a string
+        raise _invalid_utf8(body) from None
+    except msgspec.DecodeError as exc:
+        if str(exc).startswith("Invalid UTF-8"):  # msgspec >= 0.23's message for the same, without a position
+            raise _invalid_utf8(body) from None
+        raise
     except RecursionError:
         raise msgspec.DecodeError("nested too deeply") from None
+
+
+def _invalid_utf8(body: bytes | str) -> msgspec.DecodeError:
+    """One reason for invalid UTF-8 whichever msgspec found it: the offset of the first bad byte in the line."""
+    if not isinstance(body, str):
+        try:
+            bytes(body).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            return msgspec.DecodeError(f"invalid UTF-8 at byte {exc.start}")
+    return msgspec.DecodeError("invalid UTF-8")
 
 
 def parse_event(raw: bytes | str, seq: int, arrival: int = 0) -> Event | DeadLetter:
