@@ -304,9 +304,7 @@ def observe_alter_partition_sent(
         new = not resends_item(p, ev.broker, proposed.leader_epoch, proposed.partition_epoch, isr)
         out.observe(p, proposal, audited=new)
         if new and proposed_after_the_metadata(p, ev.broker, proposed):
-            p.isr_state = IsrState.PENDING_EXPAND if grows else IsrState.PENDING_SHRINK
-            p.proposed_isr = tuple(isr)
-            p.pending_since_ms = ev.ts
+            hold_pending(p, IsrState.PENDING_EXPAND if grows else IsrState.PENDING_SHRINK, tuple(isr), ev.ts)
             out.touched.add(p.key)  # its row shows the change in flight
 
 
@@ -527,13 +525,19 @@ def prepare_isr_change(
     pending from `now`, based on its current leader and partition epochs. With AlterPartition it goes to the
     broker's manager (`submit_alter_partition`; False: refused at once, the partition is committed again); in
     ZooKeeper mode the write is in flight until the leader reports its commit (`commit_isr_write`)."""
-    p.isr_state = state
-    p.proposed_isr = isr
-    p.pending_since_ms = now
+    hold_pending(p, state, isr, now)
     if config.alter_partition:
         return submit_alter_partition(p, at, out)
     record_isr_change(p, now, at, out)
     return True
+
+
+def hold_pending(p: Partition, state: IsrState, isr: tuple[int, ...], now: int) -> None:
+    """`partitionState = PendingExpandIsr / PendingShrinkIsr` (Partition@3.9.0-rc3 L1765-1815): `isr` is in flight
+    from `now`, the committed ISR unchanged until its answer or new metadata (`revert_isr_change`)."""
+    p.isr_state = state
+    p.proposed_isr = isr
+    p.pending_since_ms = now
 
 
 def submit_alter_partition(p: Partition, at: Order, out: Outputs) -> bool:
